@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine of this kind lacks for building the workspace. Idempotent.
+# Sourced by the other scripts; safe to run by hand.
+set -euo pipefail
+
+need_apt=()
+# RocksDB's bindings (from issue 3 on) need libclang and a C++ compiler.
+if ! ldconfig -p 2>/dev/null | grep -q 'libclang'; then need_apt+=(libclang-dev); fi
+if ! command -v c++ >/dev/null 2>&1; then need_apt+=(g++); fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing ${need_apt[*]}" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "setup: please install ${need_apt[*]}" >&2
+    exit 1
+  fi
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo is missing; install the Rust toolchain (rustup)" >&2
+  exit 1
+fi

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this). Release profile only: RocksDB's C++
+# is compiled once per profile, so building, testing and timing share one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+echo "== rustfmt"
+cargo fmt --all -- --check
+echo "== clippy (warnings denied)"
+cargo clippy --workspace --all-targets --release -- -D warnings
+echo "== dependency direction"
+bash scripts/check-deps.sh
+echo "== tests"
+cargo test --workspace --release

@@ -1,0 +1,236 @@
+//! The admission lane: strict FIFO waiting room per show (seed 002, "Strict FIFO admission").
+//!
+//! Owns tickets and grants. Joining gives a ticket whose id is its place in line; the oldest
+//! waiting tickets are granted while fewer than `window` grants are outstanding (1 = strict FIFO);
+//! a grant lives `grant_ttl_ms`; a hold consumes it atomically, and a consumed grant's later
+//! expiry never touches the hold. Never grants out of order and never exceeds the window.
+
+use crate::audit::{EntityKind, Reason, StateName};
+use crate::ids::{Actor, SessionId, TicketId};
+use crate::limits::{ADMISSION_TICKETS_LIVE_MAX, ADMISSION_WINDOW_MAX};
+use crate::outbox::Event;
+use crate::outcome::{Outcome, Rejection, Reply};
+use crate::state::{Ctx, Show, Ticket, TicketState};
+
+impl Show {
+    /// A ticket's state as a reader should see it at `now_ms`: an overdue grant or an overdue
+    /// waiting ticket reads as expired.
+    pub(crate) fn ticket_effective_state(&self, ticket: &Ticket, now_ms: u64) -> TicketState {
+        match ticket.state {
+            TicketState::Granted
+                if ticket.grant_deadline_ms.expect("a grant has a deadline") <= now_ms =>
+            {
+                TicketState::Expired
+            }
+            TicketState::Waiting if ticket.joined_ms + self.policy.ticket_wait_ms <= now_ms => {
+                TicketState::Expired
+            }
+            state => state,
+        }
+    }
+
+    /// Checks that `grant` is a live grant of `session`.
+    pub(crate) fn check_grant(
+        &self,
+        session: SessionId,
+        grant: TicketId,
+        now_ms: u64,
+    ) -> Result<(), Rejection> {
+        let ticket = self.lane.tickets.get(&grant).ok_or(Rejection::TicketNotFound)?;
+        if ticket.session != session {
+            return Err(Rejection::NotOwner);
+        }
+        match self.ticket_effective_state(ticket, now_ms) {
+            TicketState::Granted => Ok(()),
+            TicketState::Expired if ticket.state == TicketState::Granted => {
+                Err(Rejection::GrantExpired)
+            }
+            state => Err(Rejection::TicketNotActive { state }),
+        }
+    }
+
+    /// Consumes a live grant (checked by `check_grant`) and serves the next in line.
+    pub(crate) fn consume_grant(&mut self, ctx: &mut Ctx<'_>, grant: TicketId) {
+        self.end_ticket(ctx, grant, TicketState::Consumed, Reason::GrantConsumed);
+        self.settle_lane(ctx, u32::MAX);
+        self.advance_lane(ctx);
+    }
+
+    /// Puts the session in line; grants at once if the window has room.
+    pub(crate) fn join_queue(&mut self, ctx: &mut Ctx<'_>, session: SessionId) -> Outcome {
+        self.require_not_cancelled()?;
+        if !self.lane.enabled {
+            return Err(Rejection::AdmissionDisabled);
+        }
+        if let Some(ticket) = self.lane.live_by_session.get(&session) {
+            let live = &self.lane.tickets[ticket];
+            if self.ticket_effective_state(live, ctx.now) != TicketState::Expired {
+                return Err(Rejection::AlreadyQueued { ticket: *ticket });
+            }
+        }
+        if self.lane.live_by_session.len() >= ADMISSION_TICKETS_LIVE_MAX {
+            return Err(Rejection::QueueFull { what: "admission lane".into() });
+        }
+
+        self.settle_lane(ctx, u32::MAX);
+        let id = TicketId(self.allocate_id());
+        self.lane.tickets.insert(
+            id,
+            Ticket {
+                id,
+                session,
+                state: TicketState::Waiting,
+                joined_ms: ctx.now,
+                granted_index: None,
+                grant_deadline_ms: None,
+            },
+        );
+        assert!(self.lane.waiting.insert(id));
+        assert!(self.lane.waiting_deadlines.insert((ctx.now + self.policy.ticket_wait_ms, id)));
+        assert!(self.lane.live_by_session.insert(session, id).is_none());
+        let transition =
+            self.transition(EntityKind::Ticket, id.0, None, StateName::Waiting, Reason::Requested);
+        ctx.record(transition);
+        self.advance_lane(ctx);
+        let ticket = &self.lane.tickets[&id];
+        Ok(Reply::Queued { ticket: id, state: ticket.state, grant_deadline_ms: ticket.grant_deadline_ms })
+    }
+
+    /// Takes the owner's ticket out of line (giving back an unused grant).
+    pub(crate) fn leave_queue(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: SessionId,
+        ticket: TicketId,
+    ) -> Outcome {
+        let found = self.lane.tickets.get(&ticket).ok_or(Rejection::TicketNotFound)?;
+        if found.session != session {
+            return Err(Rejection::NotOwner);
+        }
+        match self.ticket_effective_state(found, ctx.now) {
+            TicketState::Waiting | TicketState::Granted => {}
+            state => return Err(Rejection::TicketNotActive { state }),
+        }
+        self.end_ticket(ctx, ticket, TicketState::Left, Reason::Requested);
+        self.settle_lane(ctx, u32::MAX);
+        self.advance_lane(ctx);
+        Ok(Reply::QueueLeft { ticket })
+    }
+
+    /// Turns the lane on or off. Turning it off expires every waiting and granted ticket.
+    pub(crate) fn configure_admission(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        enabled: bool,
+        window: u32,
+    ) -> Outcome {
+        self.require_not_cancelled()?;
+        if window == 0 || window > ADMISSION_WINDOW_MAX {
+            return Err(Rejection::invalid(format!("window: must be 1..={ADMISSION_WINDOW_MAX}")));
+        }
+        self.lane.enabled = enabled;
+        self.lane.window = window;
+        if !enabled {
+            let live: Vec<TicketId> = self.lane.live_by_session.values().copied().collect();
+            for ticket in live {
+                self.end_ticket(ctx, ticket, TicketState::Expired, Reason::LaneDisabled);
+            }
+        }
+        self.settle_lane(ctx, u32::MAX);
+        self.advance_lane(ctx);
+        Ok(Reply::AdmissionConfigured { show: self.id, enabled, window })
+    }
+
+    /// Ends a waiting or granted ticket.
+    pub(crate) fn end_ticket(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        ticket: TicketId,
+        to: TicketState,
+        reason: Reason,
+    ) {
+        let found = self.lane.tickets.get_mut(&ticket).expect("ending a known ticket");
+        let from = found.state;
+        match from {
+            TicketState::Waiting => {
+                assert!(self.lane.waiting.remove(&ticket));
+                let limit_ms = found.joined_ms + self.policy.ticket_wait_ms;
+                assert!(self.lane.waiting_deadlines.remove(&(limit_ms, ticket)));
+            }
+            TicketState::Granted => {
+                let deadline_ms = found.grant_deadline_ms.expect("a grant has a deadline");
+                assert!(self.lane.granted.remove(&(deadline_ms, ticket)));
+            }
+            _ => panic!("ending a ticket that is not live"),
+        }
+        found.state = to;
+        let session = found.session;
+        assert_eq!(self.lane.live_by_session.remove(&session), Some(ticket));
+        let transition =
+            self.transition(EntityKind::Ticket, ticket.0, Some(from.into()), to.into(), reason);
+        ctx.record(transition);
+    }
+
+    /// Expires overdue grants and tickets past the waiting limit, at most `budget`; returns
+    /// how many.
+    pub(crate) fn settle_lane(&mut self, ctx: &mut Ctx<'_>, budget: u32) -> u32 {
+        let actor = ctx.actor;
+        ctx.actor = Actor::System;
+        let mut expired = 0;
+        while expired < budget {
+            let due_grant = self.lane.granted.first().filter(|(deadline, _)| *deadline <= ctx.now);
+            let due_wait =
+                self.lane.waiting_deadlines.first().filter(|(deadline, _)| *deadline <= ctx.now);
+            let (ticket, reason) = match (due_grant, due_wait) {
+                (Some((_, ticket)), _) => (*ticket, Reason::DeadlinePassed),
+                (None, Some((_, ticket))) => (*ticket, Reason::WaitingLimit),
+                (None, None) => break,
+            };
+            self.end_ticket(ctx, ticket, TicketState::Expired, reason);
+            expired += 1;
+        }
+        ctx.actor = actor;
+        expired
+    }
+
+    /// Grants the oldest waiting tickets while the window has room; a waiter past its limit met
+    /// on the way is expired instead. Callers settle first so that overdue grants free their
+    /// window slots; an unsettled one only makes the lane slower, never wider.
+    pub(crate) fn advance_lane(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.lane.enabled {
+            return;
+        }
+        let actor = ctx.actor;
+        ctx.actor = Actor::System;
+        while (self.lane.granted.len() as u64) < u64::from(self.lane.window) {
+            let Some(ticket) = self.lane.waiting.pop_first() else { break };
+            let found = &self.lane.tickets[&ticket];
+            assert_eq!(found.state, TicketState::Waiting);
+            let limit_ms = found.joined_ms + self.policy.ticket_wait_ms;
+            if limit_ms <= ctx.now {
+                // Waited too long: it is expired, not served.
+                self.lane.waiting.insert(ticket);
+                self.end_ticket(ctx, ticket, TicketState::Expired, Reason::WaitingLimit);
+                continue;
+            }
+            assert!(self.lane.waiting_deadlines.remove(&(limit_ms, ticket)));
+            let found = self.lane.tickets.get_mut(&ticket).expect("a waiting ticket exists");
+            let deadline_ms = ctx.now + self.policy.grant_ttl_ms;
+            found.state = TicketState::Granted;
+            found.granted_index = Some(ctx.index);
+            found.grant_deadline_ms = Some(deadline_ms);
+            let session = found.session;
+            assert!(self.lane.granted.insert((deadline_ms, ticket)));
+            ctx.emit(self.id, Event::GrantIssued { ticket, session, deadline_ms });
+            let transition = self.transition(
+                EntityKind::Ticket,
+                ticket.0,
+                Some(StateName::Waiting),
+                StateName::Granted,
+                Reason::NextInLine,
+            );
+            ctx.record(transition);
+        }
+        ctx.actor = actor;
+    }
+}

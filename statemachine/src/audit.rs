@@ -1,0 +1,238 @@
+//! The audit log: every transition of a hold, booking, payment, ticket, waitlist entry and offer.
+//!
+//! Owns the record shapes and the per-entity log. Records are written in the same apply as the
+//! transition they describe, so the log can answer "why did someone after me get a spot?" from
+//! facts rather than guesses. Never decides a transition; never forgets a record.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{Actor, ShowId};
+use crate::state::{
+    BookingState, HoldState, OfferState, PaymentState, TicketState, WaitlistEntryState,
+};
+
+/// The kinds of audited entity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum EntityKind {
+    /// A hold.
+    Hold,
+    /// A booking.
+    Booking,
+    /// A payment attempt.
+    Payment,
+    /// An admission ticket (and its grant).
+    Ticket,
+    /// A waitlist entry.
+    WaitlistEntry,
+    /// A waitlist offer.
+    Offer,
+}
+
+/// One audited entity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct EntityRef {
+    /// Its show.
+    pub show: ShowId,
+    /// Its kind.
+    pub kind: EntityKind,
+    /// Its id within the show.
+    pub id: u64,
+}
+
+/// A state of any audited entity, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum StateName {
+    /// Hold: owns its seats.
+    Held,
+    /// Hold: checkout started.
+    Processing,
+    /// Hold or booking: confirmed.
+    Confirmed,
+    /// Hold or booking: cancelled.
+    Cancelled,
+    /// Hold, ticket, entry or offer: ran out of time.
+    Expired,
+    /// Payment: awaiting the provider.
+    Pending,
+    /// Payment: the provider could not say.
+    Unknown,
+    /// Payment: money taken.
+    Succeeded,
+    /// Payment: refused; entry or offer: declined.
+    Declined,
+    /// Ticket or entry: in line.
+    Waiting,
+    /// Ticket: holds a grant.
+    Granted,
+    /// Ticket: grant used.
+    Consumed,
+    /// Ticket or entry: left.
+    Left,
+    /// Entry: has an offer.
+    Offered,
+    /// Offer: open.
+    Open,
+    /// Entry or offer: accepted.
+    Accepted,
+    /// Offer: closed by show cancellation.
+    Withdrawn,
+}
+
+/// Why a transition happened: a stable reason code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Reason {
+    /// The owner asked for it (hold, join, leave, cancel, decline).
+    Requested,
+    /// A deadline passed in log time.
+    DeadlinePassed,
+    /// A ticket waited longer than the show allows.
+    WaitingLimit,
+    /// Checkout started a payment attempt.
+    CheckoutStarted,
+    /// The provider reported success in time.
+    PaymentSucceeded,
+    /// The provider reported success too late: the money is to be refunded.
+    LatePayment,
+    /// The provider declined.
+    PaymentDeclined,
+    /// The provider could not say.
+    PaymentUnknown,
+    /// The show was cancelled.
+    ShowCancelled,
+    /// A grant was used by a hold.
+    GrantConsumed,
+    /// The next in line was served as capacity or the window allowed.
+    NextInLine,
+    /// An offer was accepted and became a hold.
+    OfferAccepted,
+    /// The admission lane was turned off.
+    LaneDisabled,
+    /// The waitlist was turned off.
+    WaitlistDisabled,
+}
+
+/// The order of a waitlist entry: priority band, then join time, then sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct OrderKey {
+    /// Priority band (0 first).
+    pub band: u8,
+    /// Log time of joining.
+    pub joined_ms: u64,
+    /// The entry id: breaks ties, and names the entry.
+    pub seq: u64,
+}
+
+/// One transition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// The state before (none when created).
+    pub from: Option<StateName>,
+    /// The state after.
+    pub to: StateName,
+    /// Why.
+    pub reason: Reason,
+    /// Who.
+    pub actor: Actor,
+    /// Log time.
+    pub log_time_ms: u64,
+    /// Log index.
+    pub log_index: u64,
+    /// The waitlist ordering policy version in force.
+    pub policy_version: u32,
+    /// The order key of the waitlist entry served, for promotions.
+    pub order: Option<OrderKey>,
+}
+
+/// Every audit record of a group, per entity, in log order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Audit {
+    records: BTreeMap<EntityRef, Vec<AuditRecord>>,
+}
+
+impl Audit {
+    /// Appends a record for an entity.
+    pub(crate) fn append(&mut self, entity: EntityRef, record: AuditRecord) {
+        self.records.entry(entity).or_default().push(record);
+    }
+
+    /// The records of one entity, oldest first.
+    pub fn of(&self, entity: EntityRef) -> &[AuditRecord] {
+        self.records.get(&entity).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Every entity with records, in order, and its records.
+    pub fn iter(&self) -> impl Iterator<Item = (&EntityRef, &[AuditRecord])> {
+        self.records.iter().map(|(entity, records)| (entity, records.as_slice()))
+    }
+}
+
+impl From<HoldState> for StateName {
+    fn from(state: HoldState) -> Self {
+        match state {
+            HoldState::Held => StateName::Held,
+            HoldState::Processing => StateName::Processing,
+            HoldState::Confirmed => StateName::Confirmed,
+            HoldState::Cancelled => StateName::Cancelled,
+            HoldState::Expired => StateName::Expired,
+        }
+    }
+}
+
+impl From<BookingState> for StateName {
+    fn from(state: BookingState) -> Self {
+        match state {
+            BookingState::Confirmed => StateName::Confirmed,
+            BookingState::Cancelled => StateName::Cancelled,
+        }
+    }
+}
+
+impl From<PaymentState> for StateName {
+    fn from(state: PaymentState) -> Self {
+        match state {
+            PaymentState::Pending => StateName::Pending,
+            PaymentState::Unknown => StateName::Unknown,
+            PaymentState::Succeeded => StateName::Succeeded,
+            PaymentState::Declined => StateName::Declined,
+        }
+    }
+}
+
+impl From<TicketState> for StateName {
+    fn from(state: TicketState) -> Self {
+        match state {
+            TicketState::Waiting => StateName::Waiting,
+            TicketState::Granted => StateName::Granted,
+            TicketState::Consumed => StateName::Consumed,
+            TicketState::Left => StateName::Left,
+            TicketState::Expired => StateName::Expired,
+        }
+    }
+}
+
+impl From<WaitlistEntryState> for StateName {
+    fn from(state: WaitlistEntryState) -> Self {
+        match state {
+            WaitlistEntryState::Waiting => StateName::Waiting,
+            WaitlistEntryState::Offered => StateName::Offered,
+            WaitlistEntryState::Accepted => StateName::Accepted,
+            WaitlistEntryState::Declined => StateName::Declined,
+            WaitlistEntryState::Expired => StateName::Expired,
+            WaitlistEntryState::Left => StateName::Left,
+        }
+    }
+}
+
+impl From<OfferState> for StateName {
+    fn from(state: OfferState) -> Self {
+        match state {
+            OfferState::Open => StateName::Open,
+            OfferState::Accepted => StateName::Accepted,
+            OfferState::Declined => StateName::Declined,
+            OfferState::Expired => StateName::Expired,
+            OfferState::Withdrawn => StateName::Withdrawn,
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Holds: all-or-nothing claims of 1..=10 exact seats for one session, with a deadline.
+//!
+//! Owns creating, cancelling and ending holds, and the one rule for whether a seat can be claimed.
+//! An overdue hold is treated as expired by any command that meets it ("checked in the claim, not
+//! by a sweeper") and materialized as expired only by a command that succeeds, or by `Tick`.
+//! Never releases seats of a hold that is not live; never lets a claim take part of its seats.
+
+use crate::audit::{EntityKind, Reason, StateName};
+use crate::ids::{Actor, HoldId, SeatNo, SeatSet, SessionId, TicketId};
+use crate::outbox::Event;
+use crate::outcome::{HoldReceipt, Outcome, Rejection, Reply};
+use crate::state::{Ctx, Hold, HoldState, Seat, Show, ShowStatus};
+
+impl Show {
+    /// Whether a hold may take this seat at `now_ms`: it is free, or its hold is overdue and no
+    /// waiter has a prior claim on seats released now.
+    pub(crate) fn seat_claimable(&self, seat: SeatNo, now_ms: u64) -> bool {
+        match self.seats[seat as usize] {
+            Seat::Free => true,
+            Seat::Held(hold) => {
+                self.holds[&hold].is_overdue(now_ms) && self.waitlist.waiting.is_empty()
+            }
+            Seat::Booked(_) | Seat::Pooled | Seat::Offered(_) => false,
+        }
+    }
+
+    /// The requested seats that cannot be claimed now (empty when all can).
+    pub(crate) fn unavailable_seats(&self, seats: &SeatSet, now_ms: u64) -> SeatSet {
+        seats.iter().copied().filter(|seat| !self.seat_claimable(*seat, now_ms)).collect()
+    }
+
+    /// Holds exactly `seats` for `session`, or rejects and changes nothing.
+    pub(crate) fn hold(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: SessionId,
+        seats: &SeatSet,
+        price_version: u32,
+        grant: Option<TicketId>,
+    ) -> Outcome {
+        self.require_on_sale()?;
+        self.require_seats_exist(seats)?;
+        if price_version != self.price_version {
+            return Err(Rejection::PriceVersionMismatch { current: self.price_version });
+        }
+        let grant = if self.lane.enabled {
+            let grant = grant.ok_or(Rejection::GrantRequired)?;
+            self.check_grant(session, grant, ctx.now)?;
+            Some(grant)
+        } else {
+            None
+        };
+        let live = self.live_holds_by_session.get(&session).copied().unwrap_or(0);
+        if live >= self.policy.holds_per_session_max {
+            return Err(Rejection::TooManyHolds { max: self.policy.holds_per_session_max });
+        }
+        let taken = self.unavailable_seats(seats, ctx.now);
+        if !taken.is_empty() {
+            return Err(Rejection::SeatUnavailable { seats: taken });
+        }
+
+        // Decided: from here on every step succeeds.
+        self.expire_overdue_owners(ctx, seats);
+        if let Some(grant) = grant {
+            self.consume_grant(ctx, grant);
+        }
+        let receipt = self.create_hold(ctx, session, seats, grant, None);
+        Ok(Reply::Held(receipt))
+    }
+
+    /// Materializes the expiry of overdue holds that own any of `seats`.
+    pub(crate) fn expire_overdue_owners(&mut self, ctx: &mut Ctx<'_>, seats: &SeatSet) {
+        for seat in seats {
+            if let Seat::Held(owner) = self.seats[*seat as usize] {
+                assert!(self.holds[&owner].is_overdue(ctx.now), "claimed seat of a live hold");
+                self.expire_hold(ctx, owner);
+            }
+        }
+    }
+
+    /// Creates a live hold of seats that are free or offered to this session, with the current
+    /// quote; returns its receipt.
+    pub(crate) fn create_hold(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: SessionId,
+        seats: &SeatSet,
+        grant: Option<TicketId>,
+        offer: Option<crate::ids::OfferId>,
+    ) -> HoldReceipt {
+        let id = HoldId(self.allocate_id());
+        let deadline_ms = ctx.now + self.policy.hold_ttl_ms;
+        let price = self.quote(seats);
+        for seat in seats {
+            let expected = match offer {
+                Some(offer) => Seat::Offered(offer),
+                None => Seat::Free,
+            };
+            assert_eq!(self.seats[*seat as usize], expected, "a hold takes only claimable seats");
+            self.set_seat(*seat, Seat::Held(id));
+        }
+        let hold = Hold {
+            id,
+            session,
+            seats: seats.clone(),
+            state: HoldState::Held,
+            created_ms: ctx.now,
+            hold_deadline_ms: deadline_ms,
+            processing_deadline_ms: None,
+            price_version: self.price_version,
+            price,
+            grant,
+            offer,
+            payment: None,
+            payment_attempts: 0,
+            booking: None,
+        };
+        self.holds.insert(id, hold);
+        assert!(self.hold_deadlines.insert((deadline_ms, id)));
+        *self.live_holds_by_session.entry(session).or_insert(0) += 1;
+        let reason = if offer.is_some() { Reason::OfferAccepted } else { Reason::Requested };
+        let transition = self.transition(EntityKind::Hold, id.0, None, StateName::Held, reason);
+        ctx.record(transition);
+        HoldReceipt { show: self.id, hold: id, seats: seats.clone(), price, deadline_ms }
+    }
+
+    /// Cancels the owner's held hold.
+    pub(crate) fn cancel_hold(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: SessionId,
+        hold: HoldId,
+    ) -> Outcome {
+        let found = self.holds.get(&hold).ok_or(Rejection::HoldNotFound)?;
+        if found.session != session {
+            return Err(Rejection::NotOwner);
+        }
+        match found.effective_state(ctx.now) {
+            HoldState::Held => {}
+            HoldState::Processing => return Err(Rejection::PaymentInProgress),
+            HoldState::Expired => return Err(Rejection::HoldExpired),
+            state => return Err(Rejection::HoldNotActive { state }),
+        }
+        self.end_hold(ctx, hold, HoldState::Cancelled, Reason::Requested);
+        Ok(Reply::HoldCancelled { hold })
+    }
+
+    /// Expires a live hold whose deadline passed (the system's doing, whoever's command found it).
+    pub(crate) fn expire_hold(&mut self, ctx: &mut Ctx<'_>, hold: HoldId) {
+        let actor = ctx.actor;
+        ctx.actor = Actor::System;
+        self.end_hold(ctx, hold, HoldState::Expired, Reason::DeadlinePassed);
+        ctx.actor = actor;
+    }
+
+    /// Ends a live hold: it leaves the deadline index and its seats are released.
+    pub(crate) fn end_hold(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        hold: HoldId,
+        to: HoldState,
+        reason: Reason,
+    ) {
+        assert!(!to.is_live() && to != HoldState::Confirmed);
+        let found = self.holds.get_mut(&hold).expect("ending a known hold");
+        let from = found.state;
+        assert!(from.is_live(), "ending a hold that is not live");
+        let deadline_ms = found.deadline_ms();
+        found.state = to;
+        let session = found.session;
+        let seats = found.seats.clone();
+        assert!(self.hold_deadlines.remove(&(deadline_ms, hold)));
+        self.forget_live_hold(session);
+        if to == HoldState::Expired {
+            ctx.emit(self.id, Event::HoldExpired { hold, session });
+        }
+        let transition =
+            self.transition(EntityKind::Hold, hold.0, Some(from.into()), to.into(), reason);
+        ctx.record(transition);
+        for seat in &seats {
+            assert_eq!(self.seats[*seat as usize], Seat::Held(hold));
+        }
+        self.release_seats(ctx, &seats);
+    }
+
+    /// Lowers a session's live hold count.
+    pub(crate) fn forget_live_hold(&mut self, session: SessionId) {
+        let count = self.live_holds_by_session.get_mut(&session).expect("a live hold is counted");
+        *count -= 1;
+        if *count == 0 {
+            self.live_holds_by_session.remove(&session);
+        }
+    }
+
+    /// Returns seats to sale: to the waitlist's pool while anyone waits (and the show is not
+    /// cancelled), else free; then serves the waitlist.
+    pub(crate) fn release_seats(&mut self, ctx: &mut Ctx<'_>, seats: &[SeatNo]) {
+        let to_pool =
+            self.status != ShowStatus::Cancelled && !self.waitlist.waiting.is_empty();
+        for seat in seats {
+            if to_pool {
+                self.set_seat(*seat, Seat::Pooled);
+                assert!(self.waitlist.pool.insert(*seat));
+            } else {
+                self.set_seat(*seat, Seat::Free);
+            }
+        }
+        if to_pool {
+            self.promote(ctx);
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! The booking rules: a pure, deterministic state machine for one Raft group.
+//!
+//! Every replica of a group applies the same log through [`Group::apply`] and reaches the same
+//! state, so this crate has no clock, no randomness, no I/O, no floats in decisions and only
+//! ordered maps. Time is the leader-stamped log time carried by each [`Entry`], kept monotonic.
+//! Business rejections are [`Rejection`] values inside each command's [`Outcome`]; a broken
+//! invariant is a panic, never silently repaired.
+//!
+//! The rules live one concept per file: shows (`show.rs`), holds (`hold.rs`), checkout and
+//! payments (`payment.rs`), bookings (`booking.rs`), the admission lane (`admission.rs`), the
+//! waitlist (`waitlist.rs`), expiry (`expiry.rs`), idempotency, audit and outbox. Reads are in
+//! `read.rs`, snapshots in `snapshot.rs`, invariants in `invariants.rs`.
+
+mod admission;
+mod audit;
+mod booking;
+mod command;
+mod expiry;
+mod hold;
+mod idempotency;
+mod ids;
+mod invariants;
+pub mod limits;
+mod outbox;
+mod outcome;
+mod payment;
+mod read;
+mod show;
+mod snapshot;
+mod state;
+mod waitlist;
+
+pub use audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
+pub use command::{
+    ClientCommand, ClientRequest, Command, Entry, OperatorCommand, PaymentOutcome, PaymentResult,
+    SeatRange, ShowPolicy, ShowSpec,
+};
+pub use idempotency::IdempotencyRecord;
+pub use ids::{
+    Actor, BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, Money, OfferId,
+    OutboxId, PaymentId, ProviderEventId, SeatNo, SeatSet, SessionId, ShowId, TicketId,
+};
+pub use outbox::{Event, Outbox, OutboxEvent, RefundReason};
+pub use outcome::{HoldReceipt, Outcome, PaymentEffect, Rejection, Reply};
+pub use read::{
+    AsOf, BookingView, HoldView, OfferView, PaymentView, SeatMap, SeatStatus, TicketView,
+    WaitlistEntryView, WaitlistSkip,
+};
+pub use snapshot::{Digest, SNAPSHOT_FORMAT_VERSION, SnapshotError};
+pub use state::{
+    Booking, BookingState, Group, Hold, HoldState, Lane, Offer, OfferState, PaymentAttempt,
+    PaymentState, Seat, SeatCounts, Show, ShowStatus, Ticket, TicketState, Waitlist,
+    WaitlistEntry, WaitlistEntryState,
+};
+
+use limits::{BATCH_COMMANDS_MAX, TICK_EXPIRATIONS_MAX};
+use state::Ctx;
+
+impl Group {
+    /// An empty group: no shows, log index 0, log time 0.
+    pub fn new() -> Group {
+        Group::default()
+    }
+
+    /// Applies one committed entry and returns one outcome per command, in order.
+    ///
+    /// Log time becomes `max(previous log time, entry.time_ms)`. An entry at or below the last
+    /// applied index was applied before: it changes nothing and gets no outcomes. A rejected
+    /// command changes nothing, and never affects the other commands of its batch.
+    ///
+    /// # Panics
+    ///
+    /// Only on a broken invariant (a bug), never on client input.
+    pub fn apply(&mut self, entry: &Entry) -> Vec<Outcome> {
+        if entry.index <= self.applied_index {
+            return Vec::new();
+        }
+        self.applied_index = entry.index;
+        self.log_time_ms = self.log_time_ms.max(entry.time_ms);
+        if entry.commands.len() > BATCH_COMMANDS_MAX {
+            let rejection =
+                Rejection::invalid(format!("batch: at most {BATCH_COMMANDS_MAX} commands"));
+            return vec![Err(rejection); entry.commands.len()];
+        }
+        entry.commands.iter().map(|command| self.apply_command(command)).collect()
+    }
+
+    /// Applies an entry that carries no commands (a leader's blank or a membership entry):
+    /// only the applied index and log time advance.
+    pub fn apply_empty(&mut self, index: u64, time_ms: u64) {
+        if index > self.applied_index {
+            self.applied_index = index;
+            self.log_time_ms = self.log_time_ms.max(time_ms);
+        }
+    }
+
+    fn apply_command(&mut self, command: &Command) -> Outcome {
+        let now = self.log_time_ms;
+        let index = self.applied_index;
+        match command {
+            Command::Client(client) => {
+                let ClientCommand { show, session, key, ref request } = *client;
+                let mut request = request.clone();
+                request.validate()?;
+                let show = self.shows.get_mut(&show).ok_or(Rejection::ShowNotFound)?;
+                if let Some(stored) = show.replay(session, key, &request, now) {
+                    return stored;
+                }
+                let mut ctx = Ctx {
+                    now,
+                    index,
+                    actor: Actor::Session(session),
+                    audit: &mut self.audit,
+                    outbox: &mut self.outbox,
+                };
+                let reply = show.apply_client(&mut ctx, session, &request)?;
+                show.remember(session, key, request, reply.clone(), now);
+                Ok(reply)
+            }
+            Command::Operator(OperatorCommand::CreateShow(spec)) => {
+                if self.shows.contains_key(&spec.show) {
+                    return Err(Rejection::ShowExists);
+                }
+                if self.shows.len() >= limits::SHOWS_PER_GROUP_MAX {
+                    return Err(Rejection::GroupFull);
+                }
+                let show = Show::create(spec)?;
+                let reply = Reply::ShowCreated { show: spec.show, seats: show.seat_count() };
+                self.shows.insert(spec.show, show);
+                Ok(reply)
+            }
+            Command::Operator(operator) => {
+                let operator = operator.clone();
+                let show = self.shows.get_mut(&operator.show()).ok_or(Rejection::ShowNotFound)?;
+                let mut ctx = Ctx {
+                    now,
+                    index,
+                    actor: Actor::Operator,
+                    audit: &mut self.audit,
+                    outbox: &mut self.outbox,
+                };
+                show.apply_operator(&mut ctx, operator)
+            }
+            Command::Payment(outcome) => {
+                let show = self.shows.get_mut(&outcome.show).ok_or(Rejection::ShowNotFound)?;
+                let mut ctx = Ctx {
+                    now,
+                    index,
+                    actor: Actor::Provider,
+                    audit: &mut self.audit,
+                    outbox: &mut self.outbox,
+                };
+                show.apply_payment(&mut ctx, outcome)
+            }
+            Command::Tick => {
+                let mut budget = TICK_EXPIRATIONS_MAX;
+                let mut more = false;
+                for show in self.shows.values_mut() {
+                    let mut ctx = Ctx {
+                        now,
+                        index,
+                        actor: Actor::System,
+                        audit: &mut self.audit,
+                        outbox: &mut self.outbox,
+                    };
+                    let expired = show.tick(&mut ctx, budget);
+                    budget -= expired;
+                    if budget == 0 {
+                        more = self.shows.values().any(|show| show.has_due(now));
+                        break;
+                    }
+                }
+                Ok(Reply::Ticked { expired: TICK_EXPIRATIONS_MAX - budget, more })
+            }
+            &Command::AckOutbox { up_to } => {
+                if up_to > self.outbox.last_id() {
+                    return Err(Rejection::invalid("up_to: beyond the last outbox event"));
+                }
+                let trimmed = self.outbox.ack(up_to);
+                Ok(Reply::OutboxAcked { up_to, trimmed })
+            }
+        }
+    }
+
+    /// The last applied log index.
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index
+    }
+
+    /// The current log time (ms).
+    pub fn log_time_ms(&self) -> u64 {
+        self.log_time_ms
+    }
+
+    /// One show, if it is in this group.
+    pub fn show(&self, show: ShowId) -> Option<&Show> {
+        self.shows.get(&show)
+    }
+
+    /// The group's shows, in id order.
+    pub fn shows(&self) -> impl Iterator<Item = &Show> {
+        self.shows.values()
+    }
+
+    /// The outbox.
+    pub fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
+    /// The audit log.
+    pub fn audit(&self) -> &Audit {
+        &self.audit
+    }
+}
+
+impl Show {
+    fn apply_client(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: SessionId,
+        request: &ClientRequest,
+    ) -> Outcome {
+        match *request {
+            ClientRequest::Hold { ref seats, price_version, grant } => {
+                self.hold(ctx, session, seats, price_version, grant)
+            }
+            ClientRequest::CancelHold { hold } => self.cancel_hold(ctx, session, hold),
+            ClientRequest::Checkout { hold } => self.checkout(ctx, session, hold),
+            ClientRequest::CancelBooking { booking } => self.cancel_booking(ctx, session, booking),
+            ClientRequest::JoinQueue => self.join_queue(ctx, session),
+            ClientRequest::LeaveQueue { ticket } => self.leave_queue(ctx, session, ticket),
+            ClientRequest::JoinWaitlist { quantity, band } => {
+                self.join_waitlist(ctx, session, quantity, band)
+            }
+            ClientRequest::LeaveWaitlist { entry } => self.leave_waitlist(ctx, session, entry),
+            ClientRequest::AcceptOffer { offer } => self.accept_offer(ctx, session, offer),
+            ClientRequest::DeclineOffer { offer } => self.decline_offer(ctx, session, offer),
+        }
+    }
+
+    fn apply_operator(&mut self, ctx: &mut Ctx<'_>, command: OperatorCommand) -> Outcome {
+        match command {
+            OperatorCommand::CreateShow(_) => unreachable!("handled by the group"),
+            OperatorCommand::OpenSales { .. } => self.open_sales(),
+            OperatorCommand::CloseSales { .. } => self.close_sales(),
+            OperatorCommand::CancelShow { .. } => Ok(self.cancel(ctx)),
+            OperatorCommand::SetPrices { version, prices_minor, .. } => {
+                self.set_prices(version, prices_minor)
+            }
+            OperatorCommand::ConfigureAdmission { enabled, window, .. } => {
+                self.configure_admission(ctx, enabled, window)
+            }
+            OperatorCommand::ConfigureWaitlist { enabled, policy_version, .. } => {
+                self.configure_waitlist(ctx, enabled, policy_version)
+            }
+            OperatorCommand::CapacityReleased { event, seats, .. } => {
+                self.capacity_released(ctx, event, seats)
+            }
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Every bound the booking core enforces, named with its unit last.
+//!
+//! Owns the numbers; never reads configuration or the environment. Relations between limits are
+//! checked at compile time so that a change to one cannot silently break another.
+
+/// Seats in one hold (all-or-nothing), and in one waitlist entry's request.
+pub const SEATS_PER_HOLD_MAX: usize = 10;
+/// Seats in one show.
+pub const SEATS_PER_SHOW_MAX: u32 = 100_000;
+/// Seat classes (price tiers) in one show.
+pub const SEAT_CLASSES_PER_SHOW_MAX: usize = 32;
+/// Ranges in one show's seat layout.
+pub const LAYOUT_RANGES_PER_SHOW_MAX: usize = 4_096;
+/// Price of one seat, in minor units of the show's currency.
+pub const SEAT_PRICE_MINOR_MAX: u64 = 100_000_000_000;
+/// Commands in one log entry.
+pub const BATCH_COMMANDS_MAX: usize = 8_192;
+/// Shows in one group.
+pub const SHOWS_PER_GROUP_MAX: usize = 100_000;
+/// Live holds (held or processing) of one session in one show.
+pub const HOLDS_PER_SESSION_MAX: u32 = 64;
+/// Payment attempts on one hold (a declined attempt may be followed by another checkout).
+pub const PAYMENT_ATTEMPTS_PER_HOLD_MAX: u8 = 3;
+/// Admission tickets per show that are waiting or granted at once.
+pub const ADMISSION_TICKETS_LIVE_MAX: usize = 1_000_000;
+/// Outstanding admission grants per show lane (the admission window).
+pub const ADMISSION_WINDOW_MAX: u32 = 10_000;
+/// Waitlist entries per show that are waiting or offered at once.
+pub const WAITLIST_ENTRIES_LIVE_MAX: usize = 1_000_000;
+/// Priority bands a waitlist may order by (band 0 is served first).
+pub const WAITLIST_BANDS_MAX: u8 = 8;
+/// Seats named by one capacity-released event.
+pub const CAPACITY_EVENT_SEATS_MAX: usize = 1_024;
+/// Objects one `Tick` expires or prunes before it reports that more are due.
+pub const TICK_EXPIRATIONS_MAX: u32 = 16_384;
+
+/// Default time a hold keeps its seats (five minutes).
+pub const HOLD_TTL_MS_DEFAULT: u64 = 5 * 60 * 1_000;
+/// Default grace a processing hold keeps its seats while its payment is resolved.
+pub const PAYMENT_GRACE_MS_DEFAULT: u64 = 2 * 60 * 1_000;
+/// Default lifetime of an admission grant.
+pub const GRANT_TTL_MS_DEFAULT: u64 = 60 * 1_000;
+/// Default longest time an admission ticket may wait before it expires (one hour).
+pub const TICKET_WAIT_MS_DEFAULT: u64 = 60 * 60 * 1_000;
+/// Default lifetime of a waitlist offer (ten minutes).
+pub const OFFER_TTL_MS_DEFAULT: u64 = 10 * 60 * 1_000;
+/// Default retention of idempotency records and capacity event ids (24 hours).
+pub const IDEMPOTENCY_RETENTION_MS_DEFAULT: u64 = 24 * 60 * 60 * 1_000;
+
+/// Shortest configurable deadline of any kind: one second.
+pub const DEADLINE_MS_MIN: u64 = 1_000;
+/// Longest configurable deadline of any kind: seven days.
+pub const DEADLINE_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1_000;
+
+const _: () = assert!(SEATS_PER_HOLD_MAX >= 1 && SEATS_PER_HOLD_MAX <= u8::MAX as usize);
+const _: () = assert!(SEATS_PER_HOLD_MAX as u32 <= SEATS_PER_SHOW_MAX);
+const _: () = assert!(SEAT_CLASSES_PER_SHOW_MAX <= u8::MAX as usize + 1);
+const _: () = assert!(CAPACITY_EVENT_SEATS_MAX as u32 <= SEATS_PER_SHOW_MAX);
+// A price times the seats of one hold must not overflow the amount type.
+const _: () = assert!(SEAT_PRICE_MINOR_MAX.checked_mul(SEATS_PER_HOLD_MAX as u64).is_some());
+const _: () = assert!(DEADLINE_MS_MIN <= HOLD_TTL_MS_DEFAULT && HOLD_TTL_MS_DEFAULT <= DEADLINE_MS_MAX);
+const _: () = assert!(DEADLINE_MS_MIN <= PAYMENT_GRACE_MS_DEFAULT && PAYMENT_GRACE_MS_DEFAULT <= DEADLINE_MS_MAX);
+const _: () = assert!(DEADLINE_MS_MIN <= GRANT_TTL_MS_DEFAULT && GRANT_TTL_MS_DEFAULT <= DEADLINE_MS_MAX);
+const _: () = assert!(DEADLINE_MS_MIN <= TICKET_WAIT_MS_DEFAULT && TICKET_WAIT_MS_DEFAULT <= DEADLINE_MS_MAX);
+const _: () = assert!(DEADLINE_MS_MIN <= OFFER_TTL_MS_DEFAULT && OFFER_TTL_MS_DEFAULT <= DEADLINE_MS_MAX);
+const _: () = assert!(
+    DEADLINE_MS_MIN <= IDEMPOTENCY_RETENTION_MS_DEFAULT
+        && IDEMPOTENCY_RETENTION_MS_DEFAULT <= DEADLINE_MS_MAX
+);
+// A retry of a hold must find its record for at least as long as the hold can live.
+const _: () = assert!(IDEMPOTENCY_RETENTION_MS_DEFAULT >= HOLD_TTL_MS_DEFAULT + PAYMENT_GRACE_MS_DEFAULT);
+// Log time plus the longest deadline never overflows for any realistic wall clock.
+const _: () = assert!(u64::MAX / 2 > DEADLINE_MS_MAX);

@@ -1,0 +1,527 @@
+//! The replicated state of one group, as plain data.
+//!
+//! Owns the shapes of shows, seats, holds, bookings, payment attempts, the admission lane and the
+//! waitlist, plus the one place that changes a seat (so the seat counts stay true). Never holds
+//! rules: those live in `hold.rs`, `payment.rs`, `admission.rs`, `waitlist.rs` and friends.
+//! Only ordered maps, so that iteration order can never differ between replicas.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
+use crate::command::ShowPolicy;
+use crate::ids::{
+    Actor, BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, Money, OfferId,
+    PaymentId, ProviderEventId, SeatNo, SeatSet, SessionId, ShowId, TicketId,
+};
+use crate::idempotency::IdempotencyRecord;
+use crate::outbox::{Event, Outbox};
+
+/// Where a show's sales stand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ShowStatus {
+    /// Created; sales not yet open.
+    Draft,
+    /// Holds may be made.
+    OnSale,
+    /// No new holds; existing holds may still be paid.
+    Closed,
+    /// Terminal: everything released or refunded.
+    Cancelled,
+}
+
+/// One seat's allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Seat {
+    /// Nobody has it.
+    Free,
+    /// A live hold (held or processing) has it.
+    Held(HoldId),
+    /// A confirmed booking has it.
+    Booked(BookingId),
+    /// Released while buyers wait on the waitlist: kept for them, not yet offered.
+    Pooled,
+    /// Offered to one waiter.
+    Offered(OfferId),
+}
+
+/// How many seats are in each allocation state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeatCounts {
+    /// Free seats.
+    pub free: u32,
+    /// Seats of live holds.
+    pub held: u32,
+    /// Seats of bookings.
+    pub booked: u32,
+    /// Seats kept for the waitlist.
+    pub pooled: u32,
+    /// Seats under offer.
+    pub offered: u32,
+}
+
+/// A hold's lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum HoldState {
+    /// Owns its seats until its deadline.
+    Held,
+    /// Checkout started; owns its seats until the payment grace deadline.
+    Processing,
+    /// Became a booking. Terminal.
+    Confirmed,
+    /// Cancelled by its owner or by show cancellation. Terminal.
+    Cancelled,
+    /// Its deadline passed, or its payment was declined with no time left. Terminal.
+    Expired,
+}
+
+impl HoldState {
+    /// Whether the hold owns its seats.
+    pub fn is_live(self) -> bool {
+        matches!(self, HoldState::Held | HoldState::Processing)
+    }
+}
+
+/// A hold of 1..=10 seats for one session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hold {
+    /// Its id.
+    pub id: HoldId,
+    /// Its owner.
+    pub session: SessionId,
+    /// Its seats, sorted.
+    pub seats: SeatSet,
+    /// Its state.
+    pub state: HoldState,
+    /// Log time it was made.
+    pub created_ms: u64,
+    /// Log time at which a held hold expires.
+    pub hold_deadline_ms: u64,
+    /// Log time at which a processing hold expires (set by checkout).
+    pub processing_deadline_ms: Option<u64>,
+    /// The price version quoted.
+    pub price_version: u32,
+    /// The quoted total (the price snapshot that later price changes cannot alter).
+    pub price: Money,
+    /// The admission grant it consumed, if any.
+    pub grant: Option<TicketId>,
+    /// The waitlist offer it came from, if any.
+    pub offer: Option<OfferId>,
+    /// The current payment attempt, if checkout started.
+    pub payment: Option<PaymentId>,
+    /// Payment attempts made so far.
+    pub payment_attempts: u8,
+    /// The booking it became, if confirmed.
+    pub booking: Option<BookingId>,
+}
+
+impl Hold {
+    /// The log time at which the live hold stops owning its seats.
+    pub fn deadline_ms(&self) -> u64 {
+        match self.state {
+            HoldState::Processing => self
+                .processing_deadline_ms
+                .expect("a processing hold has a processing deadline"),
+            _ => self.hold_deadline_ms,
+        }
+    }
+
+    /// Whether the hold is live and its deadline has passed at `now_ms`.
+    pub fn is_overdue(&self, now_ms: u64) -> bool {
+        self.state.is_live() && self.deadline_ms() <= now_ms
+    }
+
+    /// The state a reader should see at `now_ms`: an overdue live hold reads as expired.
+    pub fn effective_state(&self, now_ms: u64) -> HoldState {
+        if self.is_overdue(now_ms) { HoldState::Expired } else { self.state }
+    }
+}
+
+/// A booking's lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum BookingState {
+    /// Owns its seats.
+    Confirmed,
+    /// Cancelled by its owner or by show cancellation; refund work was queued. Terminal.
+    Cancelled,
+}
+
+/// A confirmed hold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Booking {
+    /// Its id.
+    pub id: BookingId,
+    /// The hold it came from.
+    pub hold: HoldId,
+    /// Its owner.
+    pub session: SessionId,
+    /// Its seats, sorted.
+    pub seats: SeatSet,
+    /// The payment that paid for it.
+    pub payment: PaymentId,
+    /// What was paid.
+    pub price: Money,
+    /// Its state.
+    pub state: BookingState,
+    /// Log time it was confirmed.
+    pub created_ms: u64,
+}
+
+/// A payment attempt's lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum PaymentState {
+    /// Created by checkout; the provider has not answered.
+    Pending,
+    /// The provider could not say; to be reconciled.
+    Unknown,
+    /// Money taken (see `refund_required` for whether it bought the seats).
+    Succeeded,
+    /// Refused. Terminal.
+    Declined,
+}
+
+impl PaymentState {
+    /// Whether the provider's answer is final.
+    pub fn is_final(self) -> bool {
+        matches!(self, PaymentState::Succeeded | PaymentState::Declined)
+    }
+}
+
+/// One charge against a hold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentAttempt {
+    /// Its id: the provider's idempotency identity.
+    pub id: PaymentId,
+    /// The hold it pays for.
+    pub hold: HoldId,
+    /// The hold's owner.
+    pub session: SessionId,
+    /// What to charge.
+    pub price: Money,
+    /// Its state.
+    pub state: PaymentState,
+    /// Whether money arrived that bought nothing and must be returned.
+    pub refund_required: bool,
+    /// Log time it was created.
+    pub created_ms: u64,
+}
+
+/// An admission ticket's lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TicketState {
+    /// In line.
+    Waiting,
+    /// Holds a live grant.
+    Granted,
+    /// Its grant was used by a hold. Terminal.
+    Consumed,
+    /// Left by its owner (or the show was cancelled). Terminal.
+    Left,
+    /// Its grant or its waiting limit ran out, or the lane was turned off. Terminal.
+    Expired,
+}
+
+/// A place in a show's admission lane.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ticket {
+    /// Its id, which is also its place in line.
+    pub id: TicketId,
+    /// Its owner.
+    pub session: SessionId,
+    /// Its state.
+    pub state: TicketState,
+    /// Log time it joined.
+    pub joined_ms: u64,
+    /// Log index at which it was granted, if it was.
+    pub granted_index: Option<u64>,
+    /// Log time its grant expires, if granted.
+    pub grant_deadline_ms: Option<u64>,
+}
+
+/// A show's admission lane (strict FIFO when the window is 1).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lane {
+    /// Whether holds need a grant.
+    pub enabled: bool,
+    /// Outstanding grants allowed at once.
+    pub window: u32,
+    /// Every ticket, by id (= order).
+    pub tickets: BTreeMap<TicketId, Ticket>,
+    /// Waiting tickets, in order.
+    pub waiting: BTreeSet<TicketId>,
+    /// Granted tickets by grant deadline.
+    pub granted: BTreeSet<(u64, TicketId)>,
+    /// Waiting tickets by waiting-limit deadline.
+    pub waiting_deadlines: BTreeSet<(u64, TicketId)>,
+    /// Each session's live (waiting or granted) ticket.
+    pub live_by_session: BTreeMap<SessionId, TicketId>,
+}
+
+/// A waitlist entry's lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum WaitlistEntryState {
+    /// In line.
+    Waiting,
+    /// Has an open offer.
+    Offered,
+    /// Accepted its offer. Terminal.
+    Accepted,
+    /// Declined its offer. Terminal.
+    Declined,
+    /// Let its offer expire. Terminal.
+    Expired,
+    /// Left (or the show was cancelled, or the waitlist turned off). Terminal.
+    Left,
+}
+
+/// A session's place on a show's waitlist.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitlistEntry {
+    /// Its id (the tie-breaker of its order key).
+    pub id: EntryId,
+    /// Its owner.
+    pub session: SessionId,
+    /// Seats wanted together.
+    pub quantity: u8,
+    /// Its order: priority band, join time, sequence.
+    pub order: OrderKey,
+    /// Log index at which it joined.
+    pub joined_index: u64,
+    /// The ordering policy version in force when it joined.
+    pub policy_version: u32,
+    /// Its state.
+    pub state: WaitlistEntryState,
+    /// Its offer, once promoted.
+    pub offer: Option<OfferId>,
+}
+
+/// An offer's lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum OfferState {
+    /// Open until its deadline.
+    Open,
+    /// Turned into a hold. Terminal.
+    Accepted,
+    /// Declined by its waiter. Terminal.
+    Declined,
+    /// Its deadline passed. Terminal.
+    Expired,
+    /// Closed because the show was cancelled. Terminal.
+    Withdrawn,
+}
+
+/// Released seats offered to one waiter until a deadline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Offer {
+    /// Its id.
+    pub id: OfferId,
+    /// The entry it was made to.
+    pub entry: EntryId,
+    /// That entry's owner.
+    pub session: SessionId,
+    /// The seats offered, sorted.
+    pub seats: SeatSet,
+    /// Its state.
+    pub state: OfferState,
+    /// Log index at which it was made.
+    pub made_index: u64,
+    /// Log time at which it expires.
+    pub deadline_ms: u64,
+    /// The hold it became, once accepted.
+    pub hold: Option<HoldId>,
+}
+
+impl Offer {
+    /// Whether the offer is open and its deadline has passed at `now_ms`.
+    pub fn is_overdue(&self, now_ms: u64) -> bool {
+        self.state == OfferState::Open && self.deadline_ms <= now_ms
+    }
+}
+
+/// A show's waitlist: ordered entries, the seat pool kept for them, and their offers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waitlist {
+    /// Whether buyers may join.
+    pub enabled: bool,
+    /// The ordering policy version.
+    pub policy_version: u32,
+    /// Every entry, by id.
+    pub entries: BTreeMap<EntryId, WaitlistEntry>,
+    /// Waiting entries in serving order.
+    pub waiting: BTreeSet<OrderKey>,
+    /// Each session's active (waiting or offered) entry.
+    pub active_by_session: BTreeMap<SessionId, EntryId>,
+    /// Every offer, by id.
+    pub offers: BTreeMap<OfferId, Offer>,
+    /// Open offers by deadline.
+    pub offer_deadlines: BTreeSet<(u64, OfferId)>,
+    /// Released seats kept for waiters, lowest first.
+    pub pool: BTreeSet<SeatNo>,
+    /// Processed capacity events and the log time they may be forgotten.
+    pub capacity_events: BTreeMap<CapacityEventId, u64>,
+    /// The same, by forget time.
+    pub capacity_event_deadlines: BTreeSet<(u64, CapacityEventId)>,
+}
+
+/// A show: its inventory and everything that competes for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Show {
+    /// Its id.
+    pub id: ShowId,
+    /// Its sales status.
+    pub status: ShowStatus,
+    /// The currency of its prices.
+    pub currency: Currency,
+    /// One price per class, minor units.
+    pub prices_minor: Vec<u64>,
+    /// The price (quote) version.
+    pub price_version: u32,
+    /// Its deadlines and rules.
+    pub policy: ShowPolicy,
+    /// Each seat's class.
+    pub seat_classes: Vec<u8>,
+    /// Each seat's allocation.
+    pub seats: Vec<Seat>,
+    /// Seat counts per allocation state.
+    pub counts: SeatCounts,
+    /// The next id for any entity of this show.
+    pub next_id: u64,
+    /// Every hold.
+    pub holds: BTreeMap<HoldId, Hold>,
+    /// Live holds by deadline.
+    pub hold_deadlines: BTreeSet<(u64, HoldId)>,
+    /// Live holds per session.
+    pub live_holds_by_session: BTreeMap<SessionId, u32>,
+    /// Every booking.
+    pub bookings: BTreeMap<BookingId, Booking>,
+    /// Every payment attempt.
+    pub payments: BTreeMap<PaymentId, PaymentAttempt>,
+    /// Provider events already processed.
+    pub provider_events: BTreeMap<ProviderEventId, PaymentId>,
+    /// Stored outcomes by (session, key).
+    pub idempotency: BTreeMap<(SessionId, IdempotencyKey), IdempotencyRecord>,
+    /// The same, by forget time.
+    pub idempotency_deadlines: BTreeSet<(u64, SessionId, IdempotencyKey)>,
+    /// The admission lane.
+    pub lane: Lane,
+    /// The waitlist.
+    pub waitlist: Waitlist,
+}
+
+/// The whole replicated state of one group.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    /// The last applied log index.
+    pub applied_index: u64,
+    /// Log time: the maximum leader stamp applied so far.
+    pub log_time_ms: u64,
+    /// The group's shows.
+    pub shows: BTreeMap<ShowId, Show>,
+    /// Events that must leave the cluster.
+    pub outbox: Outbox,
+    /// Every transition, per entity.
+    pub audit: Audit,
+}
+
+/// The effects context of one command: log position, and the group-wide logs it writes to.
+pub(crate) struct Ctx<'a> {
+    /// Log time.
+    pub now: u64,
+    /// Log index.
+    pub index: u64,
+    /// Who issued the command.
+    pub actor: Actor,
+    pub audit: &'a mut Audit,
+    pub outbox: &'a mut Outbox,
+}
+
+/// What one audit call records, beyond its entity and states.
+pub(crate) struct Transition {
+    pub entity: EntityRef,
+    pub from: Option<StateName>,
+    pub to: StateName,
+    pub reason: Reason,
+    /// Overrides the command's actor (e.g. expiry inside a buyer's command is the system's).
+    pub actor: Option<Actor>,
+    pub order: Option<OrderKey>,
+    pub policy_version: u32,
+}
+
+impl Ctx<'_> {
+    /// Appends an audit record for a transition.
+    pub fn record(&mut self, transition: Transition) {
+        self.audit.append(
+            transition.entity,
+            AuditRecord {
+                from: transition.from,
+                to: transition.to,
+                reason: transition.reason,
+                actor: transition.actor.unwrap_or(self.actor),
+                log_time_ms: self.now,
+                log_index: self.index,
+                policy_version: transition.policy_version,
+                order: transition.order,
+            },
+        );
+    }
+
+    /// Appends an outbox event for a show.
+    pub fn emit(&mut self, show: ShowId, event: Event) {
+        self.outbox.push(self.index, self.now, show, event);
+    }
+}
+
+impl Show {
+    /// Allocates the next id of this show.
+    pub(crate) fn allocate_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Sets one seat's allocation, keeping the counts true.
+    pub(crate) fn set_seat(&mut self, seat: SeatNo, to: Seat) {
+        let slot = &mut self.seats[seat as usize];
+        let from = *slot;
+        *slot = to;
+        let from_count = counter(&mut self.counts, from);
+        *from_count = from_count.checked_sub(1).expect("seat counts are consistent");
+        *counter(&mut self.counts, to) += 1;
+    }
+
+    /// An audit transition of an entity of this show.
+    pub(crate) fn transition(
+        &self,
+        kind: EntityKind,
+        id: u64,
+        from: Option<StateName>,
+        to: StateName,
+        reason: Reason,
+    ) -> Transition {
+        Transition {
+            entity: EntityRef { show: self.id, kind, id },
+            from,
+            to,
+            reason,
+            actor: None,
+            order: None,
+            policy_version: self.waitlist.policy_version,
+        }
+    }
+
+    /// The seat count.
+    pub fn seat_count(&self) -> u32 {
+        self.seats.len() as u32
+    }
+}
+
+fn counter(counts: &mut SeatCounts, seat: Seat) -> &mut u32 {
+    match seat {
+        Seat::Free => &mut counts.free,
+        Seat::Held(_) => &mut counts.held,
+        Seat::Booked(_) => &mut counts.booked,
+        Seat::Pooled => &mut counts.pooled,
+        Seat::Offered(_) => &mut counts.offered,
+    }
+}

@@ -1,0 +1,424 @@
+//! The waitlist of a sold-out show (seed 000, "Booking Waitlist System Design").
+//!
+//! Owns entries, the pool of released seats kept for waiters, and offers. Entries are served in
+//! order of (priority band, join time, sequence); the head of the line is served first even when
+//! a later, smaller request would fit (no skipping). Each released seat is in at most one open
+//! offer; accepting turns the offer into a hold in the same apply; decline, expiry and leave pass
+//! the seats to the next waiter. Every promotion is audited with the order key it followed.
+//! Never offers a seat that is not in the pool; never serves a later waiter before an earlier one.
+
+use crate::audit::{EntityKind, OrderKey, Reason, StateName};
+use crate::ids::{Actor, CapacityEventId, EntryId, OfferId, SeatNo, SeatSet, SessionId};
+use crate::limits::{CAPACITY_EVENT_SEATS_MAX, SEATS_PER_HOLD_MAX, WAITLIST_ENTRIES_LIVE_MAX};
+use crate::outbox::Event;
+use crate::outcome::{Outcome, Rejection, Reply};
+use crate::state::{Ctx, Offer, OfferState, Seat, Show, WaitlistEntry, WaitlistEntryState};
+
+impl Show {
+    /// Puts the session on the waitlist, if the show is sold out for `quantity` seats.
+    pub(crate) fn join_waitlist(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: SessionId,
+        quantity: u8,
+        band: u8,
+    ) -> Outcome {
+        self.require_not_cancelled()?;
+        if !self.waitlist.enabled {
+            return Err(Rejection::WaitlistDisabled);
+        }
+        if let Some(entry) = self.waitlist.active_by_session.get(&session) {
+            return Err(Rejection::AlreadyOnWaitlist { entry: *entry });
+        }
+        if self.waitlist.active_by_session.len() >= WAITLIST_ENTRIES_LIVE_MAX {
+            return Err(Rejection::QueueFull { what: "waitlist".into() });
+        }
+        if self.counts.free >= u32::from(quantity) {
+            return Err(Rejection::NotSoldOut { free: self.counts.free });
+        }
+
+        let id = EntryId(self.allocate_id());
+        let order = OrderKey { band, joined_ms: ctx.now, seq: id.0 };
+        let ahead = match self.waitlist.waiting.last() {
+            Some(last) if *last > order => self.waitlist.waiting.range(..order).count(),
+            _ => self.waitlist.waiting.len(),
+        } as u32;
+        self.waitlist.entries.insert(
+            id,
+            WaitlistEntry {
+                id,
+                session,
+                quantity,
+                order,
+                joined_index: ctx.index,
+                policy_version: self.waitlist.policy_version,
+                state: WaitlistEntryState::Waiting,
+                offer: None,
+            },
+        );
+        assert!(self.waitlist.waiting.insert(order));
+        assert!(self.waitlist.active_by_session.insert(session, id).is_none());
+        let mut transition = self.transition(
+            EntityKind::WaitlistEntry,
+            id.0,
+            None,
+            StateName::Waiting,
+            Reason::Requested,
+        );
+        transition.order = Some(order);
+        ctx.record(transition);
+        self.promote(ctx);
+        Ok(Reply::WaitlistJoined { entry: id, ahead })
+    }
+
+    /// Takes the owner's entry off the waitlist; an open offer is declined first.
+    pub(crate) fn leave_waitlist(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: SessionId,
+        entry: EntryId,
+    ) -> Outcome {
+        let found = self.waitlist.entries.get(&entry).ok_or(Rejection::EntryNotFound)?;
+        if found.session != session {
+            return Err(Rejection::NotOwner);
+        }
+        match found.state {
+            WaitlistEntryState::Waiting => self.end_waiting_entry(ctx, entry, Reason::Requested),
+            WaitlistEntryState::Offered => {
+                let offer = found.offer.expect("an offered entry has an offer");
+                self.close_offer(
+                    ctx,
+                    offer,
+                    OfferState::Declined,
+                    WaitlistEntryState::Left,
+                    Reason::Requested,
+                );
+            }
+            state => return Err(Rejection::EntryNotActive { state }),
+        }
+        self.promote(ctx);
+        Ok(Reply::WaitlistLeft { entry })
+    }
+
+    /// Accepts the owner's open offer: its seats become the session's hold in this apply.
+    /// Accepting an offer already accepted returns the same hold (a double tap is harmless).
+    pub(crate) fn accept_offer(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: SessionId,
+        offer: OfferId,
+    ) -> Outcome {
+        let found = self.waitlist.offers.get(&offer).ok_or(Rejection::OfferNotFound)?;
+        if found.session != session {
+            return Err(Rejection::NotOwner);
+        }
+        match found.state {
+            OfferState::Open if found.is_overdue(ctx.now) => return Err(Rejection::OfferExpired),
+            OfferState::Open => {}
+            OfferState::Accepted => {
+                let hold = &self.holds[&found.hold.expect("an accepted offer has a hold")];
+                let receipt = crate::outcome::HoldReceipt {
+                    show: self.id,
+                    hold: hold.id,
+                    seats: hold.seats.clone(),
+                    price: hold.price,
+                    deadline_ms: hold.hold_deadline_ms,
+                };
+                return Ok(Reply::OfferAccepted { offer, hold: receipt });
+            }
+            OfferState::Expired => return Err(Rejection::OfferExpired),
+            OfferState::Declined | OfferState::Withdrawn => {
+                return Err(Rejection::OfferNotActive);
+            }
+        }
+        self.require_not_cancelled()?;
+
+        let seats = found.seats.clone();
+        let entry = found.entry;
+        let deadline_ms = found.deadline_ms;
+        assert!(self.waitlist.offer_deadlines.remove(&(deadline_ms, offer)));
+        let receipt = self.create_hold(ctx, session, &seats, None, Some(offer));
+        let found = self.waitlist.offers.get_mut(&offer).expect("known offer");
+        found.state = OfferState::Accepted;
+        found.hold = Some(receipt.hold);
+        let waiter = self.waitlist.entries.get_mut(&entry).expect("an offer's entry exists");
+        waiter.state = WaitlistEntryState::Accepted;
+        assert_eq!(self.waitlist.active_by_session.remove(&session), Some(entry));
+        let transition = self.transition(
+            EntityKind::Offer,
+            offer.0,
+            Some(StateName::Open),
+            StateName::Accepted,
+            Reason::OfferAccepted,
+        );
+        ctx.record(transition);
+        let transition = self.transition(
+            EntityKind::WaitlistEntry,
+            entry.0,
+            Some(StateName::Offered),
+            StateName::Accepted,
+            Reason::OfferAccepted,
+        );
+        ctx.record(transition);
+        Ok(Reply::OfferAccepted { offer, hold: receipt })
+    }
+
+    /// Declines the owner's open offer: its seats go to the next waiter.
+    pub(crate) fn decline_offer(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        session: SessionId,
+        offer: OfferId,
+    ) -> Outcome {
+        let found = self.waitlist.offers.get(&offer).ok_or(Rejection::OfferNotFound)?;
+        if found.session != session {
+            return Err(Rejection::NotOwner);
+        }
+        match found.state {
+            OfferState::Open if found.is_overdue(ctx.now) => return Err(Rejection::OfferExpired),
+            OfferState::Open => {}
+            OfferState::Declined => return Ok(Reply::OfferDeclined { offer }),
+            OfferState::Expired => return Err(Rejection::OfferExpired),
+            OfferState::Accepted | OfferState::Withdrawn => return Err(Rejection::OfferNotActive),
+        }
+        self.close_offer(
+            ctx,
+            offer,
+            OfferState::Declined,
+            WaitlistEntryState::Declined,
+            Reason::Requested,
+        );
+        self.promote(ctx);
+        Ok(Reply::OfferDeclined { offer })
+    }
+
+    /// Turns the waitlist on or off; turning it off ends every waiting entry (open offers run
+    /// their course).
+    pub(crate) fn configure_waitlist(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        enabled: bool,
+        policy_version: u32,
+    ) -> Outcome {
+        self.require_not_cancelled()?;
+        if policy_version < self.waitlist.policy_version {
+            return Err(Rejection::invalid("policy_version: must not go back"));
+        }
+        self.waitlist.enabled = enabled;
+        self.waitlist.policy_version = policy_version;
+        if !enabled {
+            let waiting: Vec<EntryId> = self
+                .waitlist
+                .waiting
+                .iter()
+                .map(|order| EntryId(order.seq))
+                .collect();
+            for entry in waiting {
+                self.end_waiting_entry(ctx, entry, Reason::WaitlistDisabled);
+            }
+        }
+        self.promote(ctx);
+        Ok(Reply::WaitlistConfigured { show: self.id, enabled, policy_version })
+    }
+
+    /// Releases free seats to the waitlist, once per event id.
+    pub(crate) fn capacity_released(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        event: CapacityEventId,
+        mut seats: Vec<SeatNo>,
+    ) -> Outcome {
+        self.require_not_cancelled()?;
+        if seats.is_empty() || seats.len() > CAPACITY_EVENT_SEATS_MAX {
+            return Err(Rejection::invalid(format!(
+                "seats: must name 1..={CAPACITY_EVENT_SEATS_MAX} seats"
+            )));
+        }
+        seats.sort_unstable();
+        if seats.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err(Rejection::invalid("seats: a seat is named twice"));
+        }
+        self.require_seats_exist(&seats)?;
+        if let Some(forget_ms) = self.waitlist.capacity_events.get(&event)
+            && *forget_ms > ctx.now
+        {
+            return Ok(Reply::CapacityReleased { event, seats_released: 0, duplicate: true });
+        }
+        let taken: SeatSet = seats
+            .iter()
+            .copied()
+            .filter(|seat| self.seats[*seat as usize] != Seat::Free)
+            .take(SEATS_PER_HOLD_MAX)
+            .collect();
+        if !taken.is_empty() {
+            return Err(Rejection::SeatUnavailable { seats: taken });
+        }
+
+        let forget_ms = ctx.now + self.policy.idempotency_retention_ms;
+        if let Some(previous) = self.waitlist.capacity_events.insert(event, forget_ms) {
+            assert!(self.waitlist.capacity_event_deadlines.remove(&(previous, event)));
+        }
+        assert!(self.waitlist.capacity_event_deadlines.insert((forget_ms, event)));
+        let seats_released = if self.waitlist.waiting.is_empty() {
+            0
+        } else {
+            for seat in &seats {
+                self.set_seat(*seat, Seat::Pooled);
+                assert!(self.waitlist.pool.insert(*seat));
+            }
+            self.promote(ctx);
+            seats.len() as u32
+        };
+        Ok(Reply::CapacityReleased { event, seats_released, duplicate: false })
+    }
+
+    /// Serves the waitlist: while the head entry's quantity fits in the pool, offers it the
+    /// lowest pooled seats. With nobody waiting (or the show cancelled), the pool is freed.
+    pub(crate) fn promote(&mut self, ctx: &mut Ctx<'_>) {
+        let actor = ctx.actor;
+        ctx.actor = Actor::System;
+        loop {
+            let head = match self.waitlist.waiting.first() {
+                Some(head) if self.status != crate::state::ShowStatus::Cancelled => *head,
+                _ => {
+                    while let Some(seat) = self.waitlist.pool.pop_first() {
+                        self.set_seat(seat, Seat::Free);
+                    }
+                    break;
+                }
+            };
+            let entry = EntryId(head.seq);
+            let quantity = usize::from(self.waitlist.entries[&entry].quantity);
+            if self.waitlist.pool.len() < quantity {
+                break;
+            }
+            let seats: SeatSet =
+                (0..quantity).map(|_| self.waitlist.pool.pop_first().expect("counted")).collect();
+            self.make_offer(ctx, entry, head, seats);
+        }
+        ctx.actor = actor;
+    }
+
+    fn make_offer(&mut self, ctx: &mut Ctx<'_>, entry: EntryId, order: OrderKey, seats: SeatSet) {
+        let offer = OfferId(self.allocate_id());
+        let deadline_ms = ctx.now + self.policy.offer_ttl_ms;
+        for seat in &seats {
+            assert_eq!(self.seats[*seat as usize], Seat::Pooled);
+            self.set_seat(*seat, Seat::Offered(offer));
+        }
+        assert!(self.waitlist.waiting.remove(&order));
+        let waiter = self.waitlist.entries.get_mut(&entry).expect("the head entry exists");
+        assert_eq!(waiter.state, WaitlistEntryState::Waiting);
+        waiter.state = WaitlistEntryState::Offered;
+        waiter.offer = Some(offer);
+        let session = waiter.session;
+        self.waitlist.offers.insert(
+            offer,
+            Offer {
+                id: offer,
+                entry,
+                session,
+                seats: seats.clone(),
+                state: OfferState::Open,
+                made_index: ctx.index,
+                deadline_ms,
+                hold: None,
+            },
+        );
+        assert!(self.waitlist.offer_deadlines.insert((deadline_ms, offer)));
+        ctx.emit(self.id, Event::OfferMade { offer, entry, session, seats, deadline_ms });
+        let mut transition = self.transition(
+            EntityKind::WaitlistEntry,
+            entry.0,
+            Some(StateName::Waiting),
+            StateName::Offered,
+            Reason::NextInLine,
+        );
+        transition.order = Some(order);
+        ctx.record(transition);
+        let mut transition =
+            self.transition(EntityKind::Offer, offer.0, None, StateName::Open, Reason::NextInLine);
+        transition.order = Some(order);
+        ctx.record(transition);
+    }
+
+    /// Closes an open offer: the entry takes `entry_to`, the seats are released (to the pool
+    /// while others wait). The caller promotes afterwards.
+    pub(crate) fn close_offer(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        offer: OfferId,
+        to: OfferState,
+        entry_to: WaitlistEntryState,
+        reason: Reason,
+    ) {
+        let found = self.waitlist.offers.get_mut(&offer).expect("closing a known offer");
+        assert_eq!(found.state, OfferState::Open);
+        found.state = to;
+        let (entry, seats, deadline_ms) = (found.entry, found.seats.clone(), found.deadline_ms);
+        assert!(self.waitlist.offer_deadlines.remove(&(deadline_ms, offer)));
+        let waiter = self.waitlist.entries.get_mut(&entry).expect("an offer's entry exists");
+        assert_eq!(waiter.state, WaitlistEntryState::Offered);
+        waiter.state = entry_to;
+        let session = waiter.session;
+        assert_eq!(self.waitlist.active_by_session.remove(&session), Some(entry));
+        let transition =
+            self.transition(EntityKind::Offer, offer.0, Some(StateName::Open), to.into(), reason);
+        ctx.record(transition);
+        let transition = self.transition(
+            EntityKind::WaitlistEntry,
+            entry.0,
+            Some(StateName::Offered),
+            entry_to.into(),
+            reason,
+        );
+        ctx.record(transition);
+        for seat in &seats {
+            assert_eq!(self.seats[*seat as usize], Seat::Offered(offer));
+        }
+        // Straight to the pool (or free): promotion is the caller's next step.
+        let to_pool =
+            self.status != crate::state::ShowStatus::Cancelled && !self.waitlist.waiting.is_empty();
+        for seat in &seats {
+            if to_pool {
+                self.set_seat(*seat, Seat::Pooled);
+                assert!(self.waitlist.pool.insert(*seat));
+            } else {
+                self.set_seat(*seat, Seat::Free);
+            }
+        }
+    }
+
+    /// Expires an overdue open offer and serves the next waiter.
+    pub(crate) fn expire_offer(&mut self, ctx: &mut Ctx<'_>, offer: OfferId) {
+        let actor = ctx.actor;
+        ctx.actor = Actor::System;
+        self.close_offer(
+            ctx,
+            offer,
+            OfferState::Expired,
+            WaitlistEntryState::Expired,
+            Reason::DeadlinePassed,
+        );
+        ctx.actor = actor;
+        self.promote(ctx);
+    }
+
+    /// Ends a waiting entry as left.
+    pub(crate) fn end_waiting_entry(&mut self, ctx: &mut Ctx<'_>, entry: EntryId, reason: Reason) {
+        let waiter = self.waitlist.entries.get_mut(&entry).expect("ending a known entry");
+        assert_eq!(waiter.state, WaitlistEntryState::Waiting);
+        waiter.state = WaitlistEntryState::Left;
+        let (order, session) = (waiter.order, waiter.session);
+        assert!(self.waitlist.waiting.remove(&order));
+        assert_eq!(self.waitlist.active_by_session.remove(&session), Some(entry));
+        let transition = self.transition(
+            EntityKind::WaitlistEntry,
+            entry.0,
+            Some(StateName::Waiting),
+            StateName::Left,
+            reason,
+        );
+        ctx.record(transition);
+    }
+}

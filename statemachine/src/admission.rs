@@ -93,7 +93,11 @@ impl Show {
         ctx.record(transition);
         self.advance_lane(ctx);
         let ticket = &self.lane.tickets[&id];
-        Ok(Reply::Queued { ticket: id, state: ticket.state, grant_deadline_ms: ticket.grant_deadline_ms })
+        Ok(Reply::Queued {
+            ticket: id,
+            state: ticket.state,
+            grant_deadline_ms: ticket.grant_deadline_ms,
+        })
     }
 
     /// Takes the owner's ticket out of line (giving back an unused grant).
@@ -127,6 +131,15 @@ impl Show {
         self.require_not_cancelled()?;
         if window == 0 || window > ADMISSION_WINDOW_MAX {
             return Err(Rejection::invalid(format!("window: must be 1..={ADMISSION_WINDOW_MAX}")));
+        }
+        // Grants already issued are promises; a window below them would break the invariant
+        // that no more than `window` grants are outstanding. Overdue ones do not count.
+        let outstanding =
+            self.lane.granted.iter().filter(|(deadline, _)| *deadline > ctx.now).count();
+        if enabled && (window as usize) < outstanding {
+            return Err(Rejection::invalid(format!(
+                "window: {outstanding} grants are outstanding; shrink after they are used or expire"
+            )));
         }
         self.lane.enabled = enabled;
         self.lane.window = window;

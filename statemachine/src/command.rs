@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{
-    CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, OfferId, PaymentId,
-    ProviderEventId, SeatNo, SeatSet, SessionId, ShowId, TicketId, BookingId,
+    BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, OfferId, PaymentId,
+    ProviderEventId, SeatNo, SeatSet, SessionId, ShowId, TicketId,
 };
 use crate::limits::*;
 use crate::outcome::Rejection;

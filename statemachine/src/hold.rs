@@ -195,8 +195,7 @@ impl Show {
     /// Returns seats to sale: to the waitlist's pool while anyone waits (and the show is not
     /// cancelled), else free; then serves the waitlist.
     pub(crate) fn release_seats(&mut self, ctx: &mut Ctx<'_>, seats: &[SeatNo]) {
-        let to_pool =
-            self.status != ShowStatus::Cancelled && !self.waitlist.waiting.is_empty();
+        let to_pool = self.status != ShowStatus::Cancelled && !self.waitlist.waiting.is_empty();
         for seat in seats {
             if to_pool {
                 self.set_seat(*seat, Seat::Pooled);

@@ -79,7 +79,8 @@ impl Show {
                 Seat::Free => counts.free += 1,
                 Seat::Held(hold) => {
                     counts.held += 1;
-                    let found = self.holds.get(&hold).ok_or(format!("seat {seat}: no hold {hold}"))?;
+                    let found =
+                        self.holds.get(&hold).ok_or(format!("seat {seat}: no hold {hold}"))?;
                     ensure!(found.state.is_live(), "seat {seat}: hold {hold} is not live");
                     ensure!(found.seats.contains(&seat), "seat {seat}: not in hold {hold}");
                 }
@@ -130,7 +131,10 @@ impl Show {
                 !hold.seats.is_empty() && hold.seats.len() <= SEATS_PER_HOLD_MAX,
                 "hold {id}: bad seat count"
             );
-            ensure!(hold.seats.windows(2).all(|pair| pair[0] < pair[1]), "hold {id}: seats unsorted");
+            ensure!(
+                hold.seats.windows(2).all(|pair| pair[0] < pair[1]),
+                "hold {id}: seats unsorted"
+            );
             ensure!(id.0 < self.next_id, "hold {id}: id not yet allocated");
             if hold.state.is_live() {
                 live += 1;
@@ -143,7 +147,8 @@ impl Show {
                 }
                 if hold.state == HoldState::Processing {
                     ensure!(hold.processing_deadline_ms.is_some(), "hold {id}: no grace deadline");
-                    let payment = hold.payment.ok_or(format!("hold {id}: processing, no payment"))?;
+                    let payment =
+                        hold.payment.ok_or(format!("hold {id}: processing, no payment"))?;
                     ensure!(self.payments.contains_key(&payment), "hold {id}: unknown payment");
                 }
                 let deadline_ms = hold.deadline_ms();
@@ -154,8 +159,10 @@ impl Show {
             }
             if hold.state == HoldState::Confirmed {
                 let booking = hold.booking.ok_or(format!("hold {id}: confirmed, no booking"))?;
-                let found =
-                    self.bookings.get(&booking).ok_or(format!("hold {id}: no booking {booking}"))?;
+                let found = self
+                    .bookings
+                    .get(&booking)
+                    .ok_or(format!("hold {id}: no booking {booking}"))?;
                 ensure!(found.hold == *id, "hold {id}: booking {booking} is another hold's");
             }
         }
@@ -243,8 +250,9 @@ impl Show {
                 TicketState::Granted => {
                     live += 1;
                     granted += 1;
-                    let deadline_ms =
-                        ticket.grant_deadline_ms.ok_or(format!("ticket {id}: no grant deadline"))?;
+                    let deadline_ms = ticket
+                        .grant_deadline_ms
+                        .ok_or(format!("ticket {id}: no grant deadline"))?;
                     ensure!(
                         lane.granted.contains(&(deadline_ms, *id)),
                         "ticket {id}: missing from the grant index"
@@ -298,8 +306,10 @@ impl Show {
                 WaitlistEntryState::Offered => {
                     active += 1;
                     let offer = entry.offer.ok_or(format!("entry {id}: offered, no offer"))?;
-                    let found =
-                        waitlist.offers.get(&offer).ok_or(format!("entry {id}: no offer {offer}"))?;
+                    let found = waitlist
+                        .offers
+                        .get(&offer)
+                        .ok_or(format!("entry {id}: no offer {offer}"))?;
                     ensure!(
                         found.state == OfferState::Open && found.entry == *id,
                         "entry {id}: its offer {offer} is not open for it"
@@ -342,7 +352,10 @@ impl Show {
                 ensure!(found.offer == Some(*id), "offer {id}: hold {hold} is not from it");
             }
         }
-        ensure!(open == waitlist.offer_deadlines.len(), "the offer deadline index has stale entries");
+        ensure!(
+            open == waitlist.offer_deadlines.len(),
+            "the offer deadline index has stale entries"
+        );
 
         if let Some(head) = waitlist.waiting.first() {
             let head_quantity = waitlist
@@ -365,7 +378,8 @@ impl Show {
     /// from one counter per show, so a smaller id was created earlier).
     fn check_waitlist_order(&self) -> Result<(), String> {
         let waitlist = &self.waitlist;
-        let mut waiting: Vec<_> = waitlist.waiting.iter().map(|order| (order.seq, *order)).collect();
+        let mut waiting: Vec<_> =
+            waitlist.waiting.iter().map(|order| (order.seq, *order)).collect();
         waiting.sort_unstable();
         let mut prefix_min = Vec::with_capacity(waiting.len());
         for (_, order) in &waiting {

@@ -49,8 +49,8 @@ pub use read::{
 pub use snapshot::{Digest, SNAPSHOT_FORMAT_VERSION, SnapshotError};
 pub use state::{
     Booking, BookingState, Group, Hold, HoldState, Lane, Offer, OfferState, PaymentAttempt,
-    PaymentState, Seat, SeatCounts, Show, ShowStatus, Ticket, TicketState, Waitlist,
-    WaitlistEntry, WaitlistEntryState,
+    PaymentState, Seat, SeatCounts, Show, ShowStatus, Ticket, TicketState, Waitlist, WaitlistEntry,
+    WaitlistEntryState,
 };
 
 use limits::{BATCH_COMMANDS_MAX, TICK_EXPIRATIONS_MAX};

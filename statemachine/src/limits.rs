@@ -58,16 +58,23 @@ const _: () = assert!(SEAT_CLASSES_PER_SHOW_MAX <= u8::MAX as usize + 1);
 const _: () = assert!(CAPACITY_EVENT_SEATS_MAX as u32 <= SEATS_PER_SHOW_MAX);
 // A price times the seats of one hold must not overflow the amount type.
 const _: () = assert!(SEAT_PRICE_MINOR_MAX.checked_mul(SEATS_PER_HOLD_MAX as u64).is_some());
-const _: () = assert!(DEADLINE_MS_MIN <= HOLD_TTL_MS_DEFAULT && HOLD_TTL_MS_DEFAULT <= DEADLINE_MS_MAX);
-const _: () = assert!(DEADLINE_MS_MIN <= PAYMENT_GRACE_MS_DEFAULT && PAYMENT_GRACE_MS_DEFAULT <= DEADLINE_MS_MAX);
-const _: () = assert!(DEADLINE_MS_MIN <= GRANT_TTL_MS_DEFAULT && GRANT_TTL_MS_DEFAULT <= DEADLINE_MS_MAX);
-const _: () = assert!(DEADLINE_MS_MIN <= TICKET_WAIT_MS_DEFAULT && TICKET_WAIT_MS_DEFAULT <= DEADLINE_MS_MAX);
-const _: () = assert!(DEADLINE_MS_MIN <= OFFER_TTL_MS_DEFAULT && OFFER_TTL_MS_DEFAULT <= DEADLINE_MS_MAX);
+const _: () =
+    assert!(DEADLINE_MS_MIN <= HOLD_TTL_MS_DEFAULT && HOLD_TTL_MS_DEFAULT <= DEADLINE_MS_MAX);
+const _: () = assert!(
+    DEADLINE_MS_MIN <= PAYMENT_GRACE_MS_DEFAULT && PAYMENT_GRACE_MS_DEFAULT <= DEADLINE_MS_MAX
+);
+const _: () =
+    assert!(DEADLINE_MS_MIN <= GRANT_TTL_MS_DEFAULT && GRANT_TTL_MS_DEFAULT <= DEADLINE_MS_MAX);
+const _: () =
+    assert!(DEADLINE_MS_MIN <= TICKET_WAIT_MS_DEFAULT && TICKET_WAIT_MS_DEFAULT <= DEADLINE_MS_MAX);
+const _: () =
+    assert!(DEADLINE_MS_MIN <= OFFER_TTL_MS_DEFAULT && OFFER_TTL_MS_DEFAULT <= DEADLINE_MS_MAX);
 const _: () = assert!(
     DEADLINE_MS_MIN <= IDEMPOTENCY_RETENTION_MS_DEFAULT
         && IDEMPOTENCY_RETENTION_MS_DEFAULT <= DEADLINE_MS_MAX
 );
 // A retry of a hold must find its record for at least as long as the hold can live.
-const _: () = assert!(IDEMPOTENCY_RETENTION_MS_DEFAULT >= HOLD_TTL_MS_DEFAULT + PAYMENT_GRACE_MS_DEFAULT);
+const _: () =
+    assert!(IDEMPOTENCY_RETENTION_MS_DEFAULT >= HOLD_TTL_MS_DEFAULT + PAYMENT_GRACE_MS_DEFAULT);
 // Log time plus the longest deadline never overflows for any realistic wall clock.
 const _: () = assert!(u64::MAX / 2 > DEADLINE_MS_MAX);

@@ -12,9 +12,7 @@ use crate::ids::{
     BookingId, CapacityEventId, EntryId, HoldId, Money, OfferId, PaymentId, SeatSet, ShowId,
     TicketId,
 };
-use crate::state::{
-    HoldState, PaymentState, ShowStatus, TicketState, WaitlistEntryState,
-};
+use crate::state::{HoldState, PaymentState, ShowStatus, TicketState, WaitlistEntryState};
 
 /// What one command produced: a reply, or a rejection that changed nothing.
 pub type Outcome = Result<Reply, Rejection>;

@@ -319,8 +319,12 @@ impl Group {
         offer: OfferId,
         viewer: Option<SessionId>,
     ) -> Result<OfferView, Rejection> {
-        let found =
-            self.show_for_read(show)?.waitlist.offers.get(&offer).ok_or(Rejection::OfferNotFound)?;
+        let found = self
+            .show_for_read(show)?
+            .waitlist
+            .offers
+            .get(&offer)
+            .ok_or(Rejection::OfferNotFound)?;
         check_owner(viewer, found.session)?;
         let state =
             if found.is_overdue(self.log_time_ms) { OfferState::Expired } else { found.state };

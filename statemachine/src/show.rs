@@ -152,7 +152,13 @@ impl Show {
         let open_offers: Vec<_> =
             self.waitlist.offer_deadlines.iter().map(|(_, offer)| *offer).collect();
         for offer in open_offers {
-            self.close_offer(ctx, offer, OfferState::Withdrawn, WaitlistEntryState::Left, Reason::ShowCancelled);
+            self.close_offer(
+                ctx,
+                offer,
+                OfferState::Withdrawn,
+                WaitlistEntryState::Left,
+                Reason::ShowCancelled,
+            );
         }
         let waiting: Vec<_> = self.waitlist.active_by_session.values().copied().collect();
         for entry in waiting {

@@ -26,7 +26,9 @@ pub enum SnapshotError {
     #[error("not a booking snapshot (bad magic)")]
     BadMagic,
     /// The format version is not one this build reads.
-    #[error("snapshot format version {0} is not supported (this build reads {SNAPSHOT_FORMAT_VERSION})")]
+    #[error(
+        "snapshot format version {0} is not supported (this build reads {SNAPSHOT_FORMAT_VERSION})"
+    )]
     UnsupportedVersion(u16),
     /// The payload does not decode.
     #[error("snapshot payload does not decode: {0}")]

@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
 use crate::command::ShowPolicy;
+use crate::idempotency::IdempotencyRecord;
 use crate::ids::{
     Actor, BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, Money, OfferId,
     PaymentId, ProviderEventId, SeatNo, SeatSet, SessionId, ShowId, TicketId,
 };
-use crate::idempotency::IdempotencyRecord;
 use crate::outbox::{Event, Outbox};
 
 /// Where a show's sales stand.
@@ -120,9 +120,9 @@ impl Hold {
     /// The log time at which the live hold stops owning its seats.
     pub fn deadline_ms(&self) -> u64 {
         match self.state {
-            HoldState::Processing => self
-                .processing_deadline_ms
-                .expect("a processing hold has a processing deadline"),
+            HoldState::Processing => {
+                self.processing_deadline_ms.expect("a processing hold has a processing deadline")
+            }
             _ => self.hold_deadline_ms,
         }
     }

@@ -207,12 +207,8 @@ impl Show {
         self.waitlist.enabled = enabled;
         self.waitlist.policy_version = policy_version;
         if !enabled {
-            let waiting: Vec<EntryId> = self
-                .waitlist
-                .waiting
-                .iter()
-                .map(|order| EntryId(order.seq))
-                .collect();
+            let waiting: Vec<EntryId> =
+                self.waitlist.waiting.iter().map(|order| EntryId(order.seq)).collect();
             for entry in waiting {
                 self.end_waiting_entry(ctx, entry, Reason::WaitlistDisabled);
             }

@@ -91,11 +91,12 @@ fn new_prices_need_the_next_version_and_make_old_quotes_stale() {
         .unwrap();
     let stale = h.hold(show, 1, 1, &[0]);
     assert_eq!(stale, Err(Rejection::PriceVersionMismatch { current: 2 }));
-    let fresh = h.client(show, 1, 2, ClientRequest::Hold {
-        seats: seats(&[0]),
-        price_version: 2,
-        grant: None,
-    });
+    let fresh = h.client(
+        show,
+        1,
+        2,
+        ClientRequest::Hold { seats: seats(&[0]), price_version: 2, grant: None },
+    );
     let Ok(Reply::Held(receipt)) = fresh else { panic!("{fresh:?}") };
     assert_eq!(receipt.price, eur(6_000));
 }
@@ -216,7 +217,10 @@ fn owner_cancels_a_hold_and_nobody_else_can() {
     let receipt = h.held(show, 1, 1, &[4, 5]);
     let cancel = ClientRequest::CancelHold { hold: receipt.hold };
     assert_eq!(code(&h.client(show, 2, 1, cancel.clone())), "not_owner");
-    assert_eq!(h.client(show, 1, 2, cancel.clone()), Ok(Reply::HoldCancelled { hold: receipt.hold }));
+    assert_eq!(
+        h.client(show, 1, 2, cancel.clone()),
+        Ok(Reply::HoldCancelled { hold: receipt.hold })
+    );
     assert_eq!(h.seat(show, 4), Seat::Free);
     assert_eq!(
         code(&h.client(show, 1, 3, cancel)),
@@ -242,7 +246,10 @@ fn tick_expires_overdue_holds_and_emits_hold_expired() {
     assert!(h.events().contains(&Event::HoldExpired { hold: receipt.hold, session: session(1) }));
     let trail = h.group.audit_trail(show, EntityKind::Hold, receipt.hold.0);
     let last = trail.last().unwrap();
-    assert_eq!((last.from, last.to, last.reason), (Some(StateName::Held), StateName::Expired, Reason::DeadlinePassed));
+    assert_eq!(
+        (last.from, last.to, last.reason),
+        (Some(StateName::Held), StateName::Expired, Reason::DeadlinePassed)
+    );
     assert_eq!(last.actor, Actor::System);
 }
 
@@ -368,7 +375,10 @@ fn checkout_moves_a_hold_to_processing_once_and_retries_get_the_same_attempt() {
     assert_eq!(again, payment);
     assert_eq!(h.show(show).holds[&receipt.hold].deadline_ms(), deadline);
     assert_eq!(h.show(show).payments.len(), 1);
-    assert_eq!(code(&h.client(show, 2, 1, ClientRequest::Checkout { hold: receipt.hold })), "not_owner");
+    assert_eq!(
+        code(&h.client(show, 2, 1, ClientRequest::Checkout { hold: receipt.hold })),
+        "not_owner"
+    );
     assert_eq!(
         code(&h.client(show, 1, 4, ClientRequest::CancelHold { hold: receipt.hold })),
         "payment_in_progress"
@@ -381,7 +391,10 @@ fn checkout_of_an_overdue_hold_is_hold_expired() {
     let show = h.on_sale_show(1, 10);
     let receipt = h.held(show, 1, 1, &[1]);
     h.advance(5 * MINUTE);
-    assert_eq!(code(&h.client(show, 1, 2, ClientRequest::Checkout { hold: receipt.hold })), "hold_expired");
+    assert_eq!(
+        code(&h.client(show, 1, 2, ClientRequest::Checkout { hold: receipt.hold })),
+        "hold_expired"
+    );
 }
 
 #[test]
@@ -398,8 +411,19 @@ fn payment_success_in_time_confirms_a_booking() {
     assert_eq!(h.hold_state(show, receipt.hold), HoldState::Confirmed);
     let view = h.group.booking(show, booking, Some(session(1))).unwrap();
     assert_eq!(view.booking.seats, seats(&[1, 2]));
-    assert_eq!(code(&h.group.booking(show, booking, Some(session(2))).map(|_| Reply::HoldCancelled { hold: HoldId(0) })), "not_owner");
-    assert!(h.events().iter().any(|event| matches!(event, Event::BookingConfirmed { booking: b, .. } if *b == booking)));
+    assert_eq!(
+        code(
+            &h.group
+                .booking(show, booking, Some(session(2)))
+                .map(|_| Reply::HoldCancelled { hold: HoldId(0) })
+        ),
+        "not_owner"
+    );
+    assert!(
+        h.events().iter().any(
+            |event| matches!(event, Event::BookingConfirmed { booking: b, .. } if *b == booking)
+        )
+    );
 }
 
 #[test]
@@ -411,7 +435,10 @@ fn payment_success_just_before_the_deadline_wins_over_expiry() {
     let (payment, price) = h.checkout(show, 1, 2, receipt.hold);
     h.advance(2 * MINUTE - 100);
     let reply = h.pay_ok(show, payment, 1, price).unwrap();
-    assert!(matches!(reply, Reply::PaymentRecorded { effect: PaymentEffect::Confirmed { .. }, .. }));
+    assert!(matches!(
+        reply,
+        Reply::PaymentRecorded { effect: PaymentEffect::Confirmed { .. }, .. }
+    ));
     h.advance(MINUTE);
     assert_eq!(h.tick().unwrap(), Reply::Ticked { expired: 0, more: false });
     assert_eq!(h.hold_state(show, receipt.hold), HoldState::Confirmed);
@@ -464,7 +491,10 @@ fn a_decline_with_time_left_returns_the_hold_to_held() {
     let reply = h.pay(show, payment, 1, PaymentResult::Declined).unwrap();
     assert_eq!(
         reply,
-        Reply::PaymentRecorded { payment, effect: PaymentEffect::Declined { hold_state: HoldState::Held } }
+        Reply::PaymentRecorded {
+            payment,
+            effect: PaymentEffect::Declined { hold_state: HoldState::Held }
+        }
     );
     let hold = &h.show(show).holds[&receipt.hold];
     assert_eq!(hold.deadline_ms(), receipt.deadline_ms, "the original deadline, not a new one");
@@ -503,7 +533,10 @@ fn an_unknown_outcome_keeps_the_hold_processing_until_reconciled() {
     assert_eq!(h.hold_state(show, receipt.hold), HoldState::Processing);
     assert_eq!(h.show(show).payments[&payment].state, PaymentState::Unknown);
     let reply = h.pay_ok(show, payment, 2, price).unwrap();
-    assert!(matches!(reply, Reply::PaymentRecorded { effect: PaymentEffect::Confirmed { .. }, .. }));
+    assert!(matches!(
+        reply,
+        Reply::PaymentRecorded { effect: PaymentEffect::Confirmed { .. }, .. }
+    ));
 }
 
 #[test]
@@ -526,7 +559,10 @@ fn duplicate_provider_events_are_no_ops() {
         );
     }
     let reply = h.pay(show, payment, 44, PaymentResult::Declined).unwrap();
-    assert!(matches!(reply, Reply::PaymentRecorded { effect: PaymentEffect::Duplicate { .. }, .. }));
+    assert!(matches!(
+        reply,
+        Reply::PaymentRecorded { effect: PaymentEffect::Duplicate { .. }, .. }
+    ));
     assert_eq!(h.show(show), &before);
     assert_eq!(h.group.outbox().len(), events_before);
 }
@@ -537,9 +573,11 @@ fn a_payment_with_another_amount_or_currency_is_rejected() {
     let show = h.on_sale_show(1, 10);
     let receipt = h.held(show, 1, 1, &[1]);
     let (payment, price) = h.checkout(show, 1, 2, receipt.hold);
-    let short = PaymentResult::Succeeded { amount_minor: price.amount_minor - 1, currency: price.currency };
+    let short =
+        PaymentResult::Succeeded { amount_minor: price.amount_minor - 1, currency: price.currency };
     assert_eq!(code(&h.pay(show, payment, 1, short)), "payment_mismatch");
-    let dollars = PaymentResult::Succeeded { amount_minor: price.amount_minor, currency: Currency(*b"USD") };
+    let dollars =
+        PaymentResult::Succeeded { amount_minor: price.amount_minor, currency: Currency(*b"USD") };
     assert_eq!(code(&h.pay(show, payment, 2, dollars)), "payment_mismatch");
     assert_eq!(h.show(show).payments[&payment].state, PaymentState::Pending);
     assert_eq!(code(&h.pay(show, PaymentId(999), 3, PaymentResult::Declined)), "payment_not_found");
@@ -618,7 +656,14 @@ fn join_queue(h: &mut Harness, show: ShowId, who: u64) -> (TicketId, TicketState
     }
 }
 
-fn grant_hold(h: &mut Harness, show: ShowId, who: u64, k: u64, list: &[SeatNo], grant: TicketId) -> Outcome {
+fn grant_hold(
+    h: &mut Harness,
+    show: ShowId,
+    who: u64,
+    k: u64,
+    list: &[SeatNo],
+    grant: TicketId,
+) -> Outcome {
     h.client(show, who, k, Harness::hold_request(list, Some(grant)))
 }
 
@@ -712,7 +757,10 @@ fn leaving_the_lane_passes_the_grant_on() {
     h.client(show, 1, 1, ClientRequest::LeaveQueue { ticket: a }).unwrap();
     assert_eq!(h.show(show).lane.tickets[&a].state, TicketState::Left);
     assert_eq!(h.show(show).lane.tickets[&b].state, TicketState::Granted);
-    assert_eq!(code(&h.client(show, 1, 2, ClientRequest::LeaveQueue { ticket: a })), "ticket_not_active");
+    assert_eq!(
+        code(&h.client(show, 1, 2, ClientRequest::LeaveQueue { ticket: a })),
+        "ticket_not_active"
+    );
     assert_eq!(code(&h.client(show, 2, 9, ClientRequest::JoinQueue)), "already_queued");
 }
 
@@ -751,7 +799,10 @@ fn a_wider_window_grants_several_at_once_but_never_more() {
             TicketState::Waiting
         ]
     );
-    assert_eq!(code(&h.client(show, 6, 1, ClientRequest::LeaveQueue { ticket: TicketId(999) })), "ticket_not_found");
+    assert_eq!(
+        code(&h.client(show, 6, 1, ClientRequest::LeaveQueue { ticket: TicketId(999) })),
+        "ticket_not_found"
+    );
 }
 
 #[test]
@@ -814,8 +865,12 @@ fn cancel_booking(h: &mut Harness, show: ShowId, booking: BookingId) {
 fn joining_needs_a_sold_out_show_and_one_active_entry_per_session() {
     let mut h = Harness::new();
     let show = h.on_sale_show(1, 2);
-    assert_eq!(code(&h.client(show, 1, 1, ClientRequest::JoinWaitlist { quantity: 1, band: 0 })), "waitlist_disabled");
-    h.operator(OperatorCommand::ConfigureWaitlist { show, enabled: true, policy_version: 1 }).unwrap();
+    assert_eq!(
+        code(&h.client(show, 1, 1, ClientRequest::JoinWaitlist { quantity: 1, band: 0 })),
+        "waitlist_disabled"
+    );
+    h.operator(OperatorCommand::ConfigureWaitlist { show, enabled: true, policy_version: 1 })
+        .unwrap();
     assert_eq!(
         h.client(show, 1, 2, ClientRequest::JoinWaitlist { quantity: 1, band: 0 }),
         Err(Rejection::NotSoldOut { free: 2 })
@@ -827,8 +882,14 @@ fn joining_needs_a_sold_out_show_and_one_active_entry_per_session() {
         h.client(show, 1, 3, ClientRequest::JoinWaitlist { quantity: 2, band: 0 }),
         Err(Rejection::AlreadyOnWaitlist { entry })
     );
-    assert_eq!(code(&h.client(show, 2, 1, ClientRequest::JoinWaitlist { quantity: 11, band: 0 })), "invalid_argument");
-    assert_eq!(code(&h.client(show, 2, 1, ClientRequest::JoinWaitlist { quantity: 1, band: 8 })), "invalid_argument");
+    assert_eq!(
+        code(&h.client(show, 2, 1, ClientRequest::JoinWaitlist { quantity: 11, band: 0 })),
+        "invalid_argument"
+    );
+    assert_eq!(
+        code(&h.client(show, 2, 1, ClientRequest::JoinWaitlist { quantity: 1, band: 8 })),
+        "invalid_argument"
+    );
 }
 
 #[test]
@@ -906,8 +967,14 @@ fn declining_moves_the_chance_to_the_next_waiter() {
     cancel_booking(&mut h, show, bookings[0]);
     let (offer, _, _) = offers(&h)[0].clone();
     h.client(show, 1, 1, ClientRequest::DeclineOffer { offer }).unwrap();
-    assert_eq!(h.client(show, 1, 2, ClientRequest::DeclineOffer { offer }), Ok(Reply::OfferDeclined { offer }));
-    assert_eq!(code(&h.client(show, 1, 3, ClientRequest::AcceptOffer { offer })), "offer_not_active");
+    assert_eq!(
+        h.client(show, 1, 2, ClientRequest::DeclineOffer { offer }),
+        Ok(Reply::OfferDeclined { offer })
+    );
+    assert_eq!(
+        code(&h.client(show, 1, 3, ClientRequest::AcceptOffer { offer })),
+        "offer_not_active"
+    );
     let made = offers(&h);
     assert_eq!(made[1].1, session(2));
 }
@@ -926,7 +993,10 @@ fn leaving_while_offered_declines_and_leaving_while_waiting_leaves() {
     assert_eq!(entries[&first].state, WaitlistEntryState::Left);
     assert_eq!(entries[&second].state, WaitlistEntryState::Left);
     assert_eq!(entries[&third].state, WaitlistEntryState::Offered, "the seat went to the third");
-    assert_eq!(code(&h.client(show, 1, 2, ClientRequest::LeaveWaitlist { entry: first })), "entry_not_active");
+    assert_eq!(
+        code(&h.client(show, 1, 2, ClientRequest::LeaveWaitlist { entry: first })),
+        "entry_not_active"
+    );
 }
 
 #[test]
@@ -953,24 +1023,36 @@ fn a_duplicate_capacity_event_is_a_no_op() {
     for seat in 0..2 {
         book(&mut h, show, 100 + u64::from(seat), &[seat]);
     }
-    h.operator(OperatorCommand::ConfigureWaitlist { show, enabled: true, policy_version: 1 }).unwrap();
+    h.operator(OperatorCommand::ConfigureWaitlist { show, enabled: true, policy_version: 1 })
+        .unwrap();
     // Two free seats, parties of three wait.
     join_waitlist(&mut h, show, 1, 3, 0);
     join_waitlist(&mut h, show, 2, 3, 0);
-    let release = OperatorCommand::CapacityReleased { show, event: CapacityEventId(5), seats: vec![3, 2] };
+    let release =
+        OperatorCommand::CapacityReleased { show, event: CapacityEventId(5), seats: vec![3, 2] };
     assert_eq!(
         h.operator(release.clone()),
-        Ok(Reply::CapacityReleased { event: CapacityEventId(5), seats_released: 2, duplicate: false })
+        Ok(Reply::CapacityReleased {
+            event: CapacityEventId(5),
+            seats_released: 2,
+            duplicate: false
+        })
     );
     let before = h.show(show).clone();
     assert_eq!(
         h.operator(release),
-        Ok(Reply::CapacityReleased { event: CapacityEventId(5), seats_released: 0, duplicate: true })
+        Ok(Reply::CapacityReleased {
+            event: CapacityEventId(5),
+            seats_released: 0,
+            duplicate: true
+        })
     );
     assert_eq!(h.show(show), &before);
-    let taken = OperatorCommand::CapacityReleased { show, event: CapacityEventId(6), seats: vec![0] };
+    let taken =
+        OperatorCommand::CapacityReleased { show, event: CapacityEventId(6), seats: vec![0] };
     assert_eq!(code(&h.operator(taken)), "seat_unavailable");
-    let twice = OperatorCommand::CapacityReleased { show, event: CapacityEventId(7), seats: vec![1, 1] };
+    let twice =
+        OperatorCommand::CapacityReleased { show, event: CapacityEventId(7), seats: vec![1, 1] };
     assert_eq!(code(&h.operator(twice)), "invalid_argument");
 }
 
@@ -1003,7 +1085,8 @@ fn turning_the_waitlist_off_ends_waiting_entries_and_frees_the_pool() {
     let entry = join_waitlist(&mut h, show, 1, 2, 0);
     cancel_booking(&mut h, show, bookings[0]);
     assert_eq!(h.seat(show, 0), Seat::Pooled);
-    h.operator(OperatorCommand::ConfigureWaitlist { show, enabled: false, policy_version: 1 }).unwrap();
+    h.operator(OperatorCommand::ConfigureWaitlist { show, enabled: false, policy_version: 1 })
+        .unwrap();
     assert_eq!(h.show(show).waitlist.entries[&entry].state, WaitlistEntryState::Left);
     assert_eq!(h.seat(show, 0), Seat::Free);
     let back = OperatorCommand::ConfigureWaitlist { show, enabled: true, policy_version: 0 };
@@ -1023,13 +1106,24 @@ fn the_audit_trail_records_every_transition_of_a_hold() {
     h.advance(1_000);
     h.pay_ok(show, payment, 1, price).unwrap();
     let trail = h.group.audit_trail(show, EntityKind::Hold, receipt.hold.0);
-    let steps: Vec<_> = trail.iter().map(|record| (record.from, record.to, record.reason, record.actor)).collect();
+    let steps: Vec<_> =
+        trail.iter().map(|record| (record.from, record.to, record.reason, record.actor)).collect();
     assert_eq!(
         steps,
         vec![
             (None, StateName::Held, Reason::Requested, Actor::Session(session(1))),
-            (Some(StateName::Held), StateName::Processing, Reason::CheckoutStarted, Actor::Session(session(1))),
-            (Some(StateName::Processing), StateName::Confirmed, Reason::PaymentSucceeded, Actor::Provider),
+            (
+                Some(StateName::Held),
+                StateName::Processing,
+                Reason::CheckoutStarted,
+                Actor::Session(session(1))
+            ),
+            (
+                Some(StateName::Processing),
+                StateName::Confirmed,
+                Reason::PaymentSucceeded,
+                Actor::Provider
+            ),
         ]
     );
     assert_eq!(trail[0].log_index, created_index);
@@ -1049,10 +1143,16 @@ fn outbox_ids_increase_and_ack_trims_delivered_events() {
     h.tick().unwrap();
     let ids: Vec<u64> = h.group.outbox().pending().map(|event| event.id.0).collect();
     assert_eq!(ids, vec![1, 2, 3]);
-    assert_eq!(h.one(Command::AckOutbox { up_to: 2 }), Ok(Reply::OutboxAcked { up_to: 2, trimmed: 2 }));
+    assert_eq!(
+        h.one(Command::AckOutbox { up_to: 2 }),
+        Ok(Reply::OutboxAcked { up_to: 2, trimmed: 2 })
+    );
     assert_eq!(h.group.outbox().len(), 1);
     assert_eq!(code(&h.one(Command::AckOutbox { up_to: 9 })), "invalid_argument");
-    assert_eq!(h.one(Command::AckOutbox { up_to: 2 }), Ok(Reply::OutboxAcked { up_to: 2, trimmed: 0 }));
+    assert_eq!(
+        h.one(Command::AckOutbox { up_to: 2 }),
+        Ok(Reply::OutboxAcked { up_to: 2, trimmed: 0 })
+    );
 }
 
 #[test]
@@ -1062,7 +1162,10 @@ fn the_seat_map_is_labelled_as_of_and_shows_overdue_holds_as_free() {
     h.held(show, 1, 1, &[0]);
     book(&mut h, show, 2, &[1]);
     let map = h.group.seat_map(show).unwrap();
-    assert_eq!(map.seats, vec![SeatStatus::Held, SeatStatus::Booked, SeatStatus::Free, SeatStatus::Free]);
+    assert_eq!(
+        map.seats,
+        vec![SeatStatus::Held, SeatStatus::Booked, SeatStatus::Free, SeatStatus::Free]
+    );
     assert_eq!(map.as_of, AsOf { log_index: h.index, log_time_ms: h.now });
     h.advance(5 * MINUTE);
     h.tick().unwrap();
@@ -1076,7 +1179,10 @@ fn reads_of_another_sessions_objects_are_not_owner() {
     let mut h = Harness::new();
     let show = h.on_sale_show(1, 4);
     let receipt = h.held(show, 1, 1, &[0]);
-    assert_eq!(h.group.hold(show, receipt.hold, Some(session(2))).unwrap_err(), Rejection::NotOwner);
+    assert_eq!(
+        h.group.hold(show, receipt.hold, Some(session(2))).unwrap_err(),
+        Rejection::NotOwner
+    );
     assert!(h.group.hold(show, receipt.hold, Some(session(1))).is_ok());
     assert!(h.group.hold(show, receipt.hold, None).is_ok(), "operators read everything");
     assert_eq!(h.group.hold(show, HoldId(77), None).unwrap_err(), Rejection::HoldNotFound);
@@ -1141,4 +1247,21 @@ fn snapshots_restore_the_group_exactly_and_refuse_garbage() {
     newer[4] = 99;
     assert!(matches!(Group::decode_snapshot(&newer), Err(SnapshotError::UnsupportedVersion(99))));
     assert!(Group::decode_snapshot(&bytes[..bytes.len() - 1]).is_err());
+}
+
+#[test]
+fn the_window_cannot_shrink_below_the_grants_already_outstanding() {
+    let mut h = Harness::new();
+    let show = lane_show(&mut h, 3);
+    for who in 1..=3 {
+        join_queue(&mut h, show, who);
+    }
+    let shrink = OperatorCommand::ConfigureAdmission { show, enabled: true, window: 1 };
+    assert_eq!(code(&h.operator(shrink.clone())), "invalid_argument");
+    assert_eq!(h.show(show).lane.window, 3);
+    // Once the grants ran out, the window may shrink.
+    h.advance(MINUTE);
+    h.operator(shrink).unwrap();
+    assert_eq!(h.show(show).lane.window, 1);
+    assert!(h.show(show).lane.granted.is_empty());
 }

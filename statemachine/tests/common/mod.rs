@@ -115,7 +115,13 @@ impl Harness {
         }
     }
 
-    pub fn pay(&mut self, show: ShowId, payment: PaymentId, event: u128, result: PaymentResult) -> Outcome {
+    pub fn pay(
+        &mut self,
+        show: ShowId,
+        payment: PaymentId,
+        event: u128,
+        result: PaymentResult,
+    ) -> Outcome {
         self.one(Command::Payment(PaymentOutcome {
             show,
             payment,
@@ -124,7 +130,13 @@ impl Harness {
         }))
     }
 
-    pub fn pay_ok(&mut self, show: ShowId, payment: PaymentId, event: u128, price: Money) -> Outcome {
+    pub fn pay_ok(
+        &mut self,
+        show: ShowId,
+        payment: PaymentId,
+        event: u128,
+        price: Money,
+    ) -> Outcome {
         self.pay(
             show,
             payment,

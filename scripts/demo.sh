@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cargo build --release -p statemachine --example onsale
-exec ./target/release/examples/onsale "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/examples/onsale" "$@"

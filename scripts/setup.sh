@@ -5,7 +5,7 @@ set -euo pipefail
 
 need_apt=()
 # RocksDB's bindings (from issue 3 on) need libclang and a C++ compiler.
-if ! ldconfig -p 2>/dev/null | grep -q 'libclang'; then need_apt+=(libclang-dev); fi
+if ! ldconfig -p 2>/dev/null | grep -q -E 'libclang(-[0-9]+)?\.so'; then need_apt+=(libclang-dev); fi
 if ! command -v c++ >/dev/null 2>&1; then need_apt+=(g++); fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

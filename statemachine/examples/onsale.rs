@@ -283,7 +283,7 @@ fn main() {
                 owners.push(n);
             }
         }
-        let tick = now % 100 == 0;
+        let tick = now.is_multiple_of(100);
         if tick {
             commands.push(Command::Tick);
         }

@@ -50,7 +50,18 @@ impl Show {
         } else {
             None
         };
-        let live = self.live_holds_by_session.get(&session).copied().unwrap_or(0);
+        let mut live = self.live_holds_by_session.get(&session).copied().unwrap_or(0);
+        if live >= self.policy.holds_per_session_max {
+            // The session's overdue holds are expired for this claim, whether or not a tick
+            // has materialized that yet (only scanned when the session is at its limit).
+            let overdue = self
+                .hold_deadlines
+                .iter()
+                .take_while(|(deadline_ms, _)| *deadline_ms <= ctx.now)
+                .filter(|(_, hold)| self.holds[hold].session == session)
+                .count();
+            live -= overdue as u32;
+        }
         if live >= self.policy.holds_per_session_max {
             return Err(Rejection::TooManyHolds { max: self.policy.holds_per_session_max });
         }

@@ -64,9 +64,10 @@ impl Group {
 
     /// Applies one committed entry and returns one outcome per command, in order.
     ///
-    /// Log time becomes `max(previous log time, entry.time_ms)`. An entry at or below the last
-    /// applied index was applied before: it changes nothing and gets no outcomes. A rejected
-    /// command changes nothing, and never affects the other commands of its batch.
+    /// Log time becomes `max(previous log time, entry.time_ms)`, with stamps clamped to
+    /// `limits::LOG_TIME_MS_MAX`. An entry at or below the last applied index was applied
+    /// before: it changes nothing and gets no outcomes. A rejected command changes nothing, and
+    /// never affects the other commands of its batch.
     ///
     /// # Panics
     ///
@@ -76,7 +77,7 @@ impl Group {
             return Vec::new();
         }
         self.applied_index = entry.index;
-        self.log_time_ms = self.log_time_ms.max(entry.time_ms);
+        self.log_time_ms = self.log_time_ms.max(entry.time_ms.min(limits::LOG_TIME_MS_MAX));
         if entry.commands.len() > BATCH_COMMANDS_MAX {
             let rejection =
                 Rejection::invalid(format!("batch: at most {BATCH_COMMANDS_MAX} commands"));
@@ -90,7 +91,7 @@ impl Group {
     pub fn apply_empty(&mut self, index: u64, time_ms: u64) {
         if index > self.applied_index {
             self.applied_index = index;
-            self.log_time_ms = self.log_time_ms.max(time_ms);
+            self.log_time_ms = self.log_time_ms.max(time_ms.min(limits::LOG_TIME_MS_MAX));
         }
     }
 

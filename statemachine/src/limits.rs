@@ -76,5 +76,9 @@ const _: () = assert!(
 // A retry of a hold must find its record for at least as long as the hold can live.
 const _: () =
     assert!(IDEMPOTENCY_RETENTION_MS_DEFAULT >= HOLD_TTL_MS_DEFAULT + PAYMENT_GRACE_MS_DEFAULT);
-// Log time plus the longest deadline never overflows for any realistic wall clock.
-const _: () = assert!(u64::MAX / 2 > DEADLINE_MS_MAX);
+/// The latest log time (ms) apply accepts: the end of the year 9999. A leader stamp beyond it
+/// (a broken clock) is clamped, so that log time plus any deadline can never overflow.
+pub const LOG_TIME_MS_MAX: u64 = 253_402_300_799_999;
+
+// Log time plus the longest deadline (and a payment grace on top) never overflows.
+const _: () = assert!(LOG_TIME_MS_MAX.checked_add(3 * DEADLINE_MS_MAX).is_some());

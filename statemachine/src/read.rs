@@ -361,7 +361,9 @@ impl Group {
             .offers
             .values()
             .filter(|offer| offer.entry != entry)
-            .filter(|offer| offer.made_index >= found.joined_index)
+            // Made after the entry joined: ids come from one counter per show, so this also
+            // orders an offer and a join of the same apply (their log index is equal).
+            .filter(|offer| offer.id.0 > entry.0)
             .filter_map(|offer| {
                 let other = &found_show.waitlist.entries[&offer.entry];
                 let was_ahead = other.order < found.order;

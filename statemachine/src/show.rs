@@ -152,6 +152,9 @@ impl Show {
         let open_offers: Vec<_> =
             self.waitlist.offer_deadlines.iter().map(|(_, offer)| *offer).collect();
         for offer in open_offers {
+            // A waiter holding an open offer is a waiter too: it is told and counted.
+            told.insert(self.waitlist.offers[&offer].session);
+            waiters_told += 1;
             self.close_offer(
                 ctx,
                 offer,

@@ -86,6 +86,11 @@ impl Show {
             WaitlistEntryState::Waiting => self.end_waiting_entry(ctx, entry, Reason::Requested),
             WaitlistEntryState::Offered => {
                 let offer = found.offer.expect("an offered entry has an offer");
+                if self.waitlist.offers[&offer].is_overdue(ctx.now) {
+                    // The offer ran out before the waiter left: that is its expiry, not a decline.
+                    self.expire_offer(ctx, offer);
+                    return Ok(Reply::WaitlistLeft { entry });
+                }
                 self.close_offer(
                     ctx,
                     offer,

@@ -1,6 +1,43 @@
-//! openraft glue for the booking cluster: type config, RocksDB log and state-machine stores, the
-//! peer network and the multi-group router.
+//! openraft glue for the booking cluster: the type config, and the RocksDB log and state-machine
+//! stores of many groups sharing one database per node. The peer network and the multi-group
+//! router come next (issue 3).
 //!
-//! Empty until issue 3 ("Replicated groups"). It will import `statemachine` (whose `Group::apply`
-//! is the state machine every replica runs) and `proto`, and keep openraft behind this crate so
-//! an upgrade touches one crate.
+//! Keeps openraft behind this crate so that an upgrade touches one crate. The booking rules are
+//! `statemachine`'s: the stores here persist, replay and snapshot, and never decide.
+//!
+//! One file per concept: `types.rs` (the type config and what an entry carries), `codec.rs` (the
+//! on-disk layout), `storage.rs` (the node's database), `flusher.rs` (group commit of WAL syncs),
+//! `log_store.rs` (one group's log and vote), `state_machine.rs` (one group's applied state and
+//! snapshots), `error.rs` (the storage errors).
+//!
+//! ```no_run
+//! # fn main() -> Result<(), raft::StoreError> {
+//! let storage = raft::Storage::open("/var/lib/bookingd/db")?;
+//! let log_store = storage.log_store(7);
+//! let state_machine = storage.state_machine(7)?;
+//! let reader = state_machine.reader();
+//! // `raft::Raft::new(node_id, config, network, log_store, state_machine)` runs the group.
+//! # let _ = (log_store, reader);
+//! # Ok(())
+//! # }
+//! ```
+
+mod codec;
+mod error;
+mod flusher;
+mod log_store;
+mod state_machine;
+mod storage;
+mod types;
+
+pub use error::StoreError;
+pub use log_store::{LogStore, REPLICATION_BATCH_BYTES_MAX};
+pub use state_machine::{GroupReader, SnapshotBuilder, StateMachineStore};
+pub use storage::Storage;
+pub use types::{
+    Entry, GroupId, LogId, Node, NodeId, Proposal, Response, Snapshot, SnapshotData, SnapshotMeta,
+    StoredMembership, TypeConfig, Vote,
+};
+
+/// One Raft group on this node.
+pub type Raft = openraft::Raft<TypeConfig, StateMachineStore>;

@@ -1,0 +1,328 @@
+//! The replicated state machine of one group, as openraft drives it: applying committed entries
+//! to a `statemachine::Group` held in memory, and building, persisting and installing snapshots.
+//!
+//! Owns the group's in-memory state (the `Group`, the last applied log id and membership) and its
+//! record in the `snapshots` column family. Never decides a booking rule: every normal entry goes
+//! to `Group::apply` unchanged, and this adapter stays small.
+//!
+//! What an implementation of `RaftStateMachine` must do, and how this one does it:
+//!
+//! - Answer every applied entry through its responder, if it has one: normal entries answer the
+//!   outcomes of `Group::apply`; blank and membership entries advance the group with
+//!   `Group::apply_empty` and answer an empty vector.
+//! - Record the last applied log id, and the membership of a membership entry.
+//! - Report through `applied_state()` only what survives a restart. The state lives in memory
+//!   and only snapshots are persisted (synced), so a store opened on a restarted node starts
+//!   from its persisted snapshot and reports that snapshot's last log id. While the process
+//!   runs, the in-memory applied state is reported: openraft asks for it only at start-up
+//!   (`StorageHelper::get_initial_state`), and a fresh process always builds a fresh store. The
+//!   log store persists the committed log id (`save_committed`), so on start-up openraft
+//!   re-applies the log from the snapshot up to the last committed entry before serving. To
+//!   restart a group inside a running process (say after it went fatal), open a new store with
+//!   `Storage::state_machine`: it starts from the persisted snapshot like a restarted node.
+//! - Make `get_current_snapshot` return the snapshot just built or installed, durably: a snapshot
+//!   is synced before openraft learns of it, because openraft purges the log it covers.
+//! - Never let an older snapshot replace a newer one: a build runs in the background and may
+//!   finish after an install from the leader; it persists only if it is newer than what is
+//!   persisted, otherwise a restart would find the log purged beyond its snapshot.
+
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use futures_util::{Stream, TryStreamExt};
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::type_config::TypeConfigExt;
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
+use statemachine::Group;
+
+use crate::codec::{self, CF_SNAPSHOTS, snapshot_key};
+use crate::error::StoreError;
+use crate::storage::Storage;
+use crate::types::{
+    Entry, GroupId, LogId, Proposal, Response, Snapshot, SnapshotData, SnapshotMeta,
+    StoredMembership, TypeConfig,
+};
+
+/// The state-machine store of one group.
+pub struct StateMachineStore {
+    storage: Storage,
+    group_id: GroupId,
+    state: Arc<RwLock<Applied>>,
+    persisted: Arc<Mutex<PersistedSnapshot>>,
+}
+
+/// The group's in-memory state.
+struct Applied {
+    /// Shared with snapshot builders: a builder keeps the state it was created from, and the next
+    /// apply copies the group only if a builder still holds it (`Arc::make_mut`).
+    group: Arc<Group>,
+    last_applied: Option<LogId>,
+    last_membership: StoredMembership,
+}
+
+/// The last log id of the persisted snapshot: `None` if none is persisted.
+type PersistedSnapshot = Option<Option<LogId>>;
+
+impl Applied {
+    fn snapshot_meta(&self) -> SnapshotMeta {
+        SnapshotMeta {
+            last_log_id: self.last_applied,
+            last_membership: self.last_membership.clone(),
+        }
+    }
+}
+
+impl StateMachineStore {
+    /// Opens `group_id`'s store: restored from its persisted snapshot if there is one, empty
+    /// otherwise.
+    pub(crate) fn open(
+        storage: Storage,
+        group_id: GroupId,
+    ) -> Result<StateMachineStore, StoreError> {
+        let (applied, persisted) = match read_snapshot(&storage, group_id)? {
+            None => {
+                let applied = Applied {
+                    group: Arc::new(Group::new()),
+                    last_applied: None,
+                    last_membership: StoredMembership::default(),
+                };
+                (applied, None)
+            }
+            Some((meta, data)) => {
+                let group = restore(group_id, &meta, &data)?;
+                let persisted = Some(meta.last_log_id);
+                let applied = Applied {
+                    group: Arc::new(group),
+                    last_applied: meta.last_log_id,
+                    last_membership: meta.last_membership,
+                };
+                (applied, persisted)
+            }
+        };
+        Ok(StateMachineStore {
+            storage,
+            group_id,
+            state: Arc::new(RwLock::new(applied)),
+            persisted: Arc::new(Mutex::new(persisted)),
+        })
+    }
+
+    /// The group this store belongs to.
+    pub fn group_id(&self) -> GroupId {
+        self.group_id
+    }
+
+    /// A read handle on the group's applied state, for the node's reads.
+    pub fn reader(&self) -> GroupReader {
+        GroupReader { state: Arc::clone(&self.state) }
+    }
+
+    /// Applies one entry and returns its answer.
+    fn apply_entry(&self, entry: Entry) -> Result<Response, StoreError> {
+        let mut guard = self.state.write().map_err(|_| StoreError::Poisoned)?;
+        let applied = &mut *guard;
+        let log_id = entry.log_id;
+        let index = log_id.index();
+        // Replays are idempotent through the applied index: an entry at or below it was applied
+        // before, changes nothing, and must not move the applied position back. openraft does
+        // not replay; this keeps a replay harmless if it ever did.
+        if applied.last_applied.is_some_and(|last| index <= last.index()) {
+            tracing::warn!(group = self.group_id, %log_id, "ignored an entry applied before");
+            return Ok(Vec::new());
+        }
+        let group = Arc::make_mut(&mut applied.group);
+        let response = match entry.payload {
+            EntryPayload::Normal(Proposal { time_ms, commands }) => {
+                group.apply(&statemachine::Entry { index, time_ms, commands })
+            }
+            // Blank and membership entries carry no leader stamp: time 0 leaves log time as it
+            // is (it only ever moves to the maximum).
+            EntryPayload::Blank => {
+                group.apply_empty(index, 0);
+                Vec::new()
+            }
+            EntryPayload::Membership(membership) => {
+                group.apply_empty(index, 0);
+                applied.last_membership = StoredMembership::new(Some(log_id), membership);
+                Vec::new()
+            }
+        };
+        // Every entry, of any kind, moves the group's applied index: the two positions agree.
+        assert_eq!(group.applied_index(), index, "group {} applied {log_id}", self.group_id);
+        applied.last_applied = Some(log_id);
+        Ok(response)
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotData = SnapshotData;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        let applied = self.state.read().map_err(|_| StoreError::Poisoned)?;
+        Ok((applied.last_applied, applied.last_membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + OptionalSend,
+    {
+        while let Some((entry, responder)) = entries.try_next().await? {
+            let response = self.apply_entry(entry)?;
+            if let Some(responder) = responder {
+                responder.send(response);
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        // The view is taken now: later applies do not change what the builder encodes.
+        let view = self
+            .state
+            .read()
+            .ok()
+            .map(|applied| (Arc::clone(&applied.group), applied.snapshot_meta()));
+        SnapshotBuilder {
+            storage: self.storage.clone(),
+            group_id: self.group_id,
+            view,
+            persisted: Arc::clone(&self.persisted),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: SnapshotData,
+    ) -> Result<(), io::Error> {
+        // Garbage from a peer is an error for openraft to report, never a panic or a half
+        // replaced state: decode and check everything before changing anything.
+        let group = restore(self.group_id, meta, &snapshot)?;
+        persist(&self.storage, self.group_id, &self.persisted, meta, &snapshot, Persist::Always)
+            .await?;
+        let mut applied = self.state.write().map_err(|_| StoreError::Poisoned)?;
+        applied.group = Arc::new(group);
+        applied.last_applied = meta.last_log_id;
+        applied.last_membership = meta.last_membership.clone();
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
+        let snapshot = read_snapshot(&self.storage, self.group_id)?;
+        Ok(snapshot.map(|(meta, snapshot)| Snapshot { meta, snapshot }))
+    }
+}
+
+/// Builds a snapshot of the state its store had when the builder was made, in the background.
+pub struct SnapshotBuilder {
+    storage: Storage,
+    group_id: GroupId,
+    /// The group and its position, or `None` if the state was poisoned.
+    view: Option<(Arc<Group>, SnapshotMeta)>,
+    persisted: Arc<Mutex<PersistedSnapshot>>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    type SnapshotData = SnapshotData;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
+        let Some((group, meta)) = self.view.clone() else {
+            return Err(StoreError::Poisoned.into());
+        };
+        // Encoding a large group takes a while: keep it off the async workers.
+        let data = TypeConfig::spawn_blocking(move || group.encode_snapshot()).await?;
+        persist(&self.storage, self.group_id, &self.persisted, &meta, &data, Persist::IfNewer)
+            .await?;
+        Ok(Snapshot { meta, snapshot: data })
+    }
+}
+
+/// A cloneable read handle on one group's applied state.
+#[derive(Clone)]
+pub struct GroupReader {
+    state: Arc<RwLock<Applied>>,
+}
+
+impl GroupReader {
+    /// Runs `read` on the group's applied state. The group's `applied_index()` and
+    /// `log_time_ms()` say how fresh it is. Keep `read` short: applies wait for it.
+    ///
+    /// # Errors
+    ///
+    /// `Poisoned` if an apply panicked (the state is not trustworthy any more).
+    pub fn read<T>(&self, read: impl FnOnce(&Group) -> T) -> Result<T, StoreError> {
+        let applied = self.state.read().map_err(|_| StoreError::Poisoned)?;
+        Ok(read(&applied.group))
+    }
+
+    /// The log id of the last applied entry.
+    ///
+    /// # Errors
+    ///
+    /// `Poisoned` if an apply panicked.
+    pub fn last_applied(&self) -> Result<Option<LogId>, StoreError> {
+        let applied = self.state.read().map_err(|_| StoreError::Poisoned)?;
+        Ok(applied.last_applied)
+    }
+}
+
+/// Whether a snapshot replaces the persisted one unconditionally.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Persist {
+    /// An install: the leader's snapshot is always ahead of this store.
+    Always,
+    /// A local build: only if newer than the persisted snapshot.
+    IfNewer,
+}
+
+/// Persists a snapshot of `group_id` and waits until it is durable.
+async fn persist(
+    storage: &Storage,
+    group_id: GroupId,
+    persisted: &Mutex<PersistedSnapshot>,
+    meta: &SnapshotMeta,
+    data: &[u8],
+    mode: Persist,
+) -> Result<(), StoreError> {
+    let record = codec::encode_snapshot_record(meta, data)?;
+    {
+        // The check and the write are one step, so concurrent builds and installs leave the
+        // newest snapshot in place. A panic cannot leave the guarded value half-written.
+        let mut last = persisted.lock().unwrap_or_else(PoisonError::into_inner);
+        if mode == Persist::IfNewer
+            && last.as_ref().is_some_and(|last_log_id| meta.last_log_id <= *last_log_id)
+        {
+            return Ok(());
+        }
+        storage.db().put_cf(storage.cf(CF_SNAPSHOTS)?, snapshot_key(group_id), record)?;
+        *last = Some(meta.last_log_id);
+    }
+    storage.sync().await?;
+    Ok(())
+}
+
+/// Reads `group_id`'s persisted snapshot.
+fn read_snapshot(
+    storage: &Storage,
+    group_id: GroupId,
+) -> Result<Option<(SnapshotMeta, SnapshotData)>, StoreError> {
+    let cf = storage.cf(CF_SNAPSHOTS)?;
+    match storage.db().get_pinned_cf(cf, snapshot_key(group_id))? {
+        None => Ok(None),
+        Some(bytes) => codec::decode_snapshot_record(&bytes).map(Some),
+    }
+}
+
+/// Decodes snapshot bytes and checks that they hold the state `meta` describes.
+fn restore(group_id: GroupId, meta: &SnapshotMeta, data: &[u8]) -> Result<Group, StoreError> {
+    let group = Group::decode_snapshot(data)?;
+    let expected = meta.last_log_id.as_ref().map_or(0, |log_id| log_id.index());
+    if group.applied_index() != expected {
+        return Err(StoreError::Corrupt(format!(
+            "group {group_id}: snapshot state is at index {}, its metadata says {expected}",
+            group.applied_index()
+        )));
+    }
+    Ok(group)
+}

@@ -1,0 +1,130 @@
+//! Helpers shared by the storage tests: log ids, entries with real booking commands, and an
+//! append that waits for its flush callback the way openraft does.
+
+use std::collections::BTreeSet;
+use std::io;
+
+use openraft::entry::RaftEntry;
+use openraft::storage::{EntryResponder, IOFlushed, RaftLogStorage};
+use openraft::type_config::TypeConfigExt;
+use openraft::vote::RaftLeaderIdExt;
+use openraft::{Membership, RaftLogReader};
+use raft::{Entry, LogId, LogStore, Node, Proposal, TypeConfig, Vote};
+use statemachine::{
+    ClientCommand, ClientRequest, Command, Currency, IdempotencyKey, OperatorCommand, SeatRange,
+    SessionId, ShowId, ShowPolicy, ShowSpec,
+};
+
+/// The node every test entry was proposed by.
+pub const LEADER: u64 = 1;
+
+/// The log time of the first entry.
+pub const START_MS: u64 = 1_700_000_000_000;
+
+/// A log id proposed by [`LEADER`] in `term`.
+pub fn log_id(term: u64, index: u64) -> LogId {
+    LogId::new(openraft::alias::LeaderIdOf::<TypeConfig>::new_committed(term, LEADER), index)
+}
+
+/// A vote for [`LEADER`] in `term`, committed.
+pub fn vote(term: u64) -> Vote {
+    Vote::new_committed(term, LEADER)
+}
+
+/// A blank entry (what a new leader proposes first).
+pub fn blank(term: u64, index: u64) -> Entry {
+    Entry::new_blank(log_id(term, index))
+}
+
+/// A membership entry making `voters` the voters.
+pub fn membership(term: u64, index: u64, voters: &[u64]) -> Entry {
+    let voters: BTreeSet<u64> = voters.iter().copied().collect();
+    let membership = Membership::<u64, Node>::new_with_defaults(vec![voters], []);
+    Entry::new_membership(log_id(term, index), membership)
+}
+
+/// A normal entry carrying `commands`, stamped one second after the previous index.
+pub fn normal(term: u64, index: u64, commands: Vec<Command>) -> Entry {
+    Entry::new_normal(log_id(term, index), Proposal { time_ms: START_MS + index * 1000, commands })
+}
+
+/// A show of `seats` seats at one price.
+pub fn create_show(show: u64, seats: u32) -> Command {
+    Command::Operator(OperatorCommand::CreateShow(ShowSpec {
+        show: ShowId(show),
+        currency: Currency(*b"EUR"),
+        prices_minor: vec![5_000],
+        layout: vec![SeatRange { count: seats, class: 0 }],
+        policy: ShowPolicy::default(),
+    }))
+}
+
+/// Opens sales of `show`.
+pub fn open_sales(show: u64) -> Command {
+    Command::Operator(OperatorCommand::OpenSales { show: ShowId(show) })
+}
+
+/// Session `buyer` holds `seat` of `show` under idempotency key `key`.
+pub fn hold(show: u64, buyer: u64, key: u64, seat: u32) -> Command {
+    Command::Client(ClientCommand {
+        show: ShowId(show),
+        session: SessionId(u128::from(buyer)),
+        key: IdempotencyKey(u128::from(key)),
+        request: ClientRequest::Hold {
+            seats: [seat].into_iter().collect(),
+            price_version: 1,
+            grant: None,
+        },
+    })
+}
+
+/// A log from index 0 to `last_index`, as a group's log starts: the initial membership entry at
+/// index 0, a show, sales opened, then one hold per entry (each buyer takes the next seat; every
+/// other entry also has a second buyer try the same seat, which is rejected).
+pub fn booking_log(term: u64, last_index: u64) -> Vec<Entry> {
+    (0..=last_index)
+        .map(|index| match index {
+            0 => membership(term, 0, &[1, 2, 3]),
+            1 => normal(term, 1, vec![create_show(10, 500)]),
+            2 => normal(term, 2, vec![open_sales(10)]),
+            _ => {
+                let seat = u32::try_from(index).expect("small index");
+                let mut commands = vec![hold(10, index, index, seat)];
+                if index % 2 == 0 {
+                    commands.push(hold(10, index + 1000, index, seat));
+                }
+                normal(term, index, commands)
+            }
+        })
+        .collect()
+}
+
+/// Appends `entries` and returns once the store reports them flushed.
+pub async fn append(store: &mut LogStore, entries: Vec<Entry>) -> io::Result<()> {
+    let (sender, receiver) = TypeConfig::oneshot();
+    store.append(entries, IOFlushed::signal(sender)).await?;
+    receiver.await.map_err(io::Error::other)?
+}
+
+/// The indexes of every entry of `store`, read from the start.
+pub async fn indexes(store: &mut LogStore) -> io::Result<Vec<u64>> {
+    let entries = store.try_get_log_entries(0..).await?;
+    Ok(entries.iter().map(|entry| entry.index()).collect())
+}
+
+/// Every entry of `store`.
+pub async fn entries(store: &mut LogStore) -> io::Result<Vec<Entry>> {
+    store.try_get_log_entries(0..).await
+}
+
+/// `entries` as the stream `RaftStateMachine::apply` takes, with no client waiting on them.
+pub fn to_apply(
+    entries: Vec<Entry>,
+) -> impl futures_util::Stream<Item = io::Result<EntryResponder<TypeConfig>>> + Unpin {
+    futures_util::stream::iter(entries.into_iter().map(|entry| Ok((entry, None))))
+}
+
+/// The entries of `log` with index in `range`.
+pub fn slice(log: &[Entry], range: std::ops::RangeInclusive<u64>) -> Vec<Entry> {
+    log.iter().filter(|entry| range.contains(&entry.index())).cloned().collect()
+}

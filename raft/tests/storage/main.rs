@@ -1,0 +1,12 @@
+//! Storage tests of the raft crate, in one binary so RocksDB is linked once: openraft's
+//! conformance suite, group isolation in the shared database, durability across reopen and
+//! process kill, group commit of WAL syncs, snapshots, and a one-node group under a real
+//! `openraft::Raft` (writes answered by apply, restart from snapshot plus committed tail).
+
+mod common;
+mod durability;
+mod group_commit;
+mod isolation;
+mod single_node;
+mod snapshots;
+mod suite;

@@ -113,10 +113,7 @@ impl Show {
         session: SessionId,
         offer: OfferId,
     ) -> Outcome {
-        let found = self.waitlist.offers.get(&offer).ok_or(Rejection::OfferNotFound)?;
-        if found.session != session {
-            return Err(Rejection::NotOwner);
-        }
+        let found = self.owned_offer(session, offer)?;
         match found.state {
             OfferState::Open if found.is_overdue(ctx.now) => return Err(Rejection::OfferExpired),
             OfferState::Open => {}
@@ -168,6 +165,15 @@ impl Show {
         Ok(Reply::OfferAccepted { offer, hold: receipt })
     }
 
+    /// The offer, if `session` owns it.
+    fn owned_offer(&self, session: SessionId, offer: OfferId) -> Result<&Offer, Rejection> {
+        let found = self.waitlist.offers.get(&offer).ok_or(Rejection::OfferNotFound)?;
+        if found.session != session {
+            return Err(Rejection::NotOwner);
+        }
+        Ok(found)
+    }
+
     /// Declines the owner's open offer: its seats go to the next waiter.
     pub(crate) fn decline_offer(
         &mut self,
@@ -175,10 +181,7 @@ impl Show {
         session: SessionId,
         offer: OfferId,
     ) -> Outcome {
-        let found = self.waitlist.offers.get(&offer).ok_or(Rejection::OfferNotFound)?;
-        if found.session != session {
-            return Err(Rejection::NotOwner);
-        }
+        let found = self.owned_offer(session, offer)?;
         match found.state {
             OfferState::Open if found.is_overdue(ctx.now) => return Err(Rejection::OfferExpired),
             OfferState::Open => {}

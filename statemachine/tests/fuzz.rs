@@ -13,7 +13,7 @@ mod common;
 
 use std::sync::OnceLock;
 
-use common::{Harness, START_MS, session};
+use common::{Harness, START_MS, proptest_config, session};
 use proptest::prelude::*;
 use statemachine::limits::*;
 use statemachine::*;
@@ -629,18 +629,8 @@ fn check_decode(bytes: &[u8]) {
 // ---------------------------------------------------------------------------------------------
 // Fuzz tests.
 
-fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        max_shrink_iters: 2_000,
-        // Failures become named tests in regressions.rs, not files in the source tree.
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(config(20_000))]
+    #![proptest_config(proptest_config(20_000))]
 
     /// Arbitrary entries never panic `apply`, always get one outcome per command (none when at
     /// or below the applied index), and keep every invariant; the final state snapshots.
@@ -702,7 +692,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(20_000))]
+    #![proptest_config(proptest_config(20_000))]
 
     /// Random bytes, with or without a valid header, never panic `decode_snapshot`.
     #[test]
@@ -735,7 +725,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(10_000))]
+    #![proptest_config(proptest_config(10_000))]
 
     /// Log entries arrive as postcard bytes (raft/src/codec.rs): damaged bytes either fail to
     /// decode or decode to an entry that `apply` takes without panicking.

@@ -14,7 +14,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{Harness, session};
+use common::{Harness, proptest_config, session};
 use proptest::prelude::*;
 use statemachine::limits::{HOLD_TTL_MS_DEFAULT, PAYMENT_GRACE_MS_DEFAULT};
 use statemachine::*;
@@ -1247,18 +1247,8 @@ fn check_reads(group: &Group) {
 // ---------------------------------------------------------------------------------------------
 // Properties.
 
-fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        max_shrink_iters: 2_000,
-        // Failures become named tests in regressions.rs, not files in the source tree.
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(config(20_000))]
+    #![proptest_config(proptest_config(20_000))]
 
     /// Random sequences of entries (1..=4 commands each, time jumps between them) against one or
     /// two small shows: invariants hold after every entry, every command gets one outcome,
@@ -1289,7 +1279,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(4_000))]
+    #![proptest_config(proptest_config(4_000))]
 
     /// Every command, applied alone in its own entry, either succeeds or leaves the state as it
     /// was (but for the applied index and log time, which every entry advances).

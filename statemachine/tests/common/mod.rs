@@ -174,3 +174,14 @@ pub fn code(outcome: &Outcome) -> &'static str {
         Err(rejection) => rejection.code(),
     }
 }
+
+/// The proptest configuration of the property and fuzz tests: bounded shrinking, and failures
+/// become named tests in regressions.rs rather than files in the source tree.
+pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases,
+        max_shrink_iters: 2_000,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}

@@ -1,6 +1,6 @@
-//! openraft glue for the booking cluster: the type config, and the RocksDB log and state-machine
-//! stores of many groups sharing one database per node. The peer network and the multi-group
-//! router come next (issue 3).
+//! openraft glue for the booking cluster: the type config, the RocksDB log and state-machine
+//! stores of many groups sharing one database per node, and the gRPC peer network (one channel
+//! per peer node shared by every group, and the service routing peers' requests to the groups).
 //!
 //! Keeps openraft behind this crate so that an upgrade touches one crate. The booking rules are
 //! `statemachine`'s: the stores here persist, replay and snapshot, and never decide.
@@ -8,7 +8,9 @@
 //! One file per concept: `types.rs` (the type config and what an entry carries), `codec.rs` (the
 //! on-disk layout), `storage.rs` (the node's database), `flusher.rs` (group commit of WAL syncs),
 //! `log_store.rs` (one group's log and vote), `state_machine.rs` (one group's applied state and
-//! snapshots), `error.rs` (the storage errors).
+//! snapshots), `error.rs` (the storage errors), `wire.rs` (the bytes of openraft's messages
+//! between nodes), `network.rs` (sending them: the transport seam and its gRPC implementation),
+//! `service.rs` (receiving them: the Raft service and the registry of hosted groups).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), raft::StoreError> {
@@ -16,8 +18,12 @@
 //! let log_store = storage.log_store(7);
 //! let state_machine = storage.state_machine(7)?;
 //! let reader = state_machine.reader();
-//! // `raft::Raft::new(node_id, config, network, log_store, state_machine)` runs the group.
-//! # let _ = (log_store, reader);
+//! // One transport per node; one network factory per group over it.
+//! let transport = raft::GrpcTransport::new(1, raft::NetworkConfig::default());
+//! let network = raft::GroupNetwork::new(transport.clone(), 7);
+//! // `raft::Raft::new(node_id, config, network, log_store, state_machine)` runs the group, and
+//! // `raft::Groups::insert(7, raft)` routes peers' requests to it.
+//! # let _ = (log_store, reader, network);
 //! # Ok(())
 //! # }
 //! ```
@@ -26,12 +32,17 @@ mod codec;
 mod error;
 mod flusher;
 mod log_store;
+mod network;
+mod service;
 mod state_machine;
 mod storage;
 mod types;
+mod wire;
 
 pub use error::StoreError;
 pub use log_store::{LogStore, REPLICATION_BATCH_BYTES_MAX};
+pub use network::{GroupNetwork, GrpcTransport, MESSAGE_BYTES_MAX, NetworkConfig, PeerTransport};
+pub use service::{Groups, RaftService, SNAPSHOT_BYTES_MAX};
 pub use state_machine::{GroupReader, SnapshotBuilder, StateMachineStore};
 pub use storage::Storage;
 pub use types::{

@@ -1,0 +1,21 @@
+//! Generates the tonic/prost code of every `.proto` file under `proto/`, with the protoc binary
+//! shipped by the `protoc-bin-vendored` crate (no system protoc is needed or used).
+//!
+//! Owns code generation only; never edits the generated code.
+
+use std::error::Error;
+
+/// The `.proto` files compiled into this crate.
+const PROTO_FILES: [&str; 1] = ["proto/raft.proto"];
+
+fn main() -> Result<(), Box<dyn Error>> {
+    for file in PROTO_FILES {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    // The protoc path is handed to prost-build directly rather than through the `PROTOC`
+    // environment variable, which a build script can only set with `unsafe`.
+    let mut config = prost_build::Config::new();
+    config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
+    tonic_prost_build::configure().compile_with_config(config, &PROTO_FILES, &["proto"])?;
+    Ok(())
+}

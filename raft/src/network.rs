@@ -1,0 +1,437 @@
+//! The client side of the peer network: how a node's Raft groups reach the same groups on other
+//! nodes.
+//!
+//! Owns the transport seam ([`PeerTransport`]), its gRPC implementation ([`GrpcTransport`]: one
+//! tonic `Channel` per peer node, shared by every group, each call tagged with its group id and
+//! bounded by a deadline) and the openraft network factory every group is built with
+//! ([`GroupNetwork`]). Never decides anything about Raft: it moves openraft's messages and maps
+//! transport failures to openraft's errors. Never blocks one group on another's peer: a channel
+//! connects lazily, a connect attempt is bounded by `connect_timeout`, and every call by its own
+//! deadline.
+//!
+//! The seam is openraft-multi's `GroupRouter` (one shared router, bound to `(target, group)` by
+//! `GroupNetworkAdapter`), extended with [`PeerTransport::on_peer_address`] so that a transport
+//! learns peers' addresses from the groups' memberships. A deterministic simulator implements
+//! `PeerTransport` for its own router and builds groups with `GroupNetwork::new(router, group)`.
+//!
+//! Failures map to openraft's errors as follows: a call past its deadline is `Timeout`; anything
+//! else (no address known, connection refused or reset, the peer has no replica of the group,
+//! the peer's group is shutting down, a message that does not decode) is `Unreachable`, so that
+//! openraft backs off instead of retrying at once.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use openraft::OptionalSend;
+use openraft::error::{RPCError, ReplicationClosed, StreamingError, Timeout, Unreachable};
+use openraft::network::{RPCOption, RPCTypes, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
+};
+use openraft_multi::{GroupNetworkAdapter, GroupNetworkFactory, GroupRouter};
+use proto::raft::raft_service_client::RaftServiceClient;
+use proto::raft::{GroupRequest, SnapshotChunk, SnapshotHeader, snapshot_chunk};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::types::{GroupId, Node, NodeId, Snapshot, SnapshotData, TypeConfig, Vote};
+use crate::wire;
+
+/// The largest gRPC message a node sends or accepts: a replication batch is bounded by
+/// [`crate::REPLICATION_BATCH_BYTES_MAX`] (plus one entry), and a snapshot chunk by
+/// [`NetworkConfig::snapshot_chunk_bytes`].
+pub const MESSAGE_BYTES_MAX: usize = 16 * 1024 * 1024;
+
+const _: () = assert!(crate::log_store::REPLICATION_BATCH_BYTES_MAX < MESSAGE_BYTES_MAX);
+
+/// How the gRPC transport connects and times out.
+#[derive(Clone, Debug)]
+pub struct NetworkConfig {
+    /// How long one attempt to open a connection to a peer may take. A peer that does not
+    /// answer costs each call at most this long (and never longer than the call's deadline).
+    pub connect_timeout: Duration,
+    /// The deadline of a call for which openraft gives none (a zero TTL).
+    pub call_timeout_default: Duration,
+    /// The size of one snapshot chunk (capped by openraft's `snapshot_max_chunk_size`).
+    pub snapshot_chunk_bytes: usize,
+    /// How often an idle connection is probed with HTTP/2 pings, so a dead peer is noticed
+    /// without waiting for a call to time out.
+    pub keep_alive_interval: Duration,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> NetworkConfig {
+        NetworkConfig {
+            connect_timeout: Duration::from_millis(500),
+            call_timeout_default: Duration::from_secs(1),
+            snapshot_chunk_bytes: 1024 * 1024,
+            keep_alive_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+const _: () = assert!(1024 * 1024 < MESSAGE_BYTES_MAX);
+
+/// What the Raft groups of a node need from the network: openraft-multi's `GroupRouter` for
+/// this crate's type config, plus learning where peers listen.
+///
+/// An implementation must: deliver each call to the replica of `group_id` on `target` or fail
+/// with an openraft error; never let a slow or dead peer delay calls to other peers; bound every
+/// call by its `RPCOption` (`soft_ttl`).
+pub trait PeerTransport: GroupRouter<TypeConfig, GroupId, SnapshotData = SnapshotData> {
+    /// Records that `target` is reachable at `node` (as a group's membership names it). Called
+    /// each time a group opens a client to `target`; cheap when nothing changed.
+    fn on_peer_address(&self, target: NodeId, node: &Node);
+}
+
+/// The openraft network factory of one group over a shared transport: build one per group with
+/// `GroupNetwork::new(transport.clone(), group_id)`.
+pub type GroupNetwork<T> = GroupNetworkFactory<T, GroupId>;
+
+impl<T: PeerTransport> RaftNetworkFactory<TypeConfig> for GroupNetworkFactory<T, GroupId> {
+    type Network = GroupNetworkAdapter<TypeConfig, GroupId, T>;
+
+    async fn new_client(&mut self, target: NodeId, node: &Node) -> Self::Network {
+        self.factory.on_peer_address(target, node);
+        GroupNetworkAdapter::new(self.factory.clone(), target, self.group_id)
+    }
+}
+
+/// The gRPC transport of one node: one lazily connected tonic `Channel` per peer node, shared by
+/// every group. Cheap to clone; clones share the channels.
+#[derive(Clone)]
+pub struct GrpcTransport {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// This node, named in timeout errors.
+    node_id: NodeId,
+    config: NetworkConfig,
+    /// Peers by node id. A `HashMap` is fine: nothing iterates it.
+    peers: Mutex<HashMap<NodeId, Peer>>,
+}
+
+/// A peer node: its address and the one channel every group uses to reach it.
+struct Peer {
+    address: String,
+    /// `None` if the address is not a valid URI: calls fail as unreachable.
+    channel: Option<Channel>,
+}
+
+/// Which unary RPC a call is.
+#[derive(Clone, Copy, Debug)]
+enum Rpc {
+    AppendEntries,
+    Vote,
+    PreVote,
+    TransferLeader,
+}
+
+impl Rpc {
+    fn kind(self) -> RPCTypes {
+        match self {
+            Rpc::AppendEntries => RPCTypes::AppendEntries,
+            Rpc::Vote | Rpc::PreVote => RPCTypes::Vote,
+            Rpc::TransferLeader => RPCTypes::TransferLeader,
+        }
+    }
+
+    fn request_name(self) -> &'static str {
+        match self {
+            Rpc::AppendEntries => "append-entries request",
+            Rpc::Vote => "vote request",
+            Rpc::PreVote => "pre-vote request",
+            Rpc::TransferLeader => "transfer-leader request",
+        }
+    }
+
+    fn response_name(self) -> &'static str {
+        match self {
+            Rpc::AppendEntries => "append-entries response",
+            Rpc::Vote => "vote response",
+            Rpc::PreVote => "pre-vote response",
+            Rpc::TransferLeader => "transfer-leader response",
+        }
+    }
+}
+
+impl GrpcTransport {
+    /// The transport of node `node_id`. Opens no connection: each peer's channel is made when
+    /// a group first needs the peer, and connects on its first call.
+    pub fn new(node_id: NodeId, config: NetworkConfig) -> GrpcTransport {
+        GrpcTransport {
+            inner: Arc::new(Inner { node_id, config, peers: Mutex::new(HashMap::new()) }),
+        }
+    }
+
+    /// How many peer channels exist (one per peer node, whatever the number of groups).
+    pub fn channel_count(&self) -> usize {
+        self.peers().values().filter(|peer| peer.channel.is_some()).count()
+    }
+
+    fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<NodeId, Peer>> {
+        // The map is replaced entry by entry; a panic elsewhere cannot leave it half-written.
+        self.inner.peers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The channel to `target`.
+    fn channel(&self, target: NodeId) -> Result<Channel, Unreachable<TypeConfig>> {
+        match self.peers().get(&target) {
+            Some(Peer { channel: Some(channel), .. }) => Ok(channel.clone()),
+            Some(Peer { address, channel: None }) => Err(Unreachable::from_string(format!(
+                "node {target}: address `{address}` is not a valid URI"
+            ))),
+            None => Err(Unreachable::from_string(format!("node {target}: no address known"))),
+        }
+    }
+
+    /// A client on `channel` with this crate's message limits.
+    fn client(channel: Channel) -> RaftServiceClient<Channel> {
+        RaftServiceClient::new(channel)
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX)
+    }
+
+    /// The deadline of a call made with `option`.
+    fn deadline(&self, option: &RPCOption) -> Duration {
+        let soft = option.soft_ttl();
+        if soft.is_zero() { self.inner.config.call_timeout_default } else { soft }
+    }
+
+    fn timeout(&self, target: NodeId, action: RPCTypes, timeout: Duration) -> Timeout<TypeConfig> {
+        Timeout { action, id: self.inner.node_id, target, timeout }
+    }
+
+    /// Maps a gRPC status from a peer to openraft's error.
+    fn status_error(
+        &self,
+        target: NodeId,
+        group_id: GroupId,
+        action: RPCTypes,
+        deadline: Duration,
+        status: &tonic::Status,
+    ) -> RPCError<TypeConfig> {
+        if status.code() == tonic::Code::DeadlineExceeded {
+            // The peer gave up on the deadline the caller sent it.
+            return RPCError::Timeout(self.timeout(target, action, deadline));
+        }
+        RPCError::Unreachable(Unreachable::from_string(format!(
+            "node {target}, group {group_id}: {:?}: {}",
+            status.code(),
+            status.message()
+        )))
+    }
+
+    /// Sends one unary request to `group_id` on `target` and decodes its answer.
+    async fn call<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        target: NodeId,
+        group_id: GroupId,
+        rpc: Rpc,
+        request: &Req,
+        option: &RPCOption,
+    ) -> Result<Resp, RPCError<TypeConfig>> {
+        let mut client = Self::client(self.channel(target)?);
+        let payload = wire::encode(rpc.request_name(), request).map_err(unreachable)?;
+        let deadline = self.deadline(option);
+        let mut message = tonic::Request::new(GroupRequest { group_id, payload });
+        // Tells the peer how long the caller waits; the caller enforces it itself below.
+        message.set_timeout(deadline);
+        let reply = tokio::time::timeout(deadline, async move {
+            match rpc {
+                Rpc::AppendEntries => client.append_entries(message).await,
+                Rpc::Vote => client.vote(message).await,
+                Rpc::PreVote => client.pre_vote(message).await,
+                Rpc::TransferLeader => client.transfer_leader(message).await,
+            }
+        })
+        .await
+        .map_err(|_elapsed| RPCError::Timeout(self.timeout(target, rpc.kind(), deadline)))?
+        .map_err(|status| self.status_error(target, group_id, rpc.kind(), deadline, &status))?;
+        wire::decode(rpc.response_name(), &reply.into_inner().payload).map_err(unreachable)
+    }
+
+    /// Streams `snapshot` to `group_id` on `target`: a header, then the bytes in chunks, each
+    /// chunk bounded by the call's deadline (the whole transfer is not: a large snapshot takes
+    /// as long as it takes while it keeps moving), then the answer, bounded by the deadline too.
+    async fn send_snapshot(
+        &self,
+        target: NodeId,
+        group_id: GroupId,
+        vote: Vote,
+        snapshot: Snapshot,
+        option: &RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let mut client = Self::client(self.channel(target)?);
+        let deadline = self.deadline(option);
+        let chunk_bytes = option
+            .snapshot_chunk_size()
+            .unwrap_or(usize::MAX)
+            .min(self.inner.config.snapshot_chunk_bytes)
+            .max(1);
+        let header_payload = wire::encode("snapshot header", &(&vote, &snapshot.meta))
+            .map_err(|error| StreamingError::Unreachable(unreachable_from(error)))?;
+        let data = snapshot.snapshot;
+        let header = SnapshotHeader {
+            group_id,
+            payload: header_payload,
+            total_bytes: u64::try_from(data.len()).unwrap_or(u64::MAX),
+        };
+
+        // A channel of one: a chunk is made only once the transport took the previous one, so a
+        // stalled peer is noticed by the per-chunk deadline and memory stays at one chunk.
+        let (sender, receiver) = tokio::sync::mpsc::channel::<SnapshotChunk>(1);
+        let chunks = futures_util::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|chunk| (chunk, receiver))
+        });
+        let mut call = std::pin::pin!(client.install_snapshot(chunks));
+        let feed = async move {
+            let header = SnapshotChunk { chunk: Some(snapshot_chunk::Chunk::Header(header)) };
+            let data_chunks = data.chunks(chunk_bytes).map(|bytes| SnapshotChunk {
+                chunk: Some(snapshot_chunk::Chunk::Data(bytes.to_vec())),
+            });
+            for item in std::iter::once(header).chain(data_chunks) {
+                match tokio::time::timeout(deadline, sender.send(item)).await {
+                    Ok(Ok(())) => {}
+                    // The call ended (it failed, or the peer answered early): its result says why.
+                    Ok(Err(_closed)) => return true,
+                    Err(_elapsed) => return false,
+                }
+            }
+            true
+        };
+        let snapshot_timeout = || self.timeout(target, RPCTypes::InstallSnapshot, deadline);
+        // The call is polled while the chunks are fed (it is what sends them); once every chunk
+        // is taken, the answer must come within one more deadline.
+        let early_answer = tokio::select! {
+            answer = &mut call => Some(answer),
+            fed = feed => {
+                if !fed {
+                    return Err(StreamingError::Timeout(snapshot_timeout()));
+                }
+                None
+            }
+        };
+        let answer = match early_answer {
+            Some(answer) => answer,
+            None => tokio::time::timeout(deadline, call)
+                .await
+                .map_err(|_elapsed| StreamingError::Timeout(snapshot_timeout()))?,
+        };
+        let reply = answer.map_err(|status| {
+            match self.status_error(target, group_id, RPCTypes::InstallSnapshot, deadline, &status)
+            {
+                RPCError::Timeout(timeout) => StreamingError::Timeout(timeout),
+                RPCError::Network(error) => StreamingError::Network(error),
+                RPCError::Unreachable(error) => StreamingError::Unreachable(error),
+                RPCError::RemoteError(remote) => match remote.source {},
+            }
+        })?;
+        wire::decode("snapshot response", &reply.into_inner().payload)
+            .map_err(|error| StreamingError::Unreachable(unreachable_from(error)))
+    }
+}
+
+impl GroupRouter<TypeConfig, GroupId> for GrpcTransport {
+    type SnapshotData = SnapshotData;
+
+    async fn append_entries(
+        &self,
+        target: NodeId,
+        group_id: GroupId,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.call(target, group_id, Rpc::AppendEntries, &rpc, &option).await
+    }
+
+    async fn vote(
+        &self,
+        target: NodeId,
+        group_id: GroupId,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.call(target, group_id, Rpc::Vote, &rpc, &option).await
+    }
+
+    async fn pre_vote(
+        &self,
+        target: NodeId,
+        group_id: GroupId,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.call(target, group_id, Rpc::PreVote, &rpc, &option).await
+    }
+
+    async fn full_snapshot(
+        &self,
+        target: NodeId,
+        group_id: GroupId,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            answer = self.send_snapshot(target, group_id, vote, snapshot, &option) => answer,
+        }
+    }
+
+    async fn transfer_leader(
+        &self,
+        target: NodeId,
+        group_id: GroupId,
+        request: TransferLeaderRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.call(target, group_id, Rpc::TransferLeader, &request, &option).await
+    }
+}
+
+impl PeerTransport for GrpcTransport {
+    fn on_peer_address(&self, target: NodeId, node: &Node) {
+        let mut peers = self.peers();
+        if peers.get(&target).is_some_and(|peer| peer.address == node.addr) {
+            return;
+        }
+        let uri = if node.addr.contains("://") {
+            node.addr.clone()
+        } else {
+            format!("http://{}", node.addr)
+        };
+        let channel = match Endpoint::from_shared(uri) {
+            Ok(endpoint) => Some(
+                endpoint
+                    .connect_timeout(self.inner.config.connect_timeout)
+                    .tcp_nodelay(true)
+                    .http2_keep_alive_interval(self.inner.config.keep_alive_interval)
+                    .keep_alive_timeout(self.inner.config.keep_alive_interval)
+                    .keep_alive_while_idle(true)
+                    .connect_lazy(),
+            ),
+            Err(error) => {
+                tracing::warn!(peer = target, address = %node.addr, %error, "invalid peer address");
+                None
+            }
+        };
+        if let Some(previous) = peers.insert(target, Peer { address: node.addr.clone(), channel }) {
+            tracing::info!(peer = target, from = %previous.address, to = %node.addr, "peer moved");
+        }
+    }
+}
+
+fn unreachable_from(error: wire::WireError) -> Unreachable<TypeConfig> {
+    Unreachable::from_string(error.to_string())
+}
+
+fn unreachable(error: wire::WireError) -> RPCError<TypeConfig> {
+    RPCError::Unreachable(unreachable_from(error))
+}

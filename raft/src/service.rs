@@ -1,0 +1,211 @@
+//! The server side of the peer network: the gRPC `RaftService` a node serves to its peers, and
+//! the registry of the groups it hosts.
+//!
+//! Owns routing: each request goes to the local `Raft` of the group it names ([`Groups`], which
+//! the node fills and empties at run time), and a snapshot stream is assembled here and handed
+//! whole to `Raft::install_full_snapshot`. Never decides anything about Raft (the group's `Raft`
+//! answers), and never holds the registry's lock across an await.
+//!
+//! Statuses: a group this node does not host is `NOT_FOUND`; bytes that do not decode, a
+//! snapshot stream out of order or of the wrong length are `INVALID_ARGUMENT`; a group that is
+//! shutting down (or failed) is `UNAVAILABLE`.
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use proto::raft::raft_service_server::{self, RaftServiceServer};
+use proto::raft::{GroupReply, GroupRequest, SnapshotChunk, snapshot_chunk};
+use serde::Serialize;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::network::MESSAGE_BYTES_MAX;
+use crate::types::{GroupId, Snapshot, SnapshotMeta, Vote};
+use crate::{Raft, wire};
+
+/// The largest snapshot a node accepts from a peer.
+pub const SNAPSHOT_BYTES_MAX: u64 = 4 * 1024 * 1024 * 1024;
+
+/// The groups a node hosts, by id: where the Raft service routes each request. Cheap to clone;
+/// clones share the registry.
+#[derive(Clone, Default)]
+pub struct Groups {
+    groups: Arc<RwLock<BTreeMap<GroupId, Raft>>>,
+}
+
+impl Groups {
+    /// An empty registry.
+    pub fn new() -> Groups {
+        Groups::default()
+    }
+
+    /// Routes `group_id`'s requests to `raft` from now on, returning the handle it replaces.
+    pub fn insert(&self, group_id: GroupId, raft: Raft) -> Option<Raft> {
+        self.write().insert(group_id, raft)
+    }
+
+    /// Stops routing `group_id`'s requests (they answer `NOT_FOUND`), returning its handle. The
+    /// caller shuts the group down.
+    pub fn remove(&self, group_id: GroupId) -> Option<Raft> {
+        self.write().remove(&group_id)
+    }
+
+    /// The handle of `group_id`, if hosted here.
+    pub fn get(&self, group_id: GroupId) -> Option<Raft> {
+        self.read().get(&group_id).cloned()
+    }
+
+    /// The ids of the hosted groups, in order.
+    pub fn ids(&self) -> Vec<GroupId> {
+        self.read().keys().copied().collect()
+    }
+
+    /// Removes every group and returns their handles, in group order.
+    pub fn clear(&self) -> Vec<(GroupId, Raft)> {
+        std::mem::take(&mut *self.write()).into_iter().collect()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<GroupId, Raft>> {
+        // Every change is one map operation: a panic elsewhere cannot leave it half-done.
+        self.groups.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<GroupId, Raft>> {
+        self.groups.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The Raft service of one node: routes peers' requests to the node's groups.
+#[derive(Clone)]
+pub struct RaftService {
+    groups: Groups,
+}
+
+impl RaftService {
+    /// The service routing to `groups`.
+    pub fn new(groups: Groups) -> RaftService {
+        RaftService { groups }
+    }
+
+    /// The tonic server of this service, with this crate's message limits; add it to a
+    /// `tonic::transport::Server`.
+    pub fn into_server(self) -> RaftServiceServer<RaftService> {
+        RaftServiceServer::new(self)
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX)
+    }
+
+    fn group(&self, group_id: GroupId) -> Result<Raft, Status> {
+        self.groups.get(group_id).ok_or_else(|| {
+            Status::not_found(format!("group {group_id} is not hosted on this node"))
+        })
+    }
+}
+
+fn invalid(error: impl Display) -> Status {
+    Status::invalid_argument(error.to_string())
+}
+
+fn unavailable(group_id: GroupId, error: impl Display) -> Status {
+    Status::unavailable(format!("group {group_id}: {error}"))
+}
+
+fn reply<T: Serialize>(what: &'static str, value: &T) -> Result<Response<GroupReply>, Status> {
+    let payload = wire::encode(what, value).map_err(|error| Status::internal(error.to_string()))?;
+    Ok(Response::new(GroupReply { payload }))
+}
+
+#[tonic::async_trait]
+impl raft_service_server::RaftService for RaftService {
+    async fn append_entries(
+        &self,
+        request: Request<GroupRequest>,
+    ) -> Result<Response<GroupReply>, Status> {
+        let GroupRequest { group_id, payload } = request.into_inner();
+        let raft = self.group(group_id)?;
+        let rpc = wire::decode("append-entries request", &payload).map_err(invalid)?;
+        let answer =
+            raft.append_entries(rpc).await.map_err(|error| unavailable(group_id, error))?;
+        reply("append-entries response", &answer)
+    }
+
+    async fn vote(&self, request: Request<GroupRequest>) -> Result<Response<GroupReply>, Status> {
+        let GroupRequest { group_id, payload } = request.into_inner();
+        let raft = self.group(group_id)?;
+        let rpc = wire::decode("vote request", &payload).map_err(invalid)?;
+        let answer = raft.vote(rpc).await.map_err(|error| unavailable(group_id, error))?;
+        reply("vote response", &answer)
+    }
+
+    async fn pre_vote(
+        &self,
+        request: Request<GroupRequest>,
+    ) -> Result<Response<GroupReply>, Status> {
+        let GroupRequest { group_id, payload } = request.into_inner();
+        let raft = self.group(group_id)?;
+        let rpc = wire::decode("pre-vote request", &payload).map_err(invalid)?;
+        let answer = raft.pre_vote(rpc).await.map_err(|error| unavailable(group_id, error))?;
+        reply("pre-vote response", &answer)
+    }
+
+    async fn transfer_leader(
+        &self,
+        request: Request<GroupRequest>,
+    ) -> Result<Response<GroupReply>, Status> {
+        let GroupRequest { group_id, payload } = request.into_inner();
+        let raft = self.group(group_id)?;
+        let rpc = wire::decode("transfer-leader request", &payload).map_err(invalid)?;
+        let answer =
+            raft.handle_transfer_leader(rpc).await.map_err(|error| unavailable(group_id, error))?;
+        reply("transfer-leader response", &answer)
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<Streaming<SnapshotChunk>>,
+    ) -> Result<Response<GroupReply>, Status> {
+        let mut chunks = request.into_inner();
+        let first = chunks.message().await?.and_then(|chunk| chunk.chunk);
+        let Some(snapshot_chunk::Chunk::Header(header)) = first else {
+            return Err(invalid("a snapshot stream must start with its header"));
+        };
+        let group_id = header.group_id;
+        let raft = self.group(group_id)?;
+        let (vote, meta): (Vote, SnapshotMeta) =
+            wire::decode("snapshot header", &header.payload).map_err(invalid)?;
+        if header.total_bytes > SNAPSHOT_BYTES_MAX {
+            return Err(invalid(format!(
+                "group {group_id}: a snapshot of {} bytes is over the limit of {SNAPSHOT_BYTES_MAX}",
+                header.total_bytes
+            )));
+        }
+        let total = usize::try_from(header.total_bytes).map_err(invalid)?;
+        // Reserve at most one message up front: the sender's claim is checked as bytes arrive.
+        let mut data = Vec::with_capacity(total.min(MESSAGE_BYTES_MAX));
+        while let Some(chunk) = chunks.message().await? {
+            let Some(snapshot_chunk::Chunk::Data(bytes)) = chunk.chunk else {
+                return Err(invalid(format!(
+                    "group {group_id}: expected snapshot data after the header"
+                )));
+            };
+            if data.len() + bytes.len() > total {
+                return Err(invalid(format!(
+                    "group {group_id}: snapshot bytes beyond the announced {total}"
+                )));
+            }
+            data.extend_from_slice(&bytes);
+        }
+        if data.len() != total {
+            return Err(invalid(format!(
+                "group {group_id}: snapshot stream ended after {} of {total} bytes",
+                data.len()
+            )));
+        }
+        let snapshot = Snapshot { meta, snapshot: data };
+        let answer = raft
+            .install_full_snapshot(vote, snapshot)
+            .await
+            .map_err(|error| unavailable(group_id, error))?;
+        reply("snapshot response", &answer)
+    }
+}

@@ -10,7 +10,8 @@
 //! `log_store.rs` (one group's log and vote), `state_machine.rs` (one group's applied state and
 //! snapshots), `error.rs` (the storage errors), `wire.rs` (the bytes of openraft's messages
 //! between nodes), `network.rs` (sending them: the transport seam and its gRPC implementation),
-//! `service.rs` (receiving them: the Raft service and the registry of hosted groups).
+//! `service.rs` (receiving them: the Raft service and the registry of hosted groups),
+//! `proposer.rs` (the write path of a group on its leader: batching, log time, fencing).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), raft::StoreError> {
@@ -33,6 +34,7 @@ mod error;
 mod flusher;
 mod log_store;
 mod network;
+mod proposer;
 mod service;
 mod state_machine;
 mod storage;
@@ -42,6 +44,7 @@ mod wire;
 pub use error::StoreError;
 pub use log_store::{LogStore, REPLICATION_BATCH_BYTES_MAX};
 pub use network::{GroupNetwork, GrpcTransport, MESSAGE_BYTES_MAX, NetworkConfig, PeerTransport};
+pub use proposer::{ProposeError, Proposer, ProposerConfig};
 pub use service::{Groups, RaftService, SNAPSHOT_BYTES_MAX};
 pub use state_machine::{GroupReader, SnapshotBuilder, StateMachineStore};
 pub use storage::Storage;

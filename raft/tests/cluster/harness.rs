@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, Config, SnapshotPolicy};
 use raft::{
-    GroupId, GroupNetwork, GroupReader, Groups, GrpcTransport, NetworkConfig, NodeId, Proposal,
-    Raft, RaftService, Storage,
+    GroupId, GroupNetwork, GroupReader, Groups, GrpcTransport, NetworkConfig, NodeId,
+    PeerTransport, Proposal, Raft, RaftService, Storage,
 };
 use statemachine::{Command, Digest, Outcome};
 use tokio::net::TcpListener;
@@ -80,7 +80,7 @@ pub struct TestNode {
     pub id: NodeId,
     /// Where its server listens.
     pub address: SocketAddr,
-    /// The transport shared by all its groups.
+    /// The gRPC transport shared by all its groups (under whatever wrapper they send through).
     pub transport: GrpcTransport,
     groups: Groups,
     readers: BTreeMap<GroupId, GroupReader>,
@@ -96,17 +96,29 @@ impl TestNode {
         listener: TcpListener,
         group_ids: &[GroupId],
     ) -> io::Result<TestNode> {
+        TestNode::start_with(id, listener, group_ids, |transport| transport).await
+    }
+
+    /// As [`TestNode::start`], but its groups send through `wrap(transport)` (for instance a
+    /// transport that drops messages on a test's command) instead of the gRPC transport itself.
+    pub async fn start_with<T: PeerTransport>(
+        id: NodeId,
+        listener: TcpListener,
+        group_ids: &[GroupId],
+        wrap: impl FnOnce(GrpcTransport) -> T,
+    ) -> io::Result<TestNode> {
         let address = listener.local_addr()?;
         let dir = tempfile::tempdir()?;
         let storage = Storage::open(dir.path())?;
         let transport = GrpcTransport::new(id, NetworkConfig::default());
+        let sender = wrap(transport.clone());
         let groups = Groups::new();
         let mut readers = BTreeMap::new();
         let config = config()?;
         for &group_id in group_ids {
             let state_machine = storage.state_machine(group_id)?;
             readers.insert(group_id, state_machine.reader());
-            let network = GroupNetwork::new(transport.clone(), group_id);
+            let network = GroupNetwork::new(sender.clone(), group_id);
             let log_store = storage.log_store(group_id);
             let raft = Raft::new(id, Arc::clone(&config), network, log_store, state_machine)
                 .await
@@ -176,10 +188,22 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `node_ids`, each on a fresh loopback port, each hosting every one of `group_ids`.
     pub async fn start(node_ids: &[NodeId], group_ids: &[GroupId]) -> io::Result<Cluster> {
+        Cluster::start_with(node_ids, group_ids, |_id, transport| transport).await
+    }
+
+    /// As [`Cluster::start`], but node `id`'s groups send through `wrap(id, transport)`.
+    pub async fn start_with<T: PeerTransport>(
+        node_ids: &[NodeId],
+        group_ids: &[GroupId],
+        wrap: impl Fn(NodeId, GrpcTransport) -> T,
+    ) -> io::Result<Cluster> {
         let mut nodes = BTreeMap::new();
         for &id in node_ids {
             let listener = TcpListener::bind("127.0.0.1:0").await?;
-            nodes.insert(id, TestNode::start(id, listener, group_ids).await?);
+            let node =
+                TestNode::start_with(id, listener, group_ids, |transport| wrap(id, transport))
+                    .await?;
+            nodes.insert(id, node);
         }
         Ok(Cluster { nodes })
     }

@@ -3,11 +3,14 @@
 //! one transport shared by all its groups. Replication, convergence, failover, catch-up of a
 //! wiped node by snapshot install, fencing of writes by the committed leader id, the proposer
 //! (coalescing of concurrent writes, leader hints), and the transport's failure modes (unknown
-//! group, dead peer).
+//! group, dead peer), and partitions made by a fault-injecting transport (a leader cut off from
+//! the majority cannot acknowledge a write).
 
 mod commands;
+mod faults;
 mod fencing;
 mod harness;
+mod partition;
 mod proposer;
 mod replication;
 mod transport;

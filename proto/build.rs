@@ -6,7 +6,7 @@
 use std::error::Error;
 
 /// The `.proto` files compiled into this crate.
-const PROTO_FILES: [&str; 1] = ["proto/raft.proto"];
+const PROTO_FILES: [&str; 2] = ["proto/raft.proto", "proto/booking.proto"];
 
 fn main() -> Result<(), Box<dyn Error>> {
     for file in PROTO_FILES {

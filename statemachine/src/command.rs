@@ -39,6 +39,13 @@ pub enum Command {
         /// The last delivered event id.
         up_to: u64,
     },
+    /// Records that `show` lives in data group `group` (proposed to the metadata group only).
+    Place {
+        /// The show.
+        show: ShowId,
+        /// The data group (1 and up).
+        group: u64,
+    },
 }
 
 /// A buyer's request.
@@ -267,6 +274,7 @@ impl Command {
             Command::Client(command) => Some(command.show),
             Command::Operator(command) => Some(command.show()),
             Command::Payment(outcome) => Some(outcome.show),
+            Command::Place { show, .. } => Some(*show),
             Command::Tick | Command::AckOutbox { .. } => None,
         }
     }

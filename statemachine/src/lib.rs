@@ -8,7 +8,8 @@
 //!
 //! The rules live one concept per file: shows (`show.rs`), holds (`hold.rs`), checkout and
 //! payments (`payment.rs`), bookings (`booking.rs`), the admission lane (`admission.rs`), the
-//! waitlist (`waitlist.rs`), expiry (`expiry.rs`), idempotency, audit and outbox. Reads are in
+//! waitlist (`waitlist.rs`), expiry (`expiry.rs`), idempotency, audit and outbox, and the
+//! metadata group's show placement (`placement.rs`). Reads are in
 //! `read.rs`, snapshots in `snapshot.rs`, invariants in `invariants.rs`.
 
 mod admission;
@@ -24,6 +25,7 @@ pub mod limits;
 mod outbox;
 mod outcome;
 mod payment;
+mod placement;
 mod read;
 mod show;
 mod snapshot;
@@ -42,6 +44,7 @@ pub use ids::{
 };
 pub use outbox::{Event, Outbox, OutboxEvent, RefundReason};
 pub use outcome::{HoldReceipt, Outcome, PaymentEffect, Rejection, Reply};
+pub use placement::{METADATA_GROUP, Placement};
 pub use read::{
     AsOf, BookingView, HoldView, OfferView, PaymentView, SeatMap, SeatStatus, TicketView,
     WaitlistEntryView, WaitlistSkip,
@@ -180,6 +183,7 @@ impl Group {
                 let trimmed = self.outbox.ack(up_to);
                 Ok(Reply::OutboxAcked { up_to, trimmed })
             }
+            &Command::Place { show, group } => self.placement.place(show, group),
         }
     }
 
@@ -211,6 +215,17 @@ impl Group {
     /// The audit log.
     pub fn audit(&self) -> &Audit {
         &self.audit
+    }
+
+    /// Which data group holds each show (recorded by the metadata group).
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Whether a `Tick` at `now_ms` would expire or prune anything. A leader's tick worker asks
+    /// this with its own clock before proposing, so an idle group writes no tick entries.
+    pub fn has_due(&self, now_ms: u64) -> bool {
+        self.shows.values().any(|show| show.has_due(now_ms))
     }
 }
 

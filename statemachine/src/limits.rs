@@ -15,6 +15,8 @@ pub const LAYOUT_RANGES_PER_SHOW_MAX: usize = 4_096;
 pub const SEAT_PRICE_MINOR_MAX: u64 = 100_000_000_000;
 /// Commands in one log entry.
 pub const BATCH_COMMANDS_MAX: usize = 8_192;
+/// Shows placed in the whole cluster (the metadata group's placement map).
+pub const PLACED_SHOWS_MAX: usize = 10_000_000;
 /// Shows in one group.
 pub const SHOWS_PER_GROUP_MAX: usize = 100_000;
 /// Live holds (held or processing) of one session in one show.

@@ -27,6 +27,13 @@ pub enum Reply {
         /// Its seat count.
         seats: u32,
     },
+    /// The show is placed in `group` (now or before, in the same group).
+    Placed {
+        /// The show.
+        show: ShowId,
+        /// Its data group.
+        group: u64,
+    },
     /// The show's sales status is now `status`.
     ShowStatusChanged {
         /// The show.

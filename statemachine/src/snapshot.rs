@@ -11,7 +11,9 @@ use sha2::{Digest as _, Sha256};
 use crate::state::Group;
 
 /// The current snapshot format version.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 1;
+///
+/// Version 2 added the metadata group's show placement.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 2;
 
 const MAGIC: [u8; 4] = *b"BKSM";
 const HEADER_LEN: usize = MAGIC.len() + 2;

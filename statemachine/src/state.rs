@@ -17,6 +17,7 @@ use crate::ids::{
     PaymentId, ProviderEventId, SeatNo, SeatSet, SessionId, ShowId, TicketId,
 };
 use crate::outbox::{Event, Outbox};
+use crate::placement::Placement;
 
 /// Where a show's sales stand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -422,6 +423,8 @@ pub struct Group {
     pub outbox: Outbox,
     /// Every transition, per entity.
     pub audit: Audit,
+    /// Which data group holds each show (kept by the metadata group only).
+    pub placement: Placement,
 }
 
 /// The effects context of one command: log position, and the group-wide logs it writes to.

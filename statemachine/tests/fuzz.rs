@@ -257,6 +257,8 @@ fn command() -> impl Strategy<Value = Command> {
         5 => payment_outcome().prop_map(Command::Payment),
         2 => Just(Command::Tick),
         1 => prop_oneof![0u64..=60, any::<u64>(), Just(u64::MAX)].prop_map(|up_to| Command::AckOutbox { up_to }),
+        1 => (show_id(), prop_oneof![0u64..=4, any::<u64>()])
+            .prop_map(|(show, group)| Command::Place { show, group }),
     ]
 }
 

@@ -1265,3 +1265,58 @@ fn the_window_cannot_shrink_below_the_grants_already_outstanding() {
     assert_eq!(h.show(show).lane.window, 1);
     assert!(h.show(show).lane.granted.is_empty());
 }
+
+#[test]
+fn a_show_is_placed_once_and_its_placement_never_moves() {
+    let mut h = Harness::new();
+    let show = ShowId(7);
+    let placed = h.one(Command::Place { show, group: 2 }).unwrap();
+    assert_eq!(placed, Reply::Placed { show, group: 2 });
+    // Placing it again in the same group is an idempotent success.
+    assert_eq!(h.one(Command::Place { show, group: 2 }).unwrap(), placed);
+    // Another group is refused, and changes nothing.
+    let before = h.group.placement().clone();
+    assert_eq!(code(&h.one(Command::Place { show, group: 3 })), "show_exists");
+    assert_eq!(h.group.placement(), &before);
+    assert_eq!(h.group.placement().group_of(show), Some(2));
+    assert_eq!(h.group.placement().shows_per_group(), [(2, 1)].into());
+}
+
+#[test]
+fn shows_are_never_placed_in_the_metadata_group_or_under_id_zero() {
+    let mut h = Harness::new();
+    assert_eq!(
+        code(&h.one(Command::Place { show: ShowId(1), group: METADATA_GROUP })),
+        "invalid_argument"
+    );
+    assert_eq!(code(&h.one(Command::Place { show: ShowId(0), group: 1 })), "invalid_argument");
+    assert!(h.group.placement().is_empty());
+}
+
+#[test]
+fn has_due_says_whether_a_tick_would_do_anything() {
+    let mut h = Harness::new();
+    let show = h.on_sale_show(1, 10);
+    let receipt = h.held(show, 1, 1, &[1, 2]);
+    assert!(!h.group.has_due(h.group.log_time_ms()));
+    assert!(h.group.has_due(receipt.deadline_ms));
+    h.advance(receipt.deadline_ms - h.group.log_time_ms());
+    assert!(matches!(h.tick().unwrap(), Reply::Ticked { expired: 1, more: false }));
+    assert!(!h.group.has_due(receipt.deadline_ms));
+}
+
+/// Pins the snapshot bytes of a fixed state: a change to any persisted type that changes them
+/// must bump `SNAPSHOT_FORMAT_VERSION` and update this digest, never pass unnoticed.
+#[test]
+fn snapshot_bytes_of_a_fixed_state_are_pinned() {
+    let mut h = Harness::new();
+    let (show, bookings) = sold_out_show(&mut h, 3);
+    join_waitlist(&mut h, show, 1, 1, 0);
+    cancel_booking(&mut h, show, bookings[0]);
+    h.one(Command::Place { show, group: 1 }).unwrap();
+    let bytes = h.group.encode_snapshot();
+    assert_eq!(u16::from_le_bytes([bytes[4], bytes[5]]), SNAPSHOT_FORMAT_VERSION);
+    assert_eq!(SNAPSHOT_FORMAT_VERSION, 2);
+    let hex: String = h.group.digest().iter().map(|byte| format!("{byte:02x}")).collect();
+    assert_eq!(hex, "6546dde8a09980372a8046f1d4d9605fd5cd665b3b994549148d94ade1da13f8");
+}

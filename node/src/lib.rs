@@ -1,5 +1,19 @@
-//! `bookingd`: configuration, the gRPC and HTTP APIs, proto ↔ domain conversion, the one table
-//! that maps rejection codes to HTTP and gRPC statuses, leader-only workers and placement.
+//! `bookingd`: one node of the booking cluster. Configuration, the gRPC APIs, proto ↔ domain
+//! conversion, the one table that maps rejections to gRPC statuses, leader-only workers and
+//! placement (which data group holds a show, recorded by the metadata group 0).
 //!
-//! Empty until issue 3 (the daemon and its groups) and issue 4 (the client API). Nothing imports
-//! this crate.
+//! One file per concept: `config.rs` (command line and TOML), `node.rs` (start-up, bootstrap,
+//! serving, shutdown), `group.rs` (one hosted group: writes with a deadline, ReadIndex reads,
+//! leader hints, leadership watch), `workers.rs` (leader-only workers: the tick proposer),
+//! `error.rs` (API errors and their gRPC mapping), `api/` (the services). Nothing imports this
+//! crate; the daemon is `src/main.rs`.
+
+pub mod api;
+pub mod config;
+pub mod error;
+pub mod group;
+pub mod node;
+pub mod workers;
+
+pub use config::{Args, Config};
+pub use node::Node;

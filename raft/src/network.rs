@@ -119,6 +119,8 @@ struct Inner {
 /// A peer node: its address and the one channel every group uses to reach it.
 struct Peer {
     address: String,
+    /// Set by [`GrpcTransport::pin_address`]: memberships do not move a pinned peer.
+    pinned: bool,
     /// `None` if the address is not a valid URI: calls fail as unreachable.
     channel: Option<Channel>,
 }
@@ -169,6 +171,13 @@ impl GrpcTransport {
         }
     }
 
+    /// Dials `target` at `address` from now on, whatever address the groups' memberships name
+    /// for it: the node's own address book (its `--peers`) wins over memberships, so that an
+    /// operator (or a test's fault proxy) can choose the route to each peer.
+    pub fn pin_address(&self, target: NodeId, address: &str) {
+        self.set_address(target, address, true);
+    }
+
     /// How many peer channels exist (one per peer node, whatever the number of groups).
     pub fn channel_count(&self) -> usize {
         self.peers().values().filter(|peer| peer.channel.is_some()).count()
@@ -183,7 +192,7 @@ impl GrpcTransport {
     fn channel(&self, target: NodeId) -> Result<Channel, Unreachable<TypeConfig>> {
         match self.peers().get(&target) {
             Some(Peer { channel: Some(channel), .. }) => Ok(channel.clone()),
-            Some(Peer { address, channel: None }) => Err(Unreachable::from_string(format!(
+            Some(Peer { address, channel: None, .. }) => Err(Unreachable::from_string(format!(
                 "node {target}: address `{address}` is not a valid URI"
             ))),
             None => Err(Unreachable::from_string(format!("node {target}: no address known"))),
@@ -398,14 +407,28 @@ impl GroupRouter<TypeConfig, GroupId> for GrpcTransport {
 
 impl PeerTransport for GrpcTransport {
     fn on_peer_address(&self, target: NodeId, node: &Node) {
+        self.set_address(target, &node.addr, false);
+    }
+}
+
+impl GrpcTransport {
+    /// Points `target`'s channel at `address` (a new channel if the address changed), unless
+    /// the peer is pinned and this is not a pin.
+    fn set_address(&self, target: NodeId, address: &str, pin: bool) {
         let mut peers = self.peers();
-        if peers.get(&target).is_some_and(|peer| peer.address == node.addr) {
-            return;
+        if let Some(peer) = peers.get_mut(&target) {
+            if peer.pinned && !pin {
+                return;
+            }
+            if peer.address == address {
+                peer.pinned |= pin;
+                return;
+            }
         }
-        let uri = if node.addr.contains("://") {
-            node.addr.clone()
+        let uri = if address.contains("://") {
+            address.to_owned()
         } else {
-            format!("http://{}", node.addr)
+            format!("http://{address}")
         };
         let channel = match Endpoint::from_shared(uri) {
             Ok(endpoint) => Some(
@@ -418,12 +441,13 @@ impl PeerTransport for GrpcTransport {
                     .connect_lazy(),
             ),
             Err(error) => {
-                tracing::warn!(peer = target, address = %node.addr, %error, "invalid peer address");
+                tracing::warn!(peer = target, %address, %error, "invalid peer address");
                 None
             }
         };
-        if let Some(previous) = peers.insert(target, Peer { address: node.addr.clone(), channel }) {
-            tracing::info!(peer = target, from = %previous.address, to = %node.addr, "peer moved");
+        let peer = Peer { address: address.to_owned(), pinned: pin, channel };
+        if let Some(previous) = peers.insert(target, peer) {
+            tracing::info!(peer = target, from = %previous.address, to = %address, "peer moved");
         }
     }
 }

@@ -1,0 +1,9 @@
+//! The gRPC APIs a node serves next to the peer Raft service: `booking.rs` (BookingService),
+//! `admin.rs` (AdminService), and `session.rs` (who calls, under which idempotency key).
+
+mod admin;
+mod booking;
+pub mod session;
+
+pub use admin::AdminApi;
+pub use booking::BookingApi;

@@ -1,0 +1,346 @@
+//! The configuration of one `bookingd` node: its command line (clap) and an optional TOML file
+//! with the same keys, the command line winning.
+//!
+//! Owns parsing and checking the settings, and turning them into openraft's config. Never opens
+//! a file other than the config file, and never starts anything.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+use raft::{GroupId, NodeId};
+use serde::Deserialize;
+
+/// The groups a cluster has by default: the metadata group 0 and this many data groups.
+pub const DATA_GROUPS_DEFAULT: u64 = 4;
+/// The most data groups a cluster may have (each costs every hosting node a few tasks).
+pub const DATA_GROUPS_MAX: u64 = 256;
+/// Voters of each data group by default.
+pub const REPLICAS_DEFAULT: usize = 3;
+
+/// Why the configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML for these settings.
+    #[error("config file {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Box<toml::de::Error>,
+    },
+    /// A setting is missing or out of range.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// `bookingd`: one node of the booking cluster.
+///
+/// Every node hosts the metadata group 0 and every data group (a replica it is not a member of
+/// waits idle until an operator adds it). Start the initial nodes of a new cluster with
+/// `--bootstrap`, once; never pass it again (a wiped node restarted with it would found its
+/// groups anew).
+#[derive(Clone, Debug, Default, Parser, Deserialize)]
+#[command(name = "bookingd", version, about, long_about = None)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Args {
+    /// A TOML file with any of these settings (kebab-case keys); the command line wins.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// This node's id (non-zero, unique in the cluster, never reused).
+    #[arg(long)]
+    pub id: Option<NodeId>,
+    /// The directory of this node's database (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Where to serve the peer Raft service and the client and admin APIs.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<SocketAddr>,
+    /// The address other nodes and clients reach this node at; defaults to --listen.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertise: Option<String>,
+    /// This node's address book: ID=HOST:PORT,... Peers are dialled at these addresses whatever
+    /// the groups' memberships say. With --bootstrap, these ids (and this node) are the initial
+    /// members.
+    #[arg(long, value_name = "ID=HOST:PORT,...", value_delimiter = ',', value_parser = parse_peer)]
+    #[serde(default, deserialize_with = "peers_from_table")]
+    pub peers: Vec<(NodeId, String)>,
+    /// Found the cluster's groups on first start (only on a node with an empty database).
+    #[arg(long)]
+    #[serde(default)]
+    pub bootstrap: bool,
+    /// Data groups (1 and up), the same on every node of a cluster.
+    #[arg(long)]
+    pub groups: Option<u64>,
+    /// Voters of each data group at bootstrap.
+    #[arg(long)]
+    pub replicas: Option<usize>,
+    /// Raft heartbeat interval, ms.
+    #[arg(long, value_name = "MS")]
+    pub heartbeat_ms: Option<u64>,
+    /// Shortest election timeout, ms.
+    #[arg(long, value_name = "MS")]
+    pub election_min_ms: Option<u64>,
+    /// Longest election timeout, ms.
+    #[arg(long, value_name = "MS")]
+    pub election_max_ms: Option<u64>,
+    /// Entries between snapshots of a group (the log before a snapshot is purged).
+    #[arg(long, value_name = "N")]
+    pub snapshot_logs: Option<u64>,
+    /// How often a leader's tick worker looks for overdue holds, grants and offers, ms.
+    #[arg(long, value_name = "MS")]
+    pub tick_ms: Option<u64>,
+}
+
+fn parse_peer(text: &str) -> Result<(NodeId, String), String> {
+    let (id, address) =
+        text.split_once('=').ok_or_else(|| format!("`{text}`: expected ID=HOST:PORT"))?;
+    let id = id.trim().parse::<NodeId>().map_err(|error| format!("`{id}`: {error}"))?;
+    let address = address.trim();
+    if address.is_empty() {
+        return Err(format!("peer {id}: empty address"));
+    }
+    Ok((id, address.to_owned()))
+}
+
+/// `peers = { 1 = "127.0.0.1:7101", ... }` in TOML.
+fn peers_from_table<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<(NodeId, String)>, D::Error> {
+    let table = BTreeMap::<String, String>::deserialize(deserializer)?;
+    table
+        .into_iter()
+        .map(|(id, address)| {
+            parse_peer(&format!("{id}={address}")).map_err(serde::de::Error::custom)
+        })
+        .collect()
+}
+
+/// The checked settings of a node.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// This node.
+    pub id: NodeId,
+    /// Its database directory.
+    pub data: PathBuf,
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// Where others reach it.
+    pub advertise: String,
+    /// Its address book (without itself).
+    pub peers: BTreeMap<NodeId, String>,
+    /// Whether to found the groups this node is the first replica of.
+    pub bootstrap: bool,
+    /// Data groups: ids `1..=data_groups`.
+    pub data_groups: u64,
+    /// Voters per data group at bootstrap.
+    pub replicas: usize,
+    /// Raft timing, ms.
+    pub heartbeat_ms: u64,
+    /// Shortest election timeout, ms.
+    pub election_min_ms: u64,
+    /// Longest election timeout, ms.
+    pub election_max_ms: u64,
+    /// Entries between snapshots.
+    pub snapshot_logs: u64,
+    /// The tick worker's period, ms.
+    pub tick_ms: u64,
+}
+
+impl Config {
+    /// Reads the config file named by `args` (if any), lets `args` override it, and checks the
+    /// result.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the file cannot be read or parsed, or a setting is missing or out
+    /// of range.
+    pub fn load(args: Args) -> Result<Config, ConfigError> {
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+                toml::from_str::<Args>(&text).map_err(|source| ConfigError::Parse {
+                    path: path.clone(),
+                    source: Box::new(source),
+                })?
+            }
+            None => Args::default(),
+        };
+        Config::merge(args, file)
+    }
+
+    fn merge(args: Args, file: Args) -> Result<Config, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid(message);
+        let id = args.id.or(file.id).ok_or_else(|| invalid("--id is required".into()))?;
+        if id == 0 {
+            return Err(invalid("--id: node ids start at 1".into()));
+        }
+        let data = args.data.or(file.data).ok_or_else(|| invalid("--data is required".into()))?;
+        let listen =
+            args.listen.or(file.listen).ok_or_else(|| invalid("--listen is required".into()))?;
+        let advertise = args.advertise.or(file.advertise).unwrap_or_else(|| listen.to_string());
+        let mut peers = BTreeMap::new();
+        let listed = if args.peers.is_empty() { file.peers } else { args.peers };
+        for (peer, address) in listed {
+            if peer == 0 {
+                return Err(invalid("--peers: node ids start at 1".into()));
+            }
+            if let Some(previous) = peers.insert(peer, address.clone())
+                && previous != address
+            {
+                return Err(invalid(format!("--peers: node {peer} listed twice")));
+            }
+        }
+        peers.remove(&id);
+        let data_groups = args.groups.or(file.groups).unwrap_or(DATA_GROUPS_DEFAULT);
+        if !(1..=DATA_GROUPS_MAX).contains(&data_groups) {
+            return Err(invalid(format!("--groups: 1..={DATA_GROUPS_MAX}")));
+        }
+        let replicas = args.replicas.or(file.replicas).unwrap_or(REPLICAS_DEFAULT);
+        if replicas == 0 {
+            return Err(invalid("--replicas: at least 1".into()));
+        }
+        let heartbeat_ms = args.heartbeat_ms.or(file.heartbeat_ms).unwrap_or(150);
+        let election_min_ms = args.election_min_ms.or(file.election_min_ms).unwrap_or(600);
+        let election_max_ms = args.election_max_ms.or(file.election_max_ms).unwrap_or(1_200);
+        if heartbeat_ms == 0
+            || election_min_ms <= heartbeat_ms
+            || election_max_ms <= election_min_ms
+        {
+            return Err(invalid(
+                "timing: need 0 < heartbeat-ms < election-min-ms < election-max-ms".into(),
+            ));
+        }
+        let snapshot_logs = args.snapshot_logs.or(file.snapshot_logs).unwrap_or(10_000);
+        if snapshot_logs == 0 {
+            return Err(invalid("--snapshot-logs: at least 1".into()));
+        }
+        let tick_ms = args.tick_ms.or(file.tick_ms).unwrap_or(100).max(1);
+        Ok(Config {
+            id,
+            data,
+            listen,
+            advertise,
+            peers,
+            bootstrap: args.bootstrap || file.bootstrap,
+            data_groups,
+            replicas,
+            heartbeat_ms,
+            election_min_ms,
+            election_max_ms,
+            snapshot_logs,
+            tick_ms,
+        })
+    }
+
+    /// Every group id of the cluster: the metadata group 0, then the data groups.
+    pub fn group_ids(&self) -> impl Iterator<Item = GroupId> {
+        0..=self.data_groups
+    }
+
+    /// The initial members at bootstrap: this node and its peers, in id order.
+    pub fn initial_members(&self) -> Vec<NodeId> {
+        let mut members: Vec<NodeId> = self.peers.keys().copied().collect();
+        members.push(self.id);
+        members.sort_unstable();
+        members.dedup();
+        members
+    }
+
+    /// The openraft config every group of this node runs with.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] if openraft refuses the timing.
+    pub fn raft(&self) -> Result<Arc<openraft::Config>, ConfigError> {
+        let config = openraft::Config {
+            cluster_name: "booking".to_owned(),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_min_ms,
+            election_timeout_max: self.election_max_ms,
+            install_snapshot_timeout: (self.election_max_ms * 4).max(2_000),
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_logs),
+            // Keep a little log behind the snapshot so a briefly lagging follower catches up by
+            // log rather than by a whole snapshot.
+            max_in_snapshot_log_to_keep: self.snapshot_logs.min(1_000),
+            ..openraft::Config::default()
+        };
+        config.validate().map(Arc::new).map_err(|error| ConfigError::Invalid(error.to_string()))
+    }
+}
+
+/// The voters each group starts with at bootstrap: group 0 has every initial member; data
+/// group `g` has `replicas` members starting at position `(g - 1) mod n` of the id-ordered
+/// members, so both replicas and first replicas (which become the first leaders) rotate over
+/// the nodes.
+pub fn initial_voters(group: GroupId, members: &[NodeId], replicas: usize) -> Vec<NodeId> {
+    if group == statemachine::METADATA_GROUP || members.is_empty() {
+        return members.to_vec();
+    }
+    let count = replicas.min(members.len());
+    let start = usize::try_from((group - 1) % members.len() as u64).unwrap_or(0);
+    (0..count).map(|offset| members[(start + offset) % members.len()]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Args {
+        Args::try_parse_from(line.split_whitespace()).unwrap()
+    }
+
+    #[test]
+    fn command_line_wins_over_the_file() {
+        let file: Args = toml::from_str(
+            "id = 9\ndata = \"/x\"\nlisten = \"127.0.0.1:1\"\ngroups = 8\n\
+             [peers]\n2 = \"127.0.0.1:2\"\n",
+        )
+        .unwrap();
+        let config = Config::merge(args("bookingd --id 1 --listen 127.0.0.1:7101"), file).unwrap();
+        assert_eq!(config.id, 1);
+        assert_eq!(config.data_groups, 8);
+        assert_eq!(config.listen.port(), 7101);
+        assert_eq!(config.peers, [(2, "127.0.0.1:2".to_owned())].into());
+        assert_eq!(config.initial_members(), vec![1, 2]);
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_their_name() {
+        let base = "bookingd --id 1 --data /x --listen 127.0.0.1:1";
+        let refuse = |extra: &str| {
+            let error = Config::merge(args(&format!("{base} {extra}")), Args::default());
+            error.unwrap_err().to_string()
+        };
+        assert!(refuse("--groups 0").contains("--groups"));
+        assert!(refuse("--heartbeat-ms 900").contains("timing"));
+        assert!(refuse("--peers 0=a:1").contains("--peers"));
+        assert!(Args::try_parse_from(["bookingd", "--peers", "2"]).is_err());
+        let missing = Config::merge(args("bookingd --id 1"), Args::default());
+        assert!(missing.unwrap_err().to_string().contains("--data"));
+        assert!(toml::from_str::<Args>("color = 1").is_err());
+    }
+
+    #[test]
+    fn replicas_and_first_leaders_rotate_over_the_nodes() {
+        let members = [1, 2, 3, 4, 5];
+        assert_eq!(initial_voters(0, &members, 3), vec![1, 2, 3, 4, 5]);
+        assert_eq!(initial_voters(1, &members, 3), vec![1, 2, 3]);
+        assert_eq!(initial_voters(2, &members, 3), vec![2, 3, 4]);
+        assert_eq!(initial_voters(5, &members, 3), vec![5, 1, 2]);
+        assert_eq!(initial_voters(6, &members, 3), vec![1, 2, 3]);
+        assert_eq!(initial_voters(2, &[1, 2], 3), vec![2, 1]);
+    }
+}

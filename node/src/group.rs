@@ -1,0 +1,195 @@
+//! One Raft group hosted by this node: its `Raft`, its proposer, its reader, and the
+//! leader-only workers that run while this node leads it.
+//!
+//! Owns the node-side contract of a group: writes go through the proposer with a deadline (a
+//! write past it has an unknown outcome, never a guessed one), authoritative reads go through
+//! ReadIndex with a deadline, and leader hints name the leader's advertised address from the
+//! group's membership. Never judges a command (the state machine does).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::error::{ClientWriteError, LinearizableReadError, RaftError};
+use openraft::{ReadPolicy, ServerState, WatchChangeHandle};
+use raft::{GroupId, GroupReader, NodeId, ProposeError, Proposer, Raft};
+use statemachine::{Command, Group, Outcome};
+use tokio::task::JoinHandle;
+
+use crate::error::{ApiError, LeaderHint};
+use crate::workers;
+
+/// How long a write may wait for commit and apply before its outcome is reported unknown.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a linearizable read may wait for the leader to confirm its leadership.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A group on this node.
+pub struct HostedGroup {
+    /// The group's id.
+    pub id: GroupId,
+    /// Its Raft.
+    pub raft: Raft,
+    /// Its write path on this node.
+    pub proposer: Arc<Proposer>,
+    /// Its applied state on this node.
+    pub reader: GroupReader,
+    /// Keeps the leadership watch (and so the leader-only workers) alive.
+    _leadership: WatchChangeHandle<raft::TypeConfig>,
+    /// The workers running while this node leads, aborted when it stops leading.
+    workers: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl HostedGroup {
+    /// Wraps a running group and starts watching its leadership: when this node becomes the
+    /// committed leader, the leader-only workers start; when it stops being the leader, they
+    /// are aborted (all they do is propose, and a stale leader's proposals are fenced anyway).
+    pub fn new(id: GroupId, raft: Raft, reader: GroupReader, tick: Duration) -> HostedGroup {
+        let proposer = Arc::new(Proposer::new(raft.clone(), raft::ProposerConfig::default()));
+        let workers: Arc<Mutex<Option<JoinHandle<()>>>> = Arc::new(Mutex::new(None));
+        let on_start = {
+            let (workers, proposer, reader) = (workers.clone(), proposer.clone(), reader.clone());
+            move |leader_id| {
+                tracing::info!(group = id, ?leader_id, "leading: starting leader-only workers");
+                let task = tokio::spawn(workers::run(id, proposer.clone(), reader.clone(), tick));
+                if let Some(previous) = lock(&workers).replace(task) {
+                    previous.abort();
+                }
+                std::future::ready(())
+            }
+        };
+        let on_stop = {
+            let workers = workers.clone();
+            move |leader_id| {
+                tracing::info!(group = id, ?leader_id, "not leading: stopping leader-only workers");
+                if let Some(task) = lock(&workers).take() {
+                    task.abort();
+                }
+                std::future::ready(())
+            }
+        };
+        let leadership = raft.on_leader_change(on_start, on_stop);
+        HostedGroup { id, raft, proposer, reader, _leadership: leadership, workers }
+    }
+
+    /// Whether the leader-only workers run on this node now.
+    pub fn workers_running(&self) -> bool {
+        lock(&self.workers).as_ref().is_some_and(|task| !task.is_finished())
+    }
+
+    /// The leader this node knows of, with its advertised address.
+    pub fn leader_hint(&self) -> Option<LeaderHint> {
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        let id = metrics.current_leader?;
+        let address =
+            metrics.membership_config.membership().get_node(&id).map(|node| node.addr.clone());
+        Some(LeaderHint { id, address })
+    }
+
+    /// The error for a call this node cannot serve because it does not lead the group.
+    pub fn not_leader(&self) -> ApiError {
+        let leader = self.leader_hint().filter(|hint| hint.id != *self.raft.node_id());
+        ApiError::NotLeader { group: self.id, leader }
+    }
+
+    /// Whether this node is the group's leader now.
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow_watched().state == ServerState::Leader
+    }
+
+    /// Proposes `command` and returns its outcome once committed and applied here.
+    ///
+    /// # Errors
+    ///
+    /// `NotLeader` when the command was not appended (retry on the leader); `Unavailable` when
+    /// its outcome is unknown (retry with the same idempotency key).
+    pub async fn propose(&self, command: Command) -> Result<Outcome, ApiError> {
+        match tokio::time::timeout(WRITE_TIMEOUT, self.proposer.propose(command)).await {
+            Err(_elapsed) => Err(ApiError::Unavailable(format!(
+                "group {}: no commit within {WRITE_TIMEOUT:?}",
+                self.id
+            ))),
+            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Err(ProposeError::NotLeader { .. })) => Err(self.not_leader()),
+            Ok(Err(error @ (ProposeError::Unavailable(_) | ProposeError::Closed))) => {
+                Err(ApiError::Unavailable(format!("group {}: {error}", self.id)))
+            }
+            Ok(Err(error @ ProposeError::Unencodable(_))) => {
+                Err(ApiError::Internal(error.to_string()))
+            }
+        }
+    }
+
+    /// Reads the group's state linearizably: this node confirms it still leads with a quorum
+    /// (ReadIndex) and waits until it applied up to the read index, then runs `read`.
+    ///
+    /// # Errors
+    ///
+    /// `NotLeader` on a node that does not lead; `Unavailable` when leadership cannot be
+    /// confirmed in time.
+    pub async fn read_linearizable<T>(
+        &self,
+        read: impl FnOnce(&Group) -> T,
+    ) -> Result<T, ApiError> {
+        let confirmed = tokio::time::timeout(
+            READ_TIMEOUT,
+            self.raft.ensure_linearizable(ReadPolicy::ReadIndex),
+        )
+        .await;
+        match confirmed {
+            Err(_elapsed) => Err(ApiError::Unavailable(format!(
+                "group {}: leadership not confirmed within {READ_TIMEOUT:?}",
+                self.id
+            ))),
+            Ok(Ok(_read_log_id)) => Ok(self.reader.read(read)?),
+            Ok(Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(_)))) => {
+                Err(self.not_leader())
+            }
+            Ok(Err(error)) => Err(ApiError::Unavailable(format!("group {}: {error}", self.id))),
+        }
+    }
+
+    /// Reads this replica's applied state, however stale.
+    ///
+    /// # Errors
+    ///
+    /// `Internal` if the state machine failed.
+    pub fn read_local<T>(&self, read: impl FnOnce(&Group) -> T) -> Result<T, ApiError> {
+        Ok(self.reader.read(read)?)
+    }
+
+    /// Maps a failed membership change or leader-only Raft call.
+    pub fn raft_error(
+        &self,
+        error: RaftError<raft::TypeConfig, ClientWriteError<raft::TypeConfig>>,
+    ) -> ApiError {
+        match error {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => self.not_leader(),
+            RaftError::APIError(ClientWriteError::ChangeMembershipError(error)) => {
+                ApiError::MembershipRefused(error.to_string())
+            }
+            RaftError::APIError(error) => ApiError::Unavailable(error.to_string()),
+            RaftError::Fatal(fatal) => ApiError::Internal(format!("group {}: {fatal}", self.id)),
+        }
+    }
+
+    /// Stops the group's workers and its Raft.
+    pub async fn shutdown(&self) {
+        if let Some(task) = lock(&self.workers).take() {
+            task.abort();
+        }
+        if let Err(error) = self.raft.shutdown().await {
+            tracing::warn!(group = self.id, %error, "group did not shut down cleanly");
+        }
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> NodeId {
+        *self.raft.node_id()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The guarded value is a task handle, replaced whole; a panic cannot leave it half-written.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

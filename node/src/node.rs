@@ -1,0 +1,236 @@
+//! A running `bookingd` node: its database, its transport, every group it hosts, and the one
+//! gRPC server that serves peers (Raft), clients (booking) and operators (admin).
+//!
+//! Owns start-up (open the database, pin the address book, start every group, serve), the
+//! one-time bootstrap of the groups this node is the first replica of, and shutdown. Every node
+//! hosts every group of the cluster: a replica that is not a member waits idle until an
+//! operator adds it, so membership changes never need a restart.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::BasicNode;
+use proto::booking::StatusRequest;
+use proto::booking::admin_service_client::AdminServiceClient;
+use raft::{
+    GroupId, GroupNetwork, Groups, GrpcTransport, NetworkConfig, NodeId, RaftService, Storage,
+};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::api::{AdminApi, BookingApi};
+use crate::config::{Config, initial_voters};
+use crate::group::HostedGroup;
+
+/// Why the node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is unusable.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The database could not be opened.
+    #[error("database: {0}")]
+    Storage(#[from] raft::StoreError),
+    /// A group could not start.
+    #[error("group {group}: {message}")]
+    Group {
+        /// The group.
+        group: GroupId,
+        /// Why.
+        message: String,
+    },
+    /// The listen address could not be bound.
+    #[error("listen on {address}: {source}")]
+    Listen {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// What the API handlers share: this node's identity and its groups.
+pub struct Shared {
+    /// The node's settings.
+    pub config: Config,
+    /// Every group of the cluster, hosted here.
+    pub groups: BTreeMap<GroupId, Arc<HostedGroup>>,
+}
+
+impl Shared {
+    /// The hosted group `group`.
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` if the cluster has no such group.
+    pub fn group(&self, group: GroupId) -> Result<&Arc<HostedGroup>, crate::error::ApiError> {
+        self.groups
+            .get(&group)
+            .ok_or_else(|| crate::error::ApiError::NotFound(format!("no group {group}")))
+    }
+}
+
+/// A running node.
+pub struct Node {
+    shared: Arc<Shared>,
+    address: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+    bootstrap: Option<JoinHandle<()>>,
+}
+
+impl Node {
+    /// Opens the database, starts every group and serves on `config.listen`; with
+    /// `config.bootstrap`, founds (in the background, once every initial peer answers) the
+    /// groups this node is the first replica of and that were never initialized.
+    ///
+    /// # Errors
+    ///
+    /// [`StartError`] if the database, a group or the listener cannot start.
+    pub async fn start(config: Config) -> Result<Node, StartError> {
+        let raft_config = config.raft()?;
+        let storage = Storage::open(&config.data)?;
+        let transport = GrpcTransport::new(config.id, NetworkConfig::default());
+        for (&peer, address) in &config.peers {
+            transport.pin_address(peer, address);
+        }
+        let registry = Groups::new();
+        let mut groups = BTreeMap::new();
+        let tick = Duration::from_millis(config.tick_ms);
+        for group in config.group_ids() {
+            let state_machine = storage.state_machine(group)?;
+            let reader = state_machine.reader();
+            let network = GroupNetwork::new(transport.clone(), group);
+            let raft = raft::Raft::new(
+                config.id,
+                raft_config.clone(),
+                network,
+                storage.log_store(group),
+                state_machine,
+            )
+            .await
+            .map_err(|error| StartError::Group { group, message: error.to_string() })?;
+            registry.insert(group, raft.clone());
+            groups.insert(group, Arc::new(HostedGroup::new(group, raft, reader, tick)));
+        }
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| StartError::Listen { address: config.listen, source })?;
+        let address = listener
+            .local_addr()
+            .map_err(|source| StartError::Listen { address: config.listen, source })?;
+        let shared = Arc::new(Shared { config, groups });
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tonic::transport::Server::builder()
+            .add_service(RaftService::new(registry).into_server())
+            .add_service(BookingApi::new(shared.clone()).into_server())
+            .add_service(AdminApi::new(shared.clone()).into_server())
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                async {
+                    let _ = stopped.await;
+                },
+            );
+        let server = tokio::spawn(server);
+        let bootstrap = shared.config.bootstrap.then(|| tokio::spawn(bootstrap(shared.clone())));
+        Ok(Node { shared, address, stop: Some(stop), server, bootstrap })
+    }
+
+    /// Where the node serves.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// What the API handlers share.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Stops serving and shuts every group down.
+    pub async fn shutdown(mut self) {
+        if let Some(task) = self.bootstrap.take() {
+            task.abort();
+        }
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        for group in self.shared.groups.values() {
+            group.shutdown().await;
+        }
+        match tokio::time::timeout(Duration::from_secs(5), &mut self.server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(error))) => tracing::warn!(%error, "server stopped with an error"),
+            Ok(Err(error)) => tracing::warn!(%error, "server task failed"),
+            Err(_elapsed) => self.server.abort(),
+        }
+    }
+}
+
+/// Founds every group this node is the first initial replica of and that has never been
+/// initialized, with the initial voters at the addresses they advertise (asked of each peer, so
+/// that memberships, and the leader hints clients get from them, carry advertised addresses
+/// rather than this node's routes). Waits for every initial peer to answer first.
+async fn bootstrap(shared: Arc<Shared>) {
+    let config = &shared.config;
+    let members = config.initial_members();
+    let mut to_found = Vec::new();
+    for (&group, hosted) in &shared.groups {
+        let voters = initial_voters(group, &members, config.replicas);
+        if voters.first() != Some(&config.id) {
+            continue;
+        }
+        match hosted.raft.is_initialized().await {
+            Ok(false) => to_found.push((group, voters)),
+            Ok(true) => {}
+            Err(error) => {
+                tracing::error!(group, %error, "cannot tell whether the group was founded");
+                return;
+            }
+        }
+    }
+    if to_found.is_empty() {
+        tracing::info!("bootstrap: every group this node would found already exists");
+        return;
+    }
+    let mut addresses = BTreeMap::new();
+    addresses.insert(config.id, config.advertise.clone());
+    for (&peer, route) in &config.peers {
+        addresses.insert(peer, advertised_address(peer, route).await);
+    }
+    for (group, voters) in to_found {
+        let nodes: BTreeMap<NodeId, BasicNode> = voters
+            .iter()
+            .filter_map(|voter| Some((*voter, BasicNode::new(addresses.get(voter)?.clone()))))
+            .collect();
+        match shared.groups[&group].raft.initialize(nodes).await {
+            Ok(()) => tracing::info!(group, ?voters, "bootstrap: founded the group"),
+            Err(error) => tracing::warn!(group, %error, "bootstrap: not founded"),
+        }
+    }
+}
+
+/// Asks `peer` (at `route`) for the address it advertises, until it answers.
+async fn advertised_address(peer: NodeId, route: &str) -> String {
+    let uri = if route.contains("://") { route.to_owned() } else { format!("http://{route}") };
+    let mut delay = Duration::from_millis(50);
+    loop {
+        let answer = async {
+            let mut client = AdminServiceClient::connect(uri.clone()).await?;
+            let reply = client.status(StatusRequest { with_digest: false }).await?.into_inner();
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(reply)
+        };
+        match tokio::time::timeout(Duration::from_secs(2), answer).await {
+            Ok(Ok(reply)) if reply.node_id == peer => return reply.address,
+            Ok(Ok(reply)) => {
+                tracing::error!(peer, route, answered = reply.node_id, "the address book is wrong")
+            }
+            Ok(Err(error)) => tracing::info!(peer, route, %error, "bootstrap: waiting for peer"),
+            Err(_elapsed) => tracing::info!(peer, route, "bootstrap: waiting for peer"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(1));
+    }
+}

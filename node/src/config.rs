@@ -275,6 +275,10 @@ impl Config {
             // Keep a little log behind the snapshot so a briefly lagging follower catches up by
             // log rather than by a whole snapshot.
             max_in_snapshot_log_to_keep: self.snapshot_logs.min(1_000),
+            // A node back from a partition (or removed without hearing it) asks first whether
+            // it could win, instead of raising every member's term and deposing a healthy
+            // leader.
+            enable_pre_vote: Some(true),
             ..openraft::Config::default()
         };
         config.validate().map(Arc::new).map_err(|error| ConfigError::Invalid(error.to_string()))

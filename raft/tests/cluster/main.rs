@@ -6,6 +6,7 @@
 //! group, dead peer), and partitions made by a fault-injecting transport (a leader cut off from
 //! the majority cannot acknowledge a write).
 
+#[path = "../support/commands.rs"]
 mod commands;
 mod faults;
 mod fencing;

@@ -10,10 +10,9 @@ use openraft::type_config::TypeConfigExt;
 use openraft::vote::RaftLeaderIdExt;
 use openraft::{Membership, RaftLogReader};
 use raft::{Entry, LogId, LogStore, Node, Proposal, TypeConfig, Vote};
-use statemachine::{
-    ClientCommand, ClientRequest, Command, Currency, IdempotencyKey, OperatorCommand, SeatRange,
-    SessionId, ShowId, ShowPolicy, ShowSpec,
-};
+use statemachine::Command;
+
+pub use crate::commands::{create_show, hold, open_sales};
 
 /// The node every test entry was proposed by.
 pub const LEADER: u64 = 1;
@@ -46,36 +45,6 @@ pub fn membership(term: u64, index: u64, voters: &[u64]) -> Entry {
 /// A normal entry carrying `commands`, stamped one second after the previous index.
 pub fn normal(term: u64, index: u64, commands: Vec<Command>) -> Entry {
     Entry::new_normal(log_id(term, index), Proposal { time_ms: START_MS + index * 1000, commands })
-}
-
-/// A show of `seats` seats at one price.
-pub fn create_show(show: u64, seats: u32) -> Command {
-    Command::Operator(OperatorCommand::CreateShow(ShowSpec {
-        show: ShowId(show),
-        currency: Currency(*b"EUR"),
-        prices_minor: vec![5_000],
-        layout: vec![SeatRange { count: seats, class: 0 }],
-        policy: ShowPolicy::default(),
-    }))
-}
-
-/// Opens sales of `show`.
-pub fn open_sales(show: u64) -> Command {
-    Command::Operator(OperatorCommand::OpenSales { show: ShowId(show) })
-}
-
-/// Session `buyer` holds `seat` of `show` under idempotency key `key`.
-pub fn hold(show: u64, buyer: u64, key: u64, seat: u32) -> Command {
-    Command::Client(ClientCommand {
-        show: ShowId(show),
-        session: SessionId(u128::from(buyer)),
-        key: IdempotencyKey(u128::from(key)),
-        request: ClientRequest::Hold {
-            seats: [seat].into_iter().collect(),
-            price_version: 1,
-            grant: None,
-        },
-    })
 }
 
 /// A log from index 0 to `last_index`, as a group's log starts: the initial membership entry at

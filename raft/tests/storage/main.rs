@@ -3,6 +3,8 @@
 //! process kill, group commit of WAL syncs, snapshots, and a one-node group under a real
 //! `openraft::Raft` (writes answered by apply, restart from snapshot plus committed tail).
 
+#[path = "../support/commands.rs"]
+mod commands;
 mod common;
 mod durability;
 mod group_commit;

@@ -425,11 +425,8 @@ impl GrpcTransport {
                 return;
             }
         }
-        let uri = if address.contains("://") {
-            address.to_owned()
-        } else {
-            format!("http://{address}")
-        };
+        let uri =
+            if address.contains("://") { address.to_owned() } else { format!("http://{address}") };
         let channel = match Endpoint::from_shared(uri) {
             Ok(endpoint) => Some(
                 endpoint

@@ -116,6 +116,9 @@ impl Node {
             registry.insert(group, raft.clone());
             groups.insert(group, Arc::new(HostedGroup::new(group, raft, reader, tick)));
         }
+        if !config.bootstrap {
+            warn_if_pristine(config.id, &groups).await;
+        }
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| StartError::Listen { address: config.listen, source })?;
@@ -167,6 +170,24 @@ impl Node {
             Err(_elapsed) => self.server.abort(),
         }
     }
+}
+
+/// Warns when a node that is not bootstrapping starts with an empty database: either it is new
+/// (and waits to be added), or it lost its data, and then it also forgot its votes, so it must
+/// be readmitted (removed, added back as learner, promoted) rather than simply rejoin.
+async fn warn_if_pristine(id: NodeId, groups: &BTreeMap<GroupId, Arc<HostedGroup>>) {
+    for hosted in groups.values() {
+        if !matches!(hosted.raft.is_initialized().await, Ok(false)) {
+            return;
+        }
+    }
+    tracing::warn!(
+        node = id,
+        "empty database and no --bootstrap: waiting to be added. If this node was a member \
+         before and lost its data, readmit it: `bookctl member readmit --node-id {id} \
+         --address <its address>` (removes it from each group, adds it back as a learner that \
+         catches up, then promotes it)"
+    );
 }
 
 /// Founds every group this node is the first initial replica of and that has never been

@@ -1,0 +1,74 @@
+//! Node addresses: the one spelling (`host:port`) the SDK uses as a key for channels, leader
+//! caches and hints.
+//!
+//! Owns parsing and normalizing. Never resolves names or opens connections.
+
+use crate::error::{Error, Result};
+
+/// Normalizes a node address to `host:port`.
+///
+/// Accepts `host:port`, `[v6]:port` and the same with an `http://` prefix or a trailing `/`.
+/// Nodes serve plain HTTP/2, so any other scheme is refused.
+///
+/// # Errors
+///
+/// [`Error::InvalidArgument`] when the text is not such an address.
+pub(crate) fn normalize(text: &str) -> Result<String> {
+    let invalid = |why: &str| Error::InvalidArgument(format!("node address {text:?}: {why}"));
+    let trimmed = text.trim();
+    let bare = trimmed.strip_prefix("http://").unwrap_or(trimmed);
+    if bare.contains("://") {
+        return Err(invalid("nodes serve plain http, use host:port"));
+    }
+    let bare = bare.strip_suffix('/').unwrap_or(bare);
+    let (host, port) = bare.rsplit_once(':').ok_or_else(|| invalid("expected host:port"))?;
+    if host.is_empty() || host.contains(['/', ' ', '@', '?', '#']) {
+        return Err(invalid("bad host"));
+    }
+    if host.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
+        return Err(invalid("an IPv6 host must be in brackets"));
+    }
+    match port.parse::<u16>() {
+        Ok(port) if port != 0 => Ok(format!("{host}:{port}")),
+        _ => Err(invalid("bad port")),
+    }
+}
+
+/// The URI tonic connects to for a normalized address.
+pub(crate) fn uri(address: &str) -> String {
+    format!("http://{address}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepted_spellings_normalize_to_host_port() {
+        for (text, expected) in [
+            ("127.0.0.1:7101", "127.0.0.1:7101"),
+            (" http://127.0.0.1:7101/ ", "127.0.0.1:7101"),
+            ("node-2.local:80", "node-2.local:80"),
+            ("[::1]:7101", "[::1]:7101"),
+        ] {
+            assert_eq!(normalize(text).unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn malformed_addresses_are_refused() {
+        for text in [
+            "",
+            "127.0.0.1",
+            ":7101",
+            "host:0",
+            "host:65536",
+            "host:port",
+            "https://host:7101",
+            "::1:7101",
+            "a b:1",
+        ] {
+            assert!(matches!(normalize(text), Err(Error::InvalidArgument(_))), "{text:?}");
+        }
+    }
+}

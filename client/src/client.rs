@@ -1,0 +1,565 @@
+//! The [`Client`]: one lazily connected channel per node address, leader discovery, and the
+//! call loop that retries a logical call (with the same idempotency key) until a leader
+//! answers or the retry budget runs out.
+//!
+//! Owns routing and retrying. Never interprets a reply beyond the placement and membership
+//! fields that say where leaders are, and never retries a call a node rejected for good.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use proto::booking::admin_service_client::AdminServiceClient;
+use proto::booking::booking_service_client::BookingServiceClient;
+use proto::booking::{
+    AddLearnerRequest, CreateShowRequest, GetHoldRequest, HoldReply, HoldRequest, MembershipReply,
+    MoveReplicaRequest, NodesRequest, SeatRange, ShowPlacement, ShowRef, StatusReply,
+    StatusRequest, TransferLeaderRequest,
+};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Response, Status};
+
+use crate::address;
+use crate::error::{self, Delivery, Error, Result, Verdict};
+use crate::key::CallMetadata;
+use crate::retry::{Backoff, Config, HINTS_IMMEDIATE_MAX};
+use crate::route::{Route, Routes};
+
+/// The role a node reports for the replica that leads a group.
+const ROLE_LEADER: &str = "leader";
+
+/// A handle on a booking cluster. Cheap to clone; clones share channels and leader caches.
+///
+/// Calls about a show go to the leader of the show's group, calls about a group to the group's
+/// leader. The first attempt goes to the cached leader (or the next known node); a node that is
+/// not the leader answers with a hint that the next attempt follows at once; without a hint the
+/// next known node is tried after a backoff. Every attempt of a mutation carries the same
+/// idempotency key, so a retried mutation is applied at most once.
+#[derive(Clone)]
+pub struct Client {
+    /// The state every clone shares.
+    inner: Arc<Inner>,
+}
+
+/// The shared state of a client.
+struct Inner {
+    /// How calls are bounded and retried.
+    config: Config,
+    /// Known addresses and cached leaders. Never held across an await.
+    routes: Mutex<Routes>,
+    /// One lazily connected channel per address. Never held across an await.
+    channels: Mutex<HashMap<String, Channel>>,
+}
+
+/// How the call loop treats a logical call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A read: no key, each attempt bounded by the attempt timeout.
+    Read,
+    /// A mutation: a key, each attempt bounded by the attempt timeout.
+    Mutation,
+    /// A mutation that may legitimately take long (waiting for a learner to catch up): each
+    /// attempt may use the whole remaining budget.
+    LongMutation,
+}
+
+/// A show to create: its id, currency, prices per class and seat layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewShow {
+    /// The show's id, chosen by the operator; non-zero.
+    pub show_id: u64,
+    /// ISO 4217 code, three upper-case letters.
+    pub currency: String,
+    /// One price per seat class, in minor units.
+    pub prices_minor: Vec<u64>,
+    /// Consecutive runs of seats from seat 0: `(count, class)`.
+    pub layout: Vec<(u32, u32)>,
+    /// The data group to place the show in; 0 lets the cluster choose.
+    pub group_id: u64,
+    /// How long a hold keeps its seats, in milliseconds; 0 for the cluster's default.
+    pub hold_ttl_ms: u64,
+}
+
+impl NewShow {
+    /// A show of `seats` seats of one class at one price, placed by the cluster, with the
+    /// default hold time.
+    pub fn uniform(show_id: u64, seats: u32, price_minor: u64, currency: &str) -> NewShow {
+        NewShow {
+            show_id,
+            currency: currency.to_owned(),
+            prices_minor: vec![price_minor],
+            layout: vec![(seats, 0)],
+            group_id: 0,
+            hold_ttl_ms: 0,
+        }
+    }
+
+    /// The wire request.
+    fn to_request(&self) -> CreateShowRequest {
+        CreateShowRequest {
+            show_id: self.show_id,
+            currency: self.currency.clone(),
+            prices_minor: self.prices_minor.clone(),
+            layout: self.layout.iter().map(|&(count, class)| SeatRange { count, class }).collect(),
+            group_id: self.group_id,
+            hold_ttl_ms: self.hold_ttl_ms,
+        }
+    }
+}
+
+/// One node's answer to a status call, or why there is none.
+#[derive(Debug)]
+pub struct NodeStatus {
+    /// The address that was asked.
+    pub address: String,
+    /// Its status, or the error.
+    pub result: Result<StatusReply>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("Client")
+            .field("addresses", &self.addresses())
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client for the cluster that the nodes at `addresses` (`host:port`, any subset of the
+    /// cluster) belong to, with the default [`Config`]. Connects lazily: nothing is sent until
+    /// the first call.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when the list is empty or an address is malformed.
+    pub fn connect(addresses: Vec<String>) -> Result<Client> {
+        Client::with_config(addresses, Config::default())
+    }
+
+    /// Like [`Client::connect`], with a chosen retry policy.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when the list is empty or an address is malformed.
+    pub fn with_config(addresses: Vec<String>, config: Config) -> Result<Client> {
+        let mut normalized: Vec<String> = Vec::with_capacity(addresses.len());
+        for text in &addresses {
+            let address = address::normalize(text)?;
+            if !normalized.contains(&address) {
+                normalized.push(address);
+            }
+        }
+        if normalized.is_empty() {
+            return Err(Error::InvalidArgument("no node address given".into()));
+        }
+        Ok(Client {
+            inner: Arc::new(Inner {
+                config,
+                routes: Mutex::new(Routes::new(normalized)),
+                channels: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The retry policy.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Every node address the client knows: the given ones, then those learned from hints.
+    pub fn addresses(&self) -> Vec<String> {
+        self.routes().addresses().to_vec()
+    }
+
+    /// Creates a show (idempotent by show id) and returns where the cluster placed it.
+    ///
+    /// `key` is the idempotency key; `None` makes one for this call.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rejected`] with the node's code (bad layout, show exists with another payload,
+    /// ...), [`Error::Unavailable`] when no leader answered, [`Error::InvalidArgument`] for a
+    /// malformed key.
+    pub async fn create_show(&self, show: &NewShow, key: Option<&str>) -> Result<ShowPlacement> {
+        let metadata = CallMetadata::mutation(key)?;
+        let request = show.to_request();
+        // The metadata group (0) records the placement, so its leader takes the call.
+        let (placement, _) = self
+            .call(Route::Group(0), Kind::Mutation, &metadata, |channel| {
+                let request = metadata.request(request.clone());
+                async move { BookingServiceClient::new(channel).create_show(request).await }
+            })
+            .await?;
+        self.routes().learn_show_group(placement.show_id, placement.group_id);
+        Ok(placement)
+    }
+
+    /// Opens a show's sales.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rejected`] (unknown show, cancelled show, ...), [`Error::Unavailable`].
+    pub async fn open_sales(&self, show_id: u64) -> Result<ShowPlacement> {
+        let metadata = CallMetadata::mutation(None)?;
+        let (placement, address) = self
+            .call(Route::Show(show_id), Kind::Mutation, &metadata, |channel| {
+                let request = metadata.request(ShowRef { show_id });
+                async move { BookingServiceClient::new(channel).open_sales(request).await }
+            })
+            .await?;
+        let mut routes = self.routes();
+        routes.learn_show_group(placement.show_id, placement.group_id);
+        routes.learn_group_leader(placement.group_id, &address);
+        Ok(placement)
+    }
+
+    /// Holds exactly `seats` of a show for the session of `token`, all or nothing, at the
+    /// quoted `price_version`.
+    ///
+    /// `key` is the idempotency key: give one to be able to retry the hold after an
+    /// [`Error::Unavailable`] (which also carries the key the client made when `key` is `None`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rejected`] with `seat_unavailable`, `price_version_mismatch`, ...;
+    /// [`Error::Unavailable`] (check [`Error::is_outcome_unknown`]); [`Error::InvalidArgument`]
+    /// for a malformed key or token.
+    pub async fn hold(
+        &self,
+        token: &str,
+        show_id: u64,
+        seats: &[u32],
+        price_version: u32,
+        key: Option<&str>,
+    ) -> Result<HoldReply> {
+        let metadata = CallMetadata::mutation(key)?.with_token(Some(token))?;
+        let request = HoldRequest { show_id, seats: seats.to_vec(), price_version };
+        let (hold, _) = self
+            .call(Route::Show(show_id), Kind::Mutation, &metadata, |channel| {
+                let request = metadata.request(request.clone());
+                async move { BookingServiceClient::new(channel).hold(request).await }
+            })
+            .await?;
+        Ok(hold)
+    }
+
+    /// Reads one of the session's holds, linearizably (from the group's leader).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rejected`] (`not_found`, not the owner, ...), [`Error::Unavailable`],
+    /// [`Error::InvalidArgument`] for a malformed token.
+    pub async fn get_hold(&self, token: &str, show_id: u64, hold_id: u64) -> Result<HoldReply> {
+        let metadata = CallMetadata::default().with_token(Some(token))?;
+        let (hold, _) = self
+            .call(Route::Show(show_id), Kind::Read, &metadata, |channel| {
+                let request = metadata.request(GetHoldRequest { show_id, hold_id });
+                async move { BookingServiceClient::new(channel).get_hold(request).await }
+            })
+            .await?;
+        Ok(hold)
+    }
+
+    /// One node's view of every group it hosts (one attempt, not retried elsewhere); with
+    /// `with_digest`, each group's state digest too.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Transport`] when the node did not answer within the attempt timeout,
+    /// [`Error::Rejected`] when it refused, [`Error::InvalidArgument`] for a malformed address.
+    pub async fn status(&self, address: &str, with_digest: bool) -> Result<StatusReply> {
+        let address = address::normalize(address)?;
+        let channel = self.channel(&address)?;
+        let request = tonic::Request::new(StatusRequest { with_digest });
+        let call = async move { AdminServiceClient::new(channel).status(request).await };
+        let timeout = self.inner.config.attempt_timeout;
+        let status = match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(reply)) => {
+                let reply = reply.into_inner();
+                self.learn_from_status(&address, &reply);
+                return Ok(reply);
+            }
+            Ok(Err(status)) => status,
+            Err(_) => Status::deadline_exceeded(format!("no answer within {timeout:?}")),
+        };
+        if error::booking_code(&status).is_some() {
+            return Err(Error::rejected(&status));
+        }
+        Err(Error::Transport { address, status: status.code(), message: error::describe(&status) })
+    }
+
+    /// Every known node's status, asked concurrently, in the order of [`Client::addresses`].
+    pub async fn cluster_status(&self, with_digest: bool) -> Vec<NodeStatus> {
+        let addresses = self.addresses();
+        let calls = addresses.iter().map(|address| self.status(address, with_digest));
+        let results = futures_util::future::join_all(calls).await;
+        addresses
+            .into_iter()
+            .zip(results)
+            .map(|(address, result)| NodeStatus { address, result })
+            .collect()
+    }
+
+    /// Adds node `node_id` (serving at `address`) to a group as a learner; with `wait`, returns
+    /// once it has caught up with the leader's log (the attempt may then use the whole budget).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rejected`], [`Error::Unavailable`], [`Error::InvalidArgument`].
+    pub async fn add_learner(
+        &self,
+        group_id: u64,
+        node_id: u64,
+        address: &str,
+        wait: bool,
+    ) -> Result<MembershipReply> {
+        let address = address::normalize(address)?;
+        let request = AddLearnerRequest { group_id, node_id, address, wait };
+        let kind = if wait { Kind::LongMutation } else { Kind::Mutation };
+        self.membership(group_id, kind, |channel, metadata| {
+            let request = metadata.request(request.clone());
+            async move { AdminServiceClient::new(channel).add_learner(request).await }
+        })
+        .await
+    }
+
+    /// Makes learners of a group voters.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rejected`] (not a learner, ...), [`Error::Unavailable`].
+    pub async fn promote(&self, group_id: u64, node_ids: &[u64]) -> Result<MembershipReply> {
+        let request = NodesRequest { group_id, node_ids: node_ids.to_vec() };
+        self.membership(group_id, Kind::Mutation, |channel, metadata| {
+            let request = metadata.request(request.clone());
+            async move { AdminServiceClient::new(channel).promote(request).await }
+        })
+        .await
+    }
+
+    /// Removes nodes (voters or learners) from a group.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rejected`] (would leave no voter, ...), [`Error::Unavailable`].
+    pub async fn remove(&self, group_id: u64, node_ids: &[u64]) -> Result<MembershipReply> {
+        let request = NodesRequest { group_id, node_ids: node_ids.to_vec() };
+        self.membership(group_id, Kind::Mutation, |channel, metadata| {
+            let request = metadata.request(request.clone());
+            async move { AdminServiceClient::new(channel).remove(request).await }
+        })
+        .await
+    }
+
+    /// Moves a group's replica from node `from` to node `to` (serving at `to_address`): adds it
+    /// as a learner, waits for it to catch up, then swaps the voters in one joint change. The
+    /// attempt may use the whole budget.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rejected`], [`Error::Unavailable`], [`Error::InvalidArgument`].
+    pub async fn move_replica(
+        &self,
+        group_id: u64,
+        from_node_id: u64,
+        to_node_id: u64,
+        to_address: &str,
+    ) -> Result<MembershipReply> {
+        let to_address = address::normalize(to_address)?;
+        let request = MoveReplicaRequest { group_id, from_node_id, to_node_id, to_address };
+        self.membership(group_id, Kind::LongMutation, |channel, metadata| {
+            let request = metadata.request(request.clone());
+            async move { AdminServiceClient::new(channel).move_replica(request).await }
+        })
+        .await
+    }
+
+    /// Hands a group's leadership to voter `to_node_id`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rejected`] (not a voter, ...), [`Error::Unavailable`].
+    pub async fn transfer_leader(&self, group_id: u64, to_node_id: u64) -> Result<MembershipReply> {
+        let request = TransferLeaderRequest { group_id, to_node_id };
+        let reply = self
+            .membership(group_id, Kind::Mutation, |channel, metadata| {
+                let request = metadata.request(request);
+                async move { AdminServiceClient::new(channel).transfer_leader(request).await }
+            })
+            .await?;
+        if reply.leader_id != to_node_id {
+            // The hand-over may still be under way: find the leader afresh next time.
+            self.routes().forget_group_leader(group_id);
+        }
+        Ok(reply)
+    }
+
+    /// Runs a membership call at the group's leader, found by a status round when it is not
+    /// cached, and records the leader the reply names.
+    async fn membership<F, Fut>(
+        &self,
+        group_id: u64,
+        kind: Kind,
+        mut attempt: F,
+    ) -> Result<MembershipReply>
+    where
+        F: FnMut(Channel, &CallMetadata) -> Fut,
+        Fut: Future<Output = Result<Response<MembershipReply>, Status>>,
+    {
+        if self.routes().leader(Route::Group(group_id)).is_none() {
+            // Learns every reporting leader; errors are for the call below to meet.
+            self.cluster_status(false).await;
+        }
+        let metadata = CallMetadata::mutation(None)?;
+        let (reply, _) = self
+            .call(Route::Group(group_id), kind, &metadata, |channel| attempt(channel, &metadata))
+            .await?;
+        let mut routes = self.routes();
+        if let Some(address) = routes.node_address(reply.leader_id).map(str::to_owned) {
+            routes.learn_group_leader(group_id, &address);
+        }
+        Ok(reply)
+    }
+
+    /// Records what a status reply says about nodes and leaders.
+    fn learn_from_status(&self, address: &str, reply: &StatusReply) {
+        let mut routes = self.routes();
+        routes.learn_node(reply.node_id, address);
+        for group in &reply.groups {
+            if group.role == ROLE_LEADER && !group.fatal {
+                routes.learn_group_leader(group.group_id, address);
+            }
+        }
+    }
+
+    /// Runs one logical call: attempts at the route's leader, following hints at once and
+    /// moving to the next known node after a backoff otherwise, until an attempt succeeds, a
+    /// node rejects the call for good, or the retry budget is spent. Returns the reply and the
+    /// address that gave it.
+    async fn call<T, F, Fut>(
+        &self,
+        route: Route,
+        kind: Kind,
+        metadata: &CallMetadata,
+        mut attempt: F,
+    ) -> Result<(T, String)>
+    where
+        F: FnMut(Channel) -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        let config = &self.inner.config;
+        let started = Instant::now();
+        let deadline = started + config.retry_budget;
+        let mut backoff = Backoff::new(config);
+        let mut target = self.routes().first_target(route);
+        let mut attempts: u32 = 0;
+        let mut hints_in_a_row: u32 = 0;
+        let mut outcome_unknown = false;
+        // Addresses this call could not connect to: a hint to one of them (a node that has not
+        // yet noticed its leader died) is not followed, else two nodes could be tried forever.
+        let mut unreachable: Vec<String> = Vec::new();
+        loop {
+            attempts += 1;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let timeout = match kind {
+                Kind::LongMutation => remaining,
+                Kind::Read | Kind::Mutation => config.attempt_timeout.min(remaining),
+            };
+            let channel = self.channel(&target)?;
+            let status = match tokio::time::timeout(timeout, attempt(channel)).await {
+                Ok(Ok(response)) => {
+                    self.routes().on_success(route, &target);
+                    return Ok((response.into_inner(), target));
+                }
+                Ok(Err(status)) => status,
+                Err(_) => Status::deadline_exceeded(format!("no answer within {timeout:?}")),
+            };
+            let (hint, delivery) = match error::classify(&status) {
+                Verdict::Final => return Err(Error::rejected(&status)),
+                Verdict::Retry { hint, delivery } => (hint, delivery),
+            };
+            outcome_unknown |= kind != Kind::Read && delivery == Delivery::Unknown;
+            if delivery == Delivery::NotSent {
+                if !unreachable.contains(&target) {
+                    unreachable.push(target.clone());
+                }
+            } else {
+                unreachable.retain(|address| *address != target);
+            }
+            tracing::debug!(
+                ?route,
+                %target,
+                attempts,
+                code = ?status.code(),
+                booking_code = error::booking_code(&status),
+                hint = hint.as_ref().map(|hint| hint.address.as_str()),
+                message = status.message(),
+                "attempt failed, retrying"
+            );
+            let wait = {
+                let mut routes = self.routes();
+                routes.on_failure(route, &target);
+                match hint {
+                    Some(hint)
+                        if hint.address != target && !unreachable.contains(&hint.address) =>
+                    {
+                        match hint.node_id {
+                            Some(node_id) => routes.learn_node(node_id, &hint.address),
+                            None => routes.learn_address(&hint.address),
+                        }
+                        target = hint.address;
+                        hints_in_a_row += 1;
+                        if hints_in_a_row > HINTS_IMMEDIATE_MAX {
+                            backoff.next_wait()
+                        } else {
+                            Duration::ZERO
+                        }
+                    }
+                    _ => {
+                        hints_in_a_row = 0;
+                        target = routes.next_address(Some(&target));
+                        backoff.next_wait()
+                    }
+                }
+            };
+            if Instant::now() + wait >= deadline {
+                return Err(Error::Unavailable {
+                    attempts,
+                    elapsed: started.elapsed(),
+                    status: status.code(),
+                    booking_code: error::booking_code(&status).map(str::to_owned),
+                    message: error::describe(&status),
+                    outcome_unknown,
+                    idempotency_key: metadata.key().map(str::to_owned),
+                });
+            }
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+
+    /// The channel of an address, made (lazily connecting) on first use.
+    fn channel(&self, address: &str) -> Result<Channel> {
+        let mut channels = self.inner.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(channel) = channels.get(address) {
+            return Ok(channel.clone());
+        }
+        let endpoint = Endpoint::from_shared(address::uri(address))
+            .map_err(|error| Error::InvalidArgument(format!("node address {address}: {error}")))?
+            .connect_timeout(self.inner.config.connect_timeout)
+            .tcp_nodelay(true);
+        let channel = endpoint.connect_lazy();
+        channels.insert(address.to_owned(), channel.clone());
+        Ok(channel)
+    }
+
+    /// The caches, locked.
+    fn routes(&self) -> MutexGuard<'_, Routes> {
+        self.inner.routes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

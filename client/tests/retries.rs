@@ -1,0 +1,448 @@
+//! The SDK's leader discovery and retries against scripted in-process nodes (not `bookingd`):
+//! each fake node serves `BookingService` and `AdminService` on a loopback port and answers
+//! each call as its script says (not the leader with a hint, no leader, a rejection, a hang,
+//! or success), recording the metadata of every call it receives.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use client::{Client, Config, Error, NewShow};
+use proto::booking::admin_service_server::{AdminService, AdminServiceServer};
+use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
+use proto::booking::{
+    AddLearnerRequest, CreateShowRequest, GetHoldRequest, GroupStatus, HoldReply, HoldRequest,
+    MembershipReply, MoveReplicaRequest, NodesRequest, ShowPlacement, ShowRef, StatusReply,
+    StatusRequest, TransferLeaderRequest,
+};
+use tonic::metadata::MetadataMap;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Code, Request, Response, Status};
+
+/// How a fake node answers one call.
+#[derive(Clone, Debug)]
+enum Answer {
+    /// Serves the call.
+    Serve,
+    /// `UNAVAILABLE`, `not_leader`, pointing at this leader (id, address).
+    NotLeader(u64, String),
+    /// `UNAVAILABLE`, `no_leader`, without a hint.
+    NoLeader,
+    /// A final status with this booking code.
+    Reject(Code, &'static str),
+    /// Sleeps this long, then serves.
+    Hang(Duration),
+}
+
+/// One call a fake node received.
+#[derive(Clone, Debug)]
+struct Call {
+    method: &'static str,
+    key: Option<String>,
+    authorization: Option<String>,
+}
+
+/// A scripted node.
+struct Fake {
+    /// Node id, reported by Status.
+    id: u64,
+    /// Its address.
+    address: String,
+    /// Answers to use first, in order.
+    script: Mutex<VecDeque<Answer>>,
+    /// The answer once the script is used up.
+    default: Mutex<Answer>,
+    /// The groups Status reports.
+    groups: Mutex<Vec<GroupStatus>>,
+    /// Every call received.
+    calls: Mutex<Vec<Call>>,
+}
+
+impl Fake {
+    /// Starts a node that answers `default` to every call.
+    async fn start(id: u64, default: Answer) -> Arc<Fake> {
+        let incoming = TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let address = incoming.local_addr().unwrap().to_string();
+        let fake = Arc::new(Fake {
+            id,
+            address,
+            script: Mutex::new(VecDeque::new()),
+            default: Mutex::new(default),
+            groups: Mutex::new(Vec::new()),
+            calls: Mutex::new(Vec::new()),
+        });
+        let service = Service(fake.clone());
+        tokio::spawn(
+            Server::builder()
+                .add_service(BookingServiceServer::new(service.clone()))
+                .add_service(AdminServiceServer::new(service))
+                .serve_with_incoming(incoming),
+        );
+        fake
+    }
+
+    fn script(&self, answers: impl IntoIterator<Item = Answer>) {
+        self.script.lock().unwrap().extend(answers);
+    }
+
+    fn set_default(&self, answer: Answer) {
+        *self.default.lock().unwrap() = answer;
+    }
+
+    fn calls(&self, method: &str) -> Vec<Call> {
+        self.calls.lock().unwrap().iter().filter(|call| call.method == method).cloned().collect()
+    }
+
+    /// Records a call and answers it as scripted.
+    async fn answer(&self, method: &'static str, metadata: &MetadataMap) -> Result<(), Status> {
+        let text = |name: &str| metadata.get(name).map(|v| v.to_str().unwrap().to_owned());
+        self.calls.lock().unwrap().push(Call {
+            method,
+            key: text(client::IDEMPOTENCY_KEY),
+            authorization: text(client::AUTHORIZATION),
+        });
+        let answer = self
+            .script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| self.default.lock().unwrap().clone());
+        let coded = |code: Code, booking_code: &str| {
+            let mut status = Status::new(code, format!("{booking_code} from node {}", self.id));
+            status.metadata_mut().insert(client::BOOKING_CODE, booking_code.parse().unwrap());
+            status
+        };
+        match answer {
+            Answer::Serve => Ok(()),
+            Answer::NotLeader(id, address) => {
+                let mut status = coded(Code::Unavailable, client::NOT_LEADER);
+                status.metadata_mut().insert(client::LEADER_ID, id.to_string().parse().unwrap());
+                status.metadata_mut().insert(client::LEADER_ADDR, address.parse().unwrap());
+                Err(status)
+            }
+            Answer::NoLeader => Err(coded(Code::Unavailable, client::NO_LEADER)),
+            Answer::Reject(code, booking_code) => Err(coded(code, booking_code)),
+            Answer::Hang(duration) => {
+                tokio::time::sleep(duration).await;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The tonic services of a fake node.
+#[derive(Clone)]
+struct Service(Arc<Fake>);
+
+/// A membership reply naming this node as leader.
+fn membership(fake: &Fake, group_id: u64) -> Response<MembershipReply> {
+    Response::new(MembershipReply { group_id, leader_id: fake.id, ..MembershipReply::default() })
+}
+
+#[tonic::async_trait]
+impl BookingService for Service {
+    async fn create_show(
+        &self,
+        request: Request<CreateShowRequest>,
+    ) -> Result<Response<ShowPlacement>, Status> {
+        self.0.answer("create_show", request.metadata()).await?;
+        let show_id = request.get_ref().show_id;
+        Ok(Response::new(ShowPlacement { show_id, group_id: 1 }))
+    }
+
+    async fn open_sales(
+        &self,
+        request: Request<ShowRef>,
+    ) -> Result<Response<ShowPlacement>, Status> {
+        self.0.answer("open_sales", request.metadata()).await?;
+        Ok(Response::new(ShowPlacement { show_id: request.get_ref().show_id, group_id: 1 }))
+    }
+
+    async fn hold(&self, request: Request<HoldRequest>) -> Result<Response<HoldReply>, Status> {
+        self.0.answer("hold", request.metadata()).await?;
+        let request = request.into_inner();
+        Ok(Response::new(HoldReply {
+            show_id: request.show_id,
+            hold_id: 1,
+            seats: request.seats,
+            state: "held".into(),
+            ..HoldReply::default()
+        }))
+    }
+
+    async fn get_hold(
+        &self,
+        request: Request<GetHoldRequest>,
+    ) -> Result<Response<HoldReply>, Status> {
+        self.0.answer("get_hold", request.metadata()).await?;
+        let request = request.into_inner();
+        Ok(Response::new(HoldReply {
+            show_id: request.show_id,
+            hold_id: request.hold_id,
+            state: "held".into(),
+            ..HoldReply::default()
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl AdminService for Service {
+    async fn status(
+        &self,
+        request: Request<StatusRequest>,
+    ) -> Result<Response<StatusReply>, Status> {
+        self.0.answer("status", request.metadata()).await?;
+        Ok(Response::new(StatusReply {
+            node_id: self.0.id,
+            address: self.0.address.clone(),
+            groups: self.0.groups.lock().unwrap().clone(),
+        }))
+    }
+
+    async fn add_learner(
+        &self,
+        request: Request<AddLearnerRequest>,
+    ) -> Result<Response<MembershipReply>, Status> {
+        self.0.answer("add_learner", request.metadata()).await?;
+        Ok(membership(&self.0, request.get_ref().group_id))
+    }
+
+    async fn promote(
+        &self,
+        request: Request<NodesRequest>,
+    ) -> Result<Response<MembershipReply>, Status> {
+        self.0.answer("promote", request.metadata()).await?;
+        Ok(membership(&self.0, request.get_ref().group_id))
+    }
+
+    async fn remove(
+        &self,
+        request: Request<NodesRequest>,
+    ) -> Result<Response<MembershipReply>, Status> {
+        self.0.answer("remove", request.metadata()).await?;
+        Ok(membership(&self.0, request.get_ref().group_id))
+    }
+
+    async fn move_replica(
+        &self,
+        request: Request<MoveReplicaRequest>,
+    ) -> Result<Response<MembershipReply>, Status> {
+        self.0.answer("move_replica", request.metadata()).await?;
+        Ok(membership(&self.0, request.get_ref().group_id))
+    }
+
+    async fn transfer_leader(
+        &self,
+        request: Request<TransferLeaderRequest>,
+    ) -> Result<Response<MembershipReply>, Status> {
+        self.0.answer("transfer_leader", request.metadata()).await?;
+        Ok(membership(&self.0, request.get_ref().group_id))
+    }
+}
+
+/// A short retry policy so that exhausted budgets fail fast.
+fn config(budget_ms: u64) -> Config {
+    Config {
+        retry_budget: Duration::from_millis(budget_ms),
+        backoff_initial: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(50),
+        attempt_timeout: Duration::from_millis(300),
+        ..Config::default()
+    }
+}
+
+fn client(nodes: &[&Arc<Fake>], budget_ms: u64) -> Client {
+    let addresses = nodes.iter().map(|fake| fake.address.clone()).collect();
+    Client::with_config(addresses, config(budget_ms)).unwrap()
+}
+
+/// An address nothing listens on.
+fn closed_address() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+fn group(group_id: u64, role: &str, leader_id: u64) -> GroupStatus {
+    GroupStatus { group_id, role: role.into(), leader_id, member: true, ..GroupStatus::default() }
+}
+
+#[tokio::test]
+async fn hold_follows_the_leader_hint_with_the_same_key_and_caches_the_leader() {
+    let leader = Fake::start(2, Answer::Serve).await;
+    let follower = Fake::start(1, Answer::NotLeader(2, leader.address.clone())).await;
+    let client = client(&[&follower], 5_000);
+
+    let hold = client.hold("tok", 7, &[54, 55, 56], 1, None).await.unwrap();
+    assert_eq!((hold.show_id, hold.seats.as_slice()), (7, &[54, 55, 56][..]));
+    let (redirected, served) = (follower.calls("hold"), leader.calls("hold"));
+    assert_eq!((redirected.len(), served.len()), (1, 1));
+    let key = redirected[0].key.clone().unwrap();
+    assert_eq!(key.len(), 32);
+    assert_eq!(served[0].key.as_deref(), Some(key.as_str()));
+    assert_eq!(served[0].authorization.as_deref(), Some("Bearer tok"));
+    assert!(client.addresses().contains(&leader.address));
+
+    // The show's leader is cached: the next call goes straight there, under a new key.
+    client.get_hold("tok", 7, 1).await.unwrap();
+    client.hold("tok", 7, &[60], 1, Some("second")).await.unwrap();
+    assert_eq!(follower.calls("hold").len(), 1);
+    assert_eq!(follower.calls("get_hold").len(), 0);
+    assert_eq!(leader.calls("get_hold")[0].key, None);
+    assert_eq!(leader.calls("hold")[1].key.as_deref(), Some("second"));
+}
+
+#[tokio::test]
+async fn no_leader_is_retried_with_backoff_until_one_is_elected() {
+    let node = Fake::start(1, Answer::Serve).await;
+    node.script([Answer::NoLeader, Answer::NoLeader, Answer::NoLeader]);
+    let client = client(&[&node], 5_000);
+
+    client.hold("tok", 7, &[1], 1, Some("k-1")).await.unwrap();
+    let calls = node.calls("hold");
+    assert_eq!(calls.len(), 4);
+    assert!(calls.iter().all(|call| call.key.as_deref() == Some("k-1")));
+}
+
+#[tokio::test]
+async fn without_a_hint_the_next_node_is_tried() {
+    let first = Fake::start(1, Answer::NoLeader).await;
+    let second = Fake::start(2, Answer::Serve).await;
+    let client = client(&[&first, &second], 5_000);
+
+    let placement = client.open_sales(9).await.unwrap();
+    assert_eq!(placement.group_id, 1);
+    assert_eq!((first.calls("open_sales").len(), second.calls("open_sales").len()), (1, 1));
+    assert_eq!(first.calls("open_sales")[0].key, second.calls("open_sales")[0].key);
+    // Show 10 is in the same group (placement says group 1): its leader is known too.
+    client
+        .create_show(&NewShow::uniform(10, 100, 500, "EUR"), None)
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    client.open_sales(10).await.unwrap();
+    assert_eq!(first.calls("open_sales").len(), 1);
+}
+
+#[tokio::test]
+async fn a_hint_to_an_unreachable_node_is_not_followed_again() {
+    // Node 1 still believes the dead node 3 leads; node 2 took over.
+    let dead = closed_address().to_string();
+    let stale = Fake::start(1, Answer::NotLeader(3, dead.clone())).await;
+    let leader = Fake::start(2, Answer::Serve).await;
+    let client = client(&[&stale, &leader], 5_000);
+
+    client.hold("tok", 7, &[1], 1, Some("k")).await.unwrap();
+    // stale → dead (refused) → stale (its hint to dead ignored) → leader.
+    assert_eq!((stale.calls("hold").len(), leader.calls("hold").len()), (2, 1));
+}
+
+#[tokio::test]
+async fn rejections_are_final_and_keep_their_codes() {
+    let node = Fake::start(1, Answer::Reject(Code::Aborted, "seat_unavailable")).await;
+    let client = client(&[&node], 5_000);
+
+    let error = client.hold("tok", 7, &[1], 1, None).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::Rejected { status: Code::Aborted, code, .. } if code == "seat_unavailable"),
+        "{error:?}"
+    );
+    assert_eq!(node.calls("hold").len(), 1);
+}
+
+#[tokio::test]
+async fn an_exhausted_budget_is_unavailable_with_the_key_to_retry() {
+    let node = Fake::start(1, Answer::NoLeader).await;
+    let client = client(&[&node], 300);
+
+    let error = client.hold("tok", 7, &[1], 1, None).await.unwrap_err();
+    match &error {
+        Error::Unavailable { attempts, booking_code, outcome_unknown, idempotency_key, .. } => {
+            assert!(*attempts > 2, "{error}");
+            assert_eq!(booking_code.as_deref(), Some(client::NO_LEADER));
+            assert!(!outcome_unknown, "no_leader means not proposed");
+            let sent = node.calls("hold")[0].key.clone();
+            assert_eq!(idempotency_key, &sent);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(error.to_string().contains("no_leader"), "{error}");
+}
+
+#[tokio::test]
+async fn a_hang_makes_the_outcome_unknown() {
+    let node = Fake::start(1, Answer::Hang(Duration::from_secs(5))).await;
+    let client = client(&[&node], 700);
+
+    let error = client.hold("tok", 7, &[1], 1, Some("k")).await.unwrap_err();
+    assert!(error.is_outcome_unknown(), "{error:?}");
+    assert_eq!(error.grpc_code(), Some(Code::DeadlineExceeded));
+    // A read that hangs is not "outcome unknown": it changed nothing.
+    let error = client.get_hold("tok", 7, 1).await.unwrap_err();
+    assert!(matches!(error, Error::Unavailable { outcome_unknown: false, .. }), "{error:?}");
+}
+
+#[tokio::test]
+async fn unreachable_nodes_exhaust_the_budget_without_unknown_outcome() {
+    let client = Client::with_config(vec![closed_address().to_string()], config(300)).unwrap();
+    let error = client.hold("tok", 7, &[1], 1, None).await.unwrap_err();
+    assert!(matches!(error, Error::Unavailable { outcome_unknown: false, .. }), "{error:?}");
+
+    let address = closed_address().to_string();
+    let error = client.status(&address, false).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::Transport { status: Code::Unavailable, address: a, .. } if *a == address),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn membership_goes_to_the_leader_found_by_status() {
+    let one = Fake::start(1, Answer::Serve).await;
+    let two = Fake::start(2, Answer::Serve).await;
+    *one.groups.lock().unwrap() = vec![group(0, "leader", 1), group(1, "follower", 2)];
+    *two.groups.lock().unwrap() = vec![group(0, "follower", 1), group(1, "leader", 2)];
+    let client = client(&[&one, &two], 5_000);
+
+    let reply = client.promote(1, &[3]).await.unwrap();
+    assert_eq!(reply.leader_id, 2);
+    assert_eq!((one.calls("promote").len(), two.calls("promote").len()), (0, 1));
+    assert!(two.calls("promote")[0].key.is_some());
+    client.add_learner(0, 4, "127.0.0.1:7104", true).await.unwrap();
+    assert_eq!((one.calls("add_learner").len(), two.calls("add_learner").len()), (1, 0));
+
+    let nodes = client.cluster_status(false).await;
+    assert_eq!(nodes.len(), 2);
+    assert_eq!(nodes[1].result.as_ref().unwrap().node_id, 2);
+}
+
+#[tokio::test]
+async fn a_stale_cached_leader_is_corrected_by_its_hint() {
+    let one = Fake::start(1, Answer::Serve).await;
+    let two = Fake::start(2, Answer::Serve).await;
+    *one.groups.lock().unwrap() = vec![group(1, "leader", 1)];
+    let client = client(&[&one, &two], 5_000);
+
+    client.transfer_leader(1, 1).await.unwrap();
+    assert_eq!(one.calls("transfer_leader").len(), 1);
+    // Leadership moved to node 2: node 1 now points there.
+    one.set_default(Answer::NotLeader(2, two.address.clone()));
+    client.remove(1, &[3]).await.unwrap();
+    assert_eq!((one.calls("remove").len(), two.calls("remove").len()), (1, 1));
+    client.remove(1, &[4]).await.unwrap();
+    assert_eq!((one.calls("remove").len(), two.calls("remove").len()), (1, 2));
+}
+
+#[tokio::test]
+async fn malformed_input_is_refused_before_sending() {
+    assert!(matches!(Client::connect(vec![]), Err(Error::InvalidArgument(_))));
+    assert!(matches!(Client::connect(vec!["https://a:1".into()]), Err(Error::InvalidArgument(_))));
+    let node = Fake::start(1, Answer::Serve).await;
+    let client = client(&[&node], 1_000);
+    let long_key = "k".repeat(client::IDEMPOTENCY_KEY_LEN_MAX + 1);
+    let error = client.hold("tok", 7, &[1], 1, Some(&long_key)).await.unwrap_err();
+    assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+    let error = client.hold("a token", 7, &[1], 1, None).await.unwrap_err();
+    assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+    assert!(node.calls("hold").is_empty());
+}

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# A local 3-node booking cluster on loopback: node N listens on 127.0.0.1:710N.
+#
+#   bash scripts/cluster.sh up          build if needed, start the nodes that are not running,
+#                                       wait until every group has a leader, print the status
+#   bash scripts/cluster.sh down        stop the nodes this script started (TERM, then KILL)
+#   bash scripts/cluster.sh status      bookctl status (extra arguments are passed on)
+#   bash scripts/cluster.sh kill N      kill -9 node N
+#   bash scripts/cluster.sh restart N   stop node N if it runs, start it again (never bootstrapping)
+#   bash scripts/cluster.sh logs N [-f] the end of node N's log (-f: follow it)
+#
+# Node N keeps its database in $BOOKING_CLUSTER_DIR/nN, its log in nN.log and its pid in nN.pid
+# (BOOKING_CLUSTER_DIR defaults to ./cluster-data at the repository root). A node is started
+# with --bootstrap only when its data directory does not exist yet, i.e. on the very first start
+# of the cluster; a wiped node restarted later joins without it.
+#
+# Environment: BOOKING_GROUPS (data groups, default 4), BOOKINGD_ARGS (extra bookingd arguments),
+# BOOKING_UP_TIMEOUT_S (how long `up` waits for leaders, default 60), CARGO_TARGET_DIR, RUST_LOG.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+# Relative paths are taken from where the script is run, as cargo does for CARGO_TARGET_DIR.
+absolute() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
+target_dir="$(absolute "${CARGO_TARGET_DIR:-$root/target}")"
+cluster_dir="$(absolute "${BOOKING_CLUSTER_DIR:-$root/cluster-data}")"
+groups="${BOOKING_GROUPS:-4}"
+up_timeout_s="${BOOKING_UP_TIMEOUT_S:-60}"
+stop_timeout_s=10
+bookingd="$target_dir/release/bookingd"
+bookctl="$target_dir/release/bookctl"
+node_ids=(1 2 3)
+
+address() { printf '127.0.0.1:710%s\n' "$1"; }
+peers() {
+  local id list=()
+  for id in "${node_ids[@]}"; do list+=("$id=$(address "$id")"); done
+  (IFS=,; printf '%s\n' "${list[*]}")
+}
+nodes() {
+  local id list=()
+  for id in "${node_ids[@]}"; do list+=("$(address "$id")"); done
+  (IFS=,; printf '%s\n' "${list[*]}")
+}
+die() { echo "cluster: $*" >&2; exit 1; }
+check_node() {
+  case "${1:-}" in
+    1 | 2 | 3) ;;
+    *) die "node must be one of ${node_ids[*]}, got '${1:-}'" ;;
+  esac
+}
+
+# The pid of node N if it runs a bookingd started by this script, else nothing.
+running_pid() {
+  local pid_file="$cluster_dir/n$1.pid" pid
+  [ -f "$pid_file" ] || return 0
+  pid="$(cat "$pid_file")"
+  # The pid must still be ours: alive and a bookingd (pids are reused).
+  if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null &&
+    grep -q "bookingd .*--id $1 " < <(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null); then
+    printf '%s\n' "$pid"
+  fi
+}
+
+build() {
+  echo "cluster: building bookingd and bookctl (release)" >&2
+  (cd "$root" && cargo build --release -p node -p client)
+}
+
+# Starts node N in the background; bootstraps only if its data directory is new and $2 is yes.
+start() {
+  local id="$1" may_bootstrap="$2" data="$cluster_dir/n$1" log="$cluster_dir/n$1.log"
+  local args=(--id "$id" --data "$data" --listen "$(address "$id")" --peers "$(peers)"
+    --groups "$groups")
+  if [ "$may_bootstrap" = yes ] && [ ! -e "$data" ]; then args+=(--bootstrap); fi
+  # BOOKINGD_ARGS is split on spaces on purpose: it holds several arguments.
+  # shellcheck disable=SC2206
+  args+=(${BOOKINGD_ARGS:-})
+  [ -x "$bookingd" ] || die "$bookingd is missing: run '$0 up' (it builds) or cargo build --release -p node"
+  mkdir -p "$cluster_dir"
+  echo "cluster: starting node $id: bookingd ${args[*]}" >&2
+  echo "=== $(date -u +%FT%TZ) start: bookingd ${args[*]}" >>"$log"
+  # setsid: the node outlives this shell and gets no signal meant for the terminal.
+  setsid "$bookingd" "${args[@]}" >>"$log" 2>&1 </dev/null &
+  echo $! >"$cluster_dir/n$id.pid"
+}
+
+# Stops node N: SIGTERM, then SIGKILL after the timeout.
+stop() {
+  local id="$1" pid waited=0
+  pid="$(running_pid "$id")"
+  if [ -z "$pid" ]; then
+    rm -f "$cluster_dir/n$id.pid"
+    return 0
+  fi
+  echo "cluster: stopping node $id (pid $pid)" >&2
+  kill -TERM "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$waited" -ge $((stop_timeout_s * 10)) ]; then
+      echo "cluster: node $id did not stop within ${stop_timeout_s}s, killing it" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+      break
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  rm -f "$cluster_dir/n$id.pid"
+}
+
+bookctl_status() {
+  [ -x "$bookctl" ] || die "$bookctl is missing: run '$0 up' (it builds) or cargo build --release -p client"
+  "$bookctl" --nodes "$(nodes)" status "$@"
+}
+
+cmd_up() {
+  build
+  local id started=0
+  for id in "${node_ids[@]}"; do
+    if [ -n "$(running_pid "$id")" ]; then
+      echo "cluster: node $id already runs (pid $(running_pid "$id"))" >&2
+    else
+      start "$id" yes
+      started=$((started + 1))
+    fi
+  done
+  echo "cluster: waiting up to ${up_timeout_s}s for a leader in every group (0..=$groups)" >&2
+  local deadline=$((SECONDS + up_timeout_s))
+  until bookctl_status --require-leaders --data-groups "$groups" >/dev/null 2>&1; do
+    for id in "${node_ids[@]}"; do
+      [ -n "$(running_pid "$id")" ] ||
+        die "node $id is not running; the end of its log ($cluster_dir/n$id.log):
+$(tail -n 20 "$cluster_dir/n$id.log" 2>/dev/null)"
+    done
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      bookctl_status --require-leaders --data-groups "$groups" || true
+      die "not every group has a leader after ${up_timeout_s}s; logs in $cluster_dir"
+    fi
+    sleep 0.5
+  done
+  bookctl_status
+}
+
+cmd_down() {
+  local id
+  for id in "${node_ids[@]}"; do stop "$id"; done
+}
+
+cmd_kill() {
+  check_node "${1:-}"
+  local pid
+  pid="$(running_pid "$1")"
+  [ -n "$pid" ] || die "node $1 is not running"
+  echo "cluster: kill -9 node $1 (pid $pid)" >&2
+  kill -KILL "$pid"
+  rm -f "$cluster_dir/n$1.pid"
+}
+
+cmd_restart() {
+  check_node "${1:-}"
+  stop "$1"
+  local log="$cluster_dir/n$1.log" offset=0
+  [ -f "$log" ] && offset="$(wc -c <"$log")"
+  start "$1" no
+  local deadline=$((SECONDS + 20))
+  # Only what this start wrote counts: earlier starts logged the same line.
+  # (Process substitution, not a pipe: grep -q stops reading early, which would make tail fail
+  # with SIGPIPE and, under pipefail, the test false.)
+  until grep -q "bookingd node=$1 listening=" < <(tail -c +"$((offset + 1))" "$log"); do
+    [ -n "$(running_pid "$1")" ] || die "node $1 exited; see $cluster_dir/n$1.log"
+    [ "$SECONDS" -lt "$deadline" ] || die "node $1 is not serving after 20s; see $cluster_dir/n$1.log"
+    sleep 0.2
+  done
+  echo "cluster: node $1 serves on $(address "$1")" >&2
+}
+
+cmd_logs() {
+  check_node "${1:-}"
+  local log="$cluster_dir/n$1.log"
+  [ -f "$log" ] || die "no log at $log"
+  if [ "${2:-}" = "-f" ]; then tail -n 100 -f "$log"; else tail -n 100 "$log"; fi
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) shift; bookctl_status "$@" ;;
+  kill) cmd_kill "${2:-}" ;;
+  restart) cmd_restart "${2:-}" ;;
+  logs) cmd_logs "${2:-}" "${3:-}" ;;
+  *)
+    sed -n '2,10s/^# \{0,1\}//p' "$0" >&2
+    exit 2
+    ;;
+esac

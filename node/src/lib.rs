@@ -3,7 +3,8 @@
 //! placement (which data group holds a show, recorded by the metadata group 0).
 //!
 //! One file per concept: `config.rs` (command line and TOML), `node.rs` (start-up, bootstrap,
-//! serving, shutdown), `group.rs` (one hosted group: writes with a deadline, ReadIndex reads,
+//! serving, shutdown), `service.rs` (the booking operations every API wraps: routing by
+//! placement, proposing on the leader, reading), `group.rs` (one hosted group: writes with a deadline, ReadIndex reads,
 //! leader hints, leadership watch), `workers.rs` (leader-only workers: the tick proposer),
 //! `error.rs` (API errors and their gRPC mapping), `api/` (the services). Nothing imports this
 //! crate; the daemon is `src/main.rs`.
@@ -13,6 +14,7 @@ pub mod config;
 pub mod error;
 pub mod group;
 pub mod node;
+pub mod service;
 pub mod workers;
 
 pub use config::{Args, Config};

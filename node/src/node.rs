@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 use crate::api::{AdminApi, BookingApi};
 use crate::config::{Config, initial_voters};
 use crate::group::HostedGroup;
+use crate::service::Service;
 
 /// Why the node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -129,7 +130,7 @@ impl Node {
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tonic::transport::Server::builder()
             .add_service(RaftService::new(registry).into_server())
-            .add_service(BookingApi::new(shared.clone()).into_server())
+            .add_service(BookingApi::new(Service::new(shared.clone())).into_server())
             .add_service(AdminApi::new(shared.clone()).into_server())
             .serve_with_incoming_shutdown(
                 tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),

@@ -1,14 +1,9 @@
-//! The gRPC `BookingService`: proto ↔ domain conversion and routing of each call to its show's
-//! group.
+//! The gRPC `BookingService`: proto ↔ domain conversion over [`crate::service::Service`].
 //!
-//! Owns checking requests before anything is proposed (bad input changes nothing), deriving
-//! the session and idempotency key from metadata, and routing: placement is read from the
-//! metadata group 0 (this replica's state; a show unknown here is looked up on group 0's leader,
-//! by hint), and the call is served by the leader of the show's data group (a hint elsewhere).
-//! Never judges a booking rule: the state machine does, and its rejections are passed through
-//! the one error table in `error.rs`.
-
-use std::sync::Arc;
+//! Owns checking requests before anything is proposed (bad input changes nothing) and deriving
+//! the session and idempotency key from metadata. Routing (placement, the group's leader) is the
+//! service's; rule decisions are the state machine's, passed through the one error table in
+//! `error.rs`.
 
 use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
 use proto::booking::{
@@ -16,78 +11,30 @@ use proto::booking::{
 };
 use statemachine::limits::SEATS_PER_HOLD_MAX;
 use statemachine::{
-    ClientCommand, ClientRequest, Command, Currency, HoldId, HoldState, HoldView, METADATA_GROUP,
-    OperatorCommand, Reply, SeatRange, SeatSet, ShowId, ShowPolicy, ShowSpec,
+    ClientRequest, Currency, HoldId, HoldState, HoldView, OperatorCommand, Reply, SeatRange,
+    SeatSet, ShowId, ShowPolicy, ShowSpec,
 };
 use tonic::{Request, Response, Status};
 
 use crate::api::session;
 use crate::error::ApiError;
-use crate::group::HostedGroup;
-use crate::node::Shared;
+use crate::service::Service;
 
 /// The booking API of one node.
 pub struct BookingApi {
-    shared: Arc<Shared>,
+    service: Service,
 }
 
 impl BookingApi {
-    /// The API over this node's groups.
-    pub fn new(shared: Arc<Shared>) -> BookingApi {
-        BookingApi { shared }
+    /// The API over this node's booking operations.
+    pub fn new(service: Service) -> BookingApi {
+        BookingApi { service }
     }
 
     /// The tonic service.
     pub fn into_server(self) -> BookingServiceServer<BookingApi> {
         BookingServiceServer::new(self)
     }
-
-    fn metadata_group(&self) -> Result<&Arc<HostedGroup>, ApiError> {
-        self.shared.group(METADATA_GROUP)
-    }
-
-    /// The data group holding `show`: from this replica of group 0 if it knows; else, on group
-    /// 0's leader, by a linearizable read; else a hint to group 0's leader.
-    async fn placement(&self, show: ShowId) -> Result<&Arc<HostedGroup>, ApiError> {
-        let metadata = self.metadata_group()?;
-        let local = metadata.read_local(|state| state.placement().group_of(show))?;
-        let group = match local {
-            Some(group) => group,
-            None if metadata.is_leader() => metadata
-                .read_linearizable(|state| state.placement().group_of(show))
-                .await?
-                .ok_or(ApiError::Rejected(statemachine::Rejection::ShowNotFound))?,
-            None => return Err(metadata.not_leader()),
-        };
-        self.shared.group(group)
-    }
-
-    /// The data group a new show goes to: the one asked for, or the one with the fewest shows.
-    fn choose_group(&self, asked: u64) -> Result<u64, ApiError> {
-        let data_groups = self.shared.config.data_groups;
-        if asked != 0 {
-            if asked > data_groups {
-                return Err(ApiError::InvalidArgument(format!(
-                    "group_id: the cluster has data groups 1..={data_groups}"
-                )));
-            }
-            return Ok(asked);
-        }
-        let counts =
-            self.metadata_group()?.read_local(|state| state.placement().shows_per_group())?;
-        let least = (1..=data_groups)
-            .min_by_key(|group| (counts.get(group).copied().unwrap_or(0), *group))
-            .unwrap_or(1);
-        Ok(least)
-    }
-}
-
-/// Proposes `command` on `group` and returns its reply, or the rejection as an error.
-async fn decide(group: &HostedGroup, command: Command) -> Result<Reply, ApiError> {
-    if !group.is_leader() {
-        return Err(group.not_leader());
-    }
-    Ok(group.propose(command).await??)
 }
 
 #[tonic::async_trait]
@@ -98,30 +45,8 @@ impl BookingService for BookingApi {
     ) -> Result<Response<ShowPlacement>, Status> {
         let request = request.into_inner();
         let spec = show_spec(&request)?;
-        let show = spec.show;
-        let metadata = self.metadata_group()?;
-        // Placement first (idempotent for the same group), then the show in its group: a crash
-        // in between leaves a placement that a retry completes.
-        let placed = metadata.read_local(|state| state.placement().group_of(show))?;
-        let group = match placed {
-            Some(group) => group,
-            None => {
-                let group = self.choose_group(request.group_id)?;
-                match decide(metadata, Command::Place { show, group }).await? {
-                    Reply::Placed { group, .. } => group,
-                    other => return Err(unexpected(other).into()),
-                }
-            }
-        };
-        if request.group_id != 0 && request.group_id != group {
-            return Err(ApiError::Rejected(statemachine::Rejection::ShowExists).into());
-        }
-        let hosted = self.shared.group(group)?;
-        match decide(hosted, Command::Operator(OperatorCommand::CreateShow(spec))).await? {
-            Reply::ShowCreated { .. } => {}
-            other => return Err(unexpected(other).into()),
-        }
-        Ok(Response::new(ShowPlacement { show_id: show.0, group_id: group }))
+        let placed = self.service.create_show(spec, request.group_id, Vec::new()).await?;
+        Ok(Response::new(ShowPlacement { show_id: placed.show.0, group_id: placed.group }))
     }
 
     async fn open_sales(
@@ -129,12 +54,12 @@ impl BookingService for BookingApi {
         request: Request<ShowRef>,
     ) -> Result<Response<ShowPlacement>, Status> {
         let show = show_id(request.into_inner().show_id)?;
-        let hosted = self.placement(show).await?;
-        match decide(hosted, Command::Operator(OperatorCommand::OpenSales { show })).await? {
+        match self.service.operator(OperatorCommand::OpenSales { show }).await? {
             Reply::ShowStatusChanged { .. } => {}
             other => return Err(unexpected(other).into()),
         }
-        Ok(Response::new(ShowPlacement { show_id: show.0, group_id: hosted.id }))
+        let group = self.service.group_of(show).await?.id;
+        Ok(Response::new(ShowPlacement { show_id: show.0, group_id: group }))
     }
 
     async fn hold(&self, request: Request<HoldRequest>) -> Result<Response<HoldReply>, Status> {
@@ -143,16 +68,15 @@ impl BookingService for BookingApi {
         let request = request.into_inner();
         let show = show_id(request.show_id)?;
         let seats = seat_set(&request.seats)?;
-        let hosted = self.placement(show).await?;
         let hold = ClientRequest::Hold { seats, price_version: request.price_version, grant: None };
-        let command = Command::Client(ClientCommand { show, session, key, request: hold });
-        let receipt = match decide(hosted, command).await? {
+        let receipt = match self.service.client(show, session, key, hold).await? {
             Reply::Held(receipt) => receipt,
             other => return Err(unexpected(other).into()),
         };
-        let view = hosted
-            .read_local(|state| state.hold(show, receipt.hold, Some(session)))?
-            .map_err(ApiError::from)?;
+        let view = self
+            .service
+            .read_local(show, |state| state.hold(show, receipt.hold, Some(session)))
+            .await?;
         Ok(Response::new(hold_reply(show, &view)))
     }
 
@@ -163,15 +87,11 @@ impl BookingService for BookingApi {
         let session = session::session(request.metadata())?;
         let request = request.into_inner();
         let show = show_id(request.show_id)?;
-        let hosted = self.placement(show).await?;
-        if !hosted.is_leader() {
-            return Err(hosted.not_leader().into());
-        }
         let hold = HoldId(request.hold_id);
-        let view = hosted
-            .read_linearizable(|state| state.hold(show, hold, Some(session)))
-            .await?
-            .map_err(ApiError::from)?;
+        let view = self
+            .service
+            .read_linearizable(show, |state| state.hold(show, hold, Some(session)))
+            .await?;
         Ok(Response::new(hold_reply(show, &view)))
     }
 }

@@ -1,0 +1,224 @@
+//! The booking operations every API (gRPC, REST) is a thin skin over: routing a show to its
+//! group, proposing commands on the group's leader, and reading its state.
+//!
+//! Owns the routing rules: placement is read from this node's replica of the metadata group 0
+//! (a show unknown here is looked up linearizably on group 0's leader, or answered with a hint
+//! to it); a write or an authoritative read is served by the leader of the show's data group
+//! (`NotLeader` with a hint elsewhere, which the HTTP layer forwards and the SDK follows);
+//! seat maps and event streams may be served from this replica's applied state, labelled with
+//! `as_of`. Never judges a booking rule (the state machine does) and never touches the wire
+//! formats (the API modules do).
+
+use std::sync::Arc;
+
+use statemachine::{
+    ClientCommand, ClientRequest, Command, Group, IdempotencyKey, METADATA_GROUP, OperatorCommand,
+    PaymentOutcome, Rejection, Reply, SessionId, ShowId, ShowSpec,
+};
+
+use crate::error::ApiError;
+use crate::group::HostedGroup;
+use crate::node::Shared;
+
+/// Where a show lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// The show.
+    pub show: ShowId,
+    /// Its data group.
+    pub group: u64,
+}
+
+/// The booking operations of one node. Cheap to clone.
+#[derive(Clone)]
+pub struct Service {
+    shared: Arc<Shared>,
+}
+
+impl Service {
+    /// The operations over this node's groups.
+    pub fn new(shared: Arc<Shared>) -> Service {
+        Service { shared }
+    }
+
+    /// What the node shares with its APIs.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    fn metadata_group(&self) -> Result<&Arc<HostedGroup>, ApiError> {
+        self.shared.group(METADATA_GROUP)
+    }
+
+    /// The data group holding `show`: from this replica of group 0 if it knows; else, on group
+    /// 0's leader, by a linearizable read; else a hint to group 0's leader.
+    ///
+    /// # Errors
+    ///
+    /// `show_not_found` when no show is placed under the id; `NotLeader` for group 0's leader.
+    pub async fn group_of(&self, show: ShowId) -> Result<&Arc<HostedGroup>, ApiError> {
+        let metadata = self.metadata_group()?;
+        let local = metadata.read_local(|state| state.placement().group_of(show))?;
+        let group = match local {
+            Some(group) => group,
+            None if metadata.is_leader() => metadata
+                .read_linearizable(|state| state.placement().group_of(show))
+                .await?
+                .ok_or(ApiError::Rejected(Rejection::ShowNotFound))?,
+            None => return Err(metadata.not_leader()),
+        };
+        self.shared.group(group)
+    }
+
+    /// Every placed show and its group, as this replica of group 0 knows them.
+    ///
+    /// # Errors
+    ///
+    /// `Internal` if the metadata group's state failed.
+    pub fn placements(&self) -> Result<Vec<Placed>, ApiError> {
+        self.metadata_group()?.read_local(|state| {
+            state.placement().iter().map(|(show, group)| Placed { show, group }).collect()
+        })
+    }
+
+    /// The data group a new show goes to: the one asked for (0: the one with the fewest shows).
+    fn choose_group(&self, asked: u64) -> Result<u64, ApiError> {
+        let data_groups = self.shared.config.data_groups;
+        if asked != 0 {
+            if asked > data_groups {
+                return Err(ApiError::InvalidArgument(format!(
+                    "group_id: the cluster has data groups 1..={data_groups}"
+                )));
+            }
+            return Ok(asked);
+        }
+        let counts =
+            self.metadata_group()?.read_local(|state| state.placement().shows_per_group())?;
+        let least = (1..=data_groups)
+            .min_by_key(|group| (counts.get(group).copied().unwrap_or(0), *group))
+            .unwrap_or(1);
+        Ok(least)
+    }
+
+    /// Creates a show: places it (group 0), creates it in its data group, then applies `setup`
+    /// (admission, waitlist, opening sales) in order.
+    ///
+    /// A crash between the steps leaves a placement without a show (a retry completes it) or
+    /// a show without its setup (the operator commands can be sent again).
+    ///
+    /// # Errors
+    ///
+    /// `show_exists` if the id is taken (in another group, or already created), a rejection of
+    /// the spec or a setup command, or a routing error.
+    pub async fn create_show(
+        &self,
+        spec: ShowSpec,
+        group: u64,
+        setup: Vec<OperatorCommand>,
+    ) -> Result<Placed, ApiError> {
+        let show = spec.show;
+        if setup.iter().any(|command| command.show() != show) {
+            return Err(ApiError::InvalidArgument("setup: commands of another show".into()));
+        }
+        let metadata = self.metadata_group()?;
+        let placed = metadata.read_local(|state| state.placement().group_of(show))?;
+        let placed = match placed {
+            Some(placed) => placed,
+            None => {
+                let group = self.choose_group(group)?;
+                match decide(metadata, Command::Place { show, group }).await? {
+                    Reply::Placed { group, .. } => group,
+                    other => return Err(unexpected(other)),
+                }
+            }
+        };
+        if group != 0 && group != placed {
+            return Err(ApiError::Rejected(Rejection::ShowExists));
+        }
+        let hosted = self.shared.group(placed)?;
+        decide(hosted, Command::Operator(OperatorCommand::CreateShow(spec))).await?;
+        for command in setup {
+            decide(hosted, Command::Operator(command)).await?;
+        }
+        Ok(Placed { show, group: placed })
+    }
+
+    /// Proposes an operator command about its show.
+    ///
+    /// # Errors
+    ///
+    /// The command's rejection, or a routing error.
+    pub async fn operator(&self, command: OperatorCommand) -> Result<Reply, ApiError> {
+        let hosted = self.group_of(command.show()).await?;
+        decide(hosted, Command::Operator(command)).await
+    }
+
+    /// Proposes a buyer's request under `session` and `key`.
+    ///
+    /// # Errors
+    ///
+    /// The request's rejection, or a routing error.
+    pub async fn client(
+        &self,
+        show: ShowId,
+        session: SessionId,
+        key: IdempotencyKey,
+        request: ClientRequest,
+    ) -> Result<Reply, ApiError> {
+        let hosted = self.group_of(show).await?;
+        decide(hosted, Command::Client(ClientCommand { show, session, key, request })).await
+    }
+
+    /// Proposes a payment provider's verified outcome.
+    ///
+    /// # Errors
+    ///
+    /// The outcome's rejection, or a routing error.
+    pub async fn payment(&self, outcome: PaymentOutcome) -> Result<Reply, ApiError> {
+        let hosted = self.group_of(outcome.show).await?;
+        decide(hosted, Command::Payment(outcome)).await
+    }
+
+    /// Reads `show`'s group linearizably on its leader.
+    ///
+    /// # Errors
+    ///
+    /// The read's rejection, or a routing error (`NotLeader` on another node).
+    pub async fn read_linearizable<T>(
+        &self,
+        show: ShowId,
+        read: impl FnOnce(&Group) -> Result<T, Rejection>,
+    ) -> Result<T, ApiError> {
+        let hosted = self.group_of(show).await?;
+        if !hosted.is_leader() {
+            return Err(hosted.not_leader());
+        }
+        Ok(hosted.read_linearizable(read).await??)
+    }
+
+    /// Reads `show`'s group from this node's replica, however stale (the result says `as_of`).
+    ///
+    /// # Errors
+    ///
+    /// The read's rejection, or a routing error.
+    pub async fn read_local<T>(
+        &self,
+        show: ShowId,
+        read: impl FnOnce(&Group) -> Result<T, Rejection>,
+    ) -> Result<T, ApiError> {
+        let hosted = self.group_of(show).await?;
+        Ok(hosted.read_local(read)??)
+    }
+}
+
+/// Proposes `command` on `group`'s leader and returns its reply, or the rejection as an error.
+async fn decide(group: &HostedGroup, command: Command) -> Result<Reply, ApiError> {
+    if !group.is_leader() {
+        return Err(group.not_leader());
+    }
+    Ok(group.propose(command).await??)
+}
+
+fn unexpected(reply: Reply) -> ApiError {
+    ApiError::Internal(format!("unexpected reply {reply:?}"))
+}

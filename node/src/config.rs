@@ -101,6 +101,14 @@ pub struct Args {
     /// How often a leader's tick worker looks for overdue holds, grants and offers, ms.
     #[arg(long, value_name = "MS")]
     pub tick_ms: Option<u64>,
+    /// The secret session tokens are signed with: the same on every node (a built-in
+    /// development secret if unset, with a warning).
+    #[arg(long, env = "BOOKING_SESSION_SECRET", value_name = "TEXT", hide_env_values = true)]
+    pub session_secret: Option<String>,
+    /// The bearer token operator calls (creating shows, capacity events, audit) need; when
+    /// unset, operator calls are open (with a warning).
+    #[arg(long, env = "BOOKING_OPERATOR_TOKEN", value_name = "TEXT", hide_env_values = true)]
+    pub operator_token: Option<String>,
 }
 
 fn parse_peer(text: &str) -> Result<(NodeId, String), String> {
@@ -156,6 +164,10 @@ pub struct Config {
     pub snapshot_logs: u64,
     /// The tick worker's period, ms.
     pub tick_ms: u64,
+    /// The session token secret, if configured.
+    pub session_secret: Option<String>,
+    /// The operator credential, if configured.
+    pub operator_token: Option<String>,
 }
 
 impl Config {
@@ -242,6 +254,8 @@ impl Config {
             election_max_ms,
             snapshot_logs,
             tick_ms,
+            session_secret: args.session_secret.or(file.session_secret),
+            operator_token: args.operator_token.or(file.operator_token),
         })
     }
 

@@ -1,5 +1,5 @@
-//! The node's API errors and the one table that maps them to gRPC statuses (shared/DESIGN.md,
-//! "Errors"). The HTTP mapping of the client API (issue 4) goes in this file too.
+//! The node's API errors and the one table that maps them to gRPC statuses and HTTP responses
+//! (shared/DESIGN.md, "Errors").
 //!
 //! Owns the stable machine codes clients see (`booking-code` metadata) and the leader hint
 //! (`booking-leader-id`, `booking-leader-addr`). Never decides a rejection: those come from
@@ -55,6 +55,18 @@ pub enum ApiError {
     /// A membership change was refused by Raft (for instance, a node that is not a learner).
     #[error("{0}")]
     MembershipRefused(String),
+    /// The caller is authenticated but may not do this (an operator call without the operator
+    /// credential).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The caller sends too much; retry after `retry_after_s`.
+    #[error("{message}")]
+    RateLimited {
+        /// What was limited.
+        message: String,
+        /// When to retry, in seconds.
+        retry_after_s: u64,
+    },
     /// A bug or a failed store on this node.
     #[error("internal error: {0}")]
     Internal(String),
@@ -72,7 +84,55 @@ impl ApiError {
             ApiError::Unauthenticated(_) => "unauthenticated",
             ApiError::NotFound(_) => "not_found",
             ApiError::MembershipRefused(_) => "membership_refused",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Internal(_) => "internal",
+        }
+    }
+
+    /// The HTTP status: the same table as [`ApiError::grpc_code`], in HTTP's words (410 for
+    /// an expired hold, grant or offer; 409 for conflicts).
+    pub fn http_status(&self) -> u16 {
+        match self.grpc_code() {
+            Code::InvalidArgument | Code::OutOfRange => 400,
+            Code::Unauthenticated => 401,
+            Code::PermissionDenied => 403,
+            Code::NotFound => 404,
+            Code::Aborted | Code::AlreadyExists | Code::FailedPrecondition => 409,
+            Code::DeadlineExceeded => 410,
+            Code::ResourceExhausted => 429,
+            Code::Unavailable => 503,
+            _ => 500,
+        }
+    }
+
+    /// Seconds after which a retry makes sense, for 429 and 503 (`Retry-After`).
+    pub fn retry_after_s(&self) -> Option<u64> {
+        match self {
+            ApiError::RateLimited { retry_after_s, .. } => Some(*retry_after_s),
+            ApiError::NotLeader { .. } | ApiError::Unavailable(_) => Some(1),
+            _ => None,
+        }
+    }
+
+    /// Machine-readable details: the taken seats of a conflict, the current price version,
+    /// the leader of a group.
+    pub fn details(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            ApiError::Rejected(Rejection::SeatUnavailable { seats }) => json!({ "seats": seats }),
+            ApiError::Rejected(Rejection::SeatOutOfRange { seat, seat_count }) => {
+                json!({ "seat": seat, "seat_count": seat_count })
+            }
+            ApiError::Rejected(Rejection::PriceVersionMismatch { current }) => {
+                json!({ "current_price_version": current })
+            }
+            ApiError::NotLeader { group, leader } => json!({
+                "group": group,
+                "leader_id": leader.as_ref().map(|hint| hint.id),
+                "leader_address": leader.as_ref().and_then(|hint| hint.address.clone()),
+            }),
+            _ => json!({}),
         }
     }
 
@@ -85,6 +145,8 @@ impl ApiError {
             ApiError::Unauthenticated(_) => Code::Unauthenticated,
             ApiError::NotFound(_) => Code::NotFound,
             ApiError::MembershipRefused(_) => Code::FailedPrecondition,
+            ApiError::Forbidden(_) => Code::PermissionDenied,
+            ApiError::RateLimited { .. } => Code::ResourceExhausted,
             ApiError::Internal(_) => Code::Internal,
         }
     }

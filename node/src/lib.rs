@@ -6,7 +6,7 @@
 //! serving, shutdown), `service.rs` (the booking operations every API wraps: routing by
 //! placement, proposing on the leader, reading), `group.rs` (one hosted group: writes with a deadline, ReadIndex reads,
 //! leader hints, leadership watch), `workers.rs` (leader-only workers: the tick proposer),
-//! `error.rs` (API errors and their gRPC mapping), `api/` (the services). Nothing imports this
+//! `error.rs` (API errors and their gRPC mapping), `api/` (the gRPC services), `rest/` (the REST API on the same port). Nothing imports this
 //! crate; the daemon is `src/main.rs`.
 
 pub mod api;
@@ -14,6 +14,7 @@ pub mod config;
 pub mod error;
 pub mod group;
 pub mod node;
+pub mod rest;
 pub mod service;
 pub mod workers;
 

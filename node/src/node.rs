@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::api::session::{DEVELOPMENT_SECRET, Sessions};
 use crate::api::{AdminApi, BookingApi};
 use crate::config::{Config, initial_voters};
 use crate::group::HostedGroup;
@@ -59,6 +60,8 @@ pub struct Shared {
     pub config: Config,
     /// Every group of the cluster, hosted here.
     pub groups: BTreeMap<GroupId, Arc<HostedGroup>>,
+    /// Session tokens and the operator credential.
+    pub sessions: Sessions,
 }
 
 impl Shared {
@@ -126,12 +129,24 @@ impl Node {
         let address = listener
             .local_addr()
             .map_err(|source| StartError::Listen { address: config.listen, source })?;
-        let shared = Arc::new(Shared { config, groups });
+        let secret = config.session_secret.clone().unwrap_or_else(|| {
+            tracing::warn!("no --session-secret: using the built-in development secret");
+            DEVELOPMENT_SECRET.to_owned()
+        });
+        if config.operator_token.is_none() {
+            tracing::warn!("no --operator-token: operator calls are open to every caller");
+        }
+        let sessions = Sessions::new(&secret, config.operator_token.clone());
+        let shared = Arc::new(Shared { config, groups, sessions });
         let (stop, stopped) = oneshot::channel::<()>();
-        let server = tonic::transport::Server::builder()
-            .add_service(RaftService::new(registry).into_server())
+        let grpc = tonic::service::Routes::new(RaftService::new(registry).into_server())
             .add_service(BookingApi::new(Service::new(shared.clone())).into_server())
             .add_service(AdminApi::new(shared.clone()).into_server())
+            .into_axum_router();
+        let rest = crate::rest::router(Service::new(shared.clone()));
+        let server = tonic::transport::Server::builder()
+            .accept_http1(true)
+            .add_routes(tonic::service::Routes::from(one_port(rest, grpc)))
             .serve_with_incoming_shutdown(
                 tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
                 async {
@@ -171,6 +186,31 @@ impl Node {
             Err(_elapsed) => self.server.abort(),
         }
     }
+}
+
+/// One router for the node's one port: gRPC requests (content type `application/grpc`) go to
+/// the gRPC services, the rest to the REST routes (with a JSON 404 for unknown paths).
+fn one_port(rest: axum::Router, grpc: axum::Router) -> axum::Router {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use tower::ServiceExt;
+    rest.fallback(move |request: axum::extract::Request| {
+        let grpc = grpc.clone();
+        async move {
+            let is_grpc = request
+                .headers()
+                .get("content-type")
+                .and_then(|value| value.to_str().ok())
+                .is_some_and(|value| value.starts_with("application/grpc"));
+            if is_grpc {
+                grpc.oneshot(request).await.into_response()
+            } else {
+                let path = request.uri().path().to_owned();
+                let error = crate::error::ApiError::NotFound(format!("no route {path}"));
+                (StatusCode::NOT_FOUND, error).into_response()
+            }
+        }
+    })
 }
 
 /// Warns when a node that is not bootstrapping starts with an empty database: either it is new

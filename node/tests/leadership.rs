@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use node::{Args, Config, Node};
 use proto::booking::booking_service_client::BookingServiceClient;
-use proto::booking::{CreateShowRequest, HoldRequest, SeatRange, ShowRef};
+use proto::booking::{CreateSessionRequest, CreateShowRequest, HoldRequest, SeatRange, ShowRef};
 use statemachine::{HoldId, HoldState, ShowId};
 use tokio::time::Instant;
 
@@ -119,7 +119,8 @@ async fn the_tick_worker_expires_an_overdue_hold_without_any_client_write() {
     client.open_sales(ShowRef { show_id: 5 }).await.unwrap();
     let mut hold =
         tonic::Request::new(HoldRequest { show_id: 5, seats: vec![1, 2], price_version: 1 });
-    hold.metadata_mut().insert("authorization", "Bearer session-token-0001".parse().unwrap());
+    let token = client.create_session(CreateSessionRequest {}).await.unwrap().into_inner().token;
+    hold.metadata_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
     hold.metadata_mut().insert("idempotency-key", "hold-1".parse().unwrap());
     let held = client.hold(hold).await.unwrap().into_inner();
     assert_eq!(held.state, "held");

@@ -7,13 +7,15 @@
 
 use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
 use proto::booking::{
-    CreateShowRequest, GetHoldRequest, HoldReply, HoldRequest, ShowPlacement, ShowRef,
+    CreateSessionRequest, CreateShowRequest, GetHoldRequest, HoldReply, HoldRequest, SessionReply,
+    ShowPlacement, ShowRef,
 };
 use statemachine::limits::SEATS_PER_HOLD_MAX;
 use statemachine::{
     ClientRequest, Currency, HoldId, HoldState, HoldView, OperatorCommand, Reply, SeatRange,
-    SeatSet, ShowId, ShowPolicy, ShowSpec,
+    SeatSet, SessionId, ShowId, ShowPolicy, ShowSpec,
 };
+use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
 use crate::api::session;
@@ -35,14 +37,35 @@ impl BookingApi {
     pub fn into_server(self) -> BookingServiceServer<BookingApi> {
         BookingServiceServer::new(self)
     }
+
+    fn session(&self, metadata: &MetadataMap) -> Result<SessionId, ApiError> {
+        self.service.shared().sessions.session(metadata_str(metadata, "authorization"))
+    }
+
+    fn operator(&self, metadata: &MetadataMap) -> Result<(), ApiError> {
+        self.service.shared().sessions.operator(metadata_str(metadata, "authorization"))
+    }
+}
+
+fn metadata_str<'a>(metadata: &'a MetadataMap, key: &str) -> Option<&'a str> {
+    metadata.get(key).and_then(|value| value.to_str().ok())
 }
 
 #[tonic::async_trait]
 impl BookingService for BookingApi {
+    async fn create_session(
+        &self,
+        _request: Request<CreateSessionRequest>,
+    ) -> Result<Response<SessionReply>, Status> {
+        let token = self.service.shared().sessions.issue()?;
+        Ok(Response::new(SessionReply { token }))
+    }
+
     async fn create_show(
         &self,
         request: Request<CreateShowRequest>,
     ) -> Result<Response<ShowPlacement>, Status> {
+        self.operator(request.metadata())?;
         let request = request.into_inner();
         let spec = show_spec(&request)?;
         let placed = self.service.create_show(spec, request.group_id, Vec::new()).await?;
@@ -53,6 +76,7 @@ impl BookingService for BookingApi {
         &self,
         request: Request<ShowRef>,
     ) -> Result<Response<ShowPlacement>, Status> {
+        self.operator(request.metadata())?;
         let show = show_id(request.into_inner().show_id)?;
         match self.service.operator(OperatorCommand::OpenSales { show }).await? {
             Reply::ShowStatusChanged { .. } => {}
@@ -63,8 +87,8 @@ impl BookingService for BookingApi {
     }
 
     async fn hold(&self, request: Request<HoldRequest>) -> Result<Response<HoldReply>, Status> {
-        let session = session::session(request.metadata())?;
-        let key = session::idempotency_key(request.metadata())?;
+        let session = self.session(request.metadata())?;
+        let key = session::idempotency_key(metadata_str(request.metadata(), "idempotency-key"))?;
         let request = request.into_inner();
         let show = show_id(request.show_id)?;
         let seats = seat_set(&request.seats)?;
@@ -84,7 +108,7 @@ impl BookingService for BookingApi {
         &self,
         request: Request<GetHoldRequest>,
     ) -> Result<Response<HoldReply>, Status> {
-        let session = session::session(request.metadata())?;
+        let session = self.session(request.metadata())?;
         let request = request.into_inner();
         let show = show_id(request.show_id)?;
         let hold = HoldId(request.hold_id);

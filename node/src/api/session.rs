@@ -1,67 +1,132 @@
-//! Who is calling and under which idempotency key, from request metadata.
+//! Who is calling and under which idempotency key.
 //!
-//! Owns deriving the 128-bit session id from the bearer token and the 128-bit idempotency key
-//! from the client's key (SHA-256, first 16 bytes): the state machine never sees a token, and a
-//! session cannot be named in a request body. Issuing tokens is the client API's (issue 4).
+//! Owns guest session tokens: a node issues `g1_<32 hex random>_<32 hex tag>`, the tag being an
+//! HMAC-SHA256 (cut to 128 bits) of the random part under the cluster's session secret, so any
+//! node verifies a token any node issued without shared state, and a client cannot pick a weak
+//! token of its own. The session id the state machine sees is a hash of the token: a session can
+//! never be named in a request body. Also owns the operator credential and idempotency keys
+//! (the state machine sees a 128-bit hash of the client's key).
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use statemachine::{IdempotencyKey, SessionId};
-use tonic::metadata::MetadataMap;
 
 use crate::error::ApiError;
 
-/// The shortest bearer token accepted.
-pub const TOKEN_BYTES_MIN: usize = 16;
-/// The longest bearer token accepted.
-pub const TOKEN_BYTES_MAX: usize = 256;
 /// The longest idempotency key accepted.
 pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 128;
+/// Random bytes in a session token (the issue asks for at least 128 bits).
+pub const TOKEN_RANDOM_BYTES: usize = 16;
+/// The session secret nodes use when none is configured: fine on a laptop, never in
+/// production (bookingd warns at start-up).
+pub const DEVELOPMENT_SECRET: &str = "booking-cluster-development-session-secret";
 
-/// The session of the caller's bearer token.
-///
-/// # Errors
-///
-/// `Unauthenticated` without a `Bearer` token of acceptable length.
-pub fn session(metadata: &MetadataMap) -> Result<SessionId, ApiError> {
-    let header =
-        metadata.get("authorization").and_then(|value| value.to_str().ok()).ok_or_else(|| {
-            ApiError::Unauthenticated("authorization: a Bearer token is required".into())
-        })?;
-    let token = header
-        .strip_prefix("Bearer ")
-        .ok_or_else(|| {
-            ApiError::Unauthenticated("authorization: expected `Bearer <token>`".into())
-        })?
-        .trim();
-    if !(TOKEN_BYTES_MIN..=TOKEN_BYTES_MAX).contains(&token.len()) {
-        return Err(ApiError::Unauthenticated(format!(
-            "authorization: tokens have {TOKEN_BYTES_MIN}..={TOKEN_BYTES_MAX} characters"
-        )));
-    }
-    Ok(SessionId(hash128(b"session", token.as_bytes())))
+const TOKEN_PREFIX: &str = "g1_";
+
+/// Issues and verifies guest session tokens, and checks the operator credential.
+#[derive(Clone)]
+pub struct Sessions {
+    secret: Vec<u8>,
+    operator_token: Option<String>,
 }
 
-/// The idempotency key of a mutation.
+impl Sessions {
+    /// Tokens under `secret` (the same on every node of a cluster); operator calls need
+    /// `operator_token` if one is given, and are open otherwise.
+    pub fn new(secret: &str, operator_token: Option<String>) -> Sessions {
+        Sessions { secret: secret.as_bytes().to_vec(), operator_token }
+    }
+
+    /// A fresh guest session token.
+    ///
+    /// # Errors
+    ///
+    /// `Internal` if the system has no randomness to give.
+    pub fn issue(&self) -> Result<String, ApiError> {
+        let mut random = [0u8; TOKEN_RANDOM_BYTES];
+        getrandom::fill(&mut random)
+            .map_err(|error| ApiError::Internal(format!("no randomness: {error}")))?;
+        let random = hex(&random);
+        let tag = self.tag(&random);
+        Ok(format!("{TOKEN_PREFIX}{random}_{tag}"))
+    }
+
+    fn tag(&self, random: &str) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key");
+        mac.update(random.as_bytes());
+        hex(&mac.finalize().into_bytes()[..16])
+    }
+
+    /// The session of an `Authorization` header value.
+    ///
+    /// # Errors
+    ///
+    /// `Unauthenticated` without a `Bearer` token this cluster issued.
+    pub fn session(&self, authorization: Option<&str>) -> Result<SessionId, ApiError> {
+        let token = bearer(authorization)?;
+        let unknown = || {
+            ApiError::Unauthenticated(
+                "authorization: not a session token of this cluster (POST /v1/sessions issues one)"
+                    .into(),
+            )
+        };
+        let (random, tag) = token
+            .strip_prefix(TOKEN_PREFIX)
+            .and_then(|rest| rest.split_once('_'))
+            .ok_or_else(unknown)?;
+        if random.len() != 2 * TOKEN_RANDOM_BYTES || !constant_time_eq(tag, &self.tag(random)) {
+            return Err(unknown());
+        }
+        Ok(SessionId(hash128(b"session", token.as_bytes())))
+    }
+
+    /// Checks the operator credential of an `Authorization` header value.
+    ///
+    /// # Errors
+    ///
+    /// `Unauthenticated` without a bearer token, `Forbidden` with another one.
+    pub fn operator(&self, authorization: Option<&str>) -> Result<(), ApiError> {
+        let Some(expected) = &self.operator_token else { return Ok(()) };
+        let token = bearer(authorization)?;
+        if constant_time_eq(token, expected) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden("this call needs the operator credential".into()))
+        }
+    }
+}
+
+fn bearer(authorization: Option<&str>) -> Result<&str, ApiError> {
+    let header = authorization.ok_or_else(|| {
+        ApiError::Unauthenticated("authorization: a Bearer token is required".into())
+    })?;
+    header
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+        .ok_or_else(|| ApiError::Unauthenticated("authorization: expected `Bearer <token>`".into()))
+}
+
+/// The idempotency key of a mutation, from its header value.
 ///
 /// # Errors
 ///
 /// `InvalidArgument` when the key is missing, empty, too long or not printable ASCII.
-pub fn idempotency_key(metadata: &MetadataMap) -> Result<IdempotencyKey, ApiError> {
-    let key =
-        metadata.get("idempotency-key").and_then(|value| value.to_str().ok()).ok_or_else(|| {
-            ApiError::InvalidArgument("idempotency-key: required on mutations".into())
-        })?;
+pub fn idempotency_key(value: Option<&str>) -> Result<IdempotencyKey, ApiError> {
+    let key = value.ok_or_else(|| {
+        ApiError::InvalidArgument("Idempotency-Key: required on mutations".into())
+    })?;
     let printable = key.bytes().all(|byte| byte.is_ascii_graphic() || byte == b' ');
     if key.is_empty() || key.len() > IDEMPOTENCY_KEY_BYTES_MAX || !printable {
         return Err(ApiError::InvalidArgument(format!(
-            "idempotency-key: 1..={IDEMPOTENCY_KEY_BYTES_MAX} printable ASCII characters"
+            "Idempotency-Key: 1..={IDEMPOTENCY_KEY_BYTES_MAX} printable ASCII characters"
         )));
     }
     Ok(IdempotencyKey(hash128(b"idempotency-key", key.as_bytes())))
 }
 
 /// The first 128 bits of SHA-256 over a domain tag and `bytes`.
-fn hash128(domain: &[u8], bytes: &[u8]) -> u128 {
+pub fn hash128(domain: &[u8], bytes: &[u8]) -> u128 {
     let digest =
         Sha256::new().chain_update(domain).chain_update([0]).chain_update(bytes).finalize();
     let mut first = [0u8; 16];
@@ -69,33 +134,52 @@ fn hash128(domain: &[u8], bytes: &[u8]) -> u128 {
     u128::from_be_bytes(first)
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn constant_time_eq(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn metadata(pairs: &[(&'static str, &'static str)]) -> MetadataMap {
-        let mut map = MetadataMap::new();
-        for (key, value) in pairs {
-            map.insert(*key, value.parse().unwrap());
-        }
-        map
+    #[test]
+    fn issued_tokens_verify_on_any_node_and_forged_ones_do_not() {
+        let one = Sessions::new("secret", None);
+        let other = Sessions::new("secret", None);
+        let token = one.issue().unwrap();
+        assert!(token.len() >= TOKEN_PREFIX.len() + 64);
+        let header = format!("Bearer {token}");
+        assert_eq!(one.session(Some(&header)).unwrap(), other.session(Some(&header)).unwrap());
+        assert_ne!(one.issue().unwrap(), token);
+        let foreign = Sessions::new("another secret", None);
+        assert_eq!(foreign.session(Some(&header)).unwrap_err().code(), "unauthenticated");
+        let mut forged = token.clone();
+        forged.replace_range(5..6, if &token[5..6] == "0" { "1" } else { "0" });
+        assert!(one.session(Some(&format!("Bearer {forged}"))).is_err());
+        assert!(one.session(Some("Bearer test-session-token-a")).is_err());
+        assert!(one.session(None).is_err());
+        assert!(one.session(Some(&format!("Basic {token}"))).is_err());
     }
 
     #[test]
-    fn the_session_comes_from_the_token_only() {
-        let a = session(&metadata(&[("authorization", "Bearer 0123456789abcdef")])).unwrap();
-        let b = session(&metadata(&[("authorization", "Bearer 0123456789abcdeg")])).unwrap();
-        assert_ne!(a, b);
-        assert!(session(&metadata(&[])).is_err());
-        assert!(session(&metadata(&[("authorization", "Bearer short")])).is_err());
-        assert!(session(&metadata(&[("authorization", "Basic 0123456789abcdef")])).is_err());
+    fn the_operator_credential_is_checked_when_configured() {
+        let open = Sessions::new("s", None);
+        assert!(open.operator(None).is_ok());
+        let closed = Sessions::new("s", Some("op-token".into()));
+        assert_eq!(closed.operator(None).unwrap_err().code(), "unauthenticated");
+        assert_eq!(closed.operator(Some("Bearer nope")).unwrap_err().code(), "forbidden");
+        assert!(closed.operator(Some("Bearer op-token")).is_ok());
     }
 
     #[test]
     fn keys_are_required_and_bounded() {
-        assert!(idempotency_key(&metadata(&[("idempotency-key", "k-1")])).is_ok());
-        assert!(idempotency_key(&metadata(&[])).is_err());
-        let long: &'static str = Box::leak("k".repeat(129).into_boxed_str());
-        assert!(idempotency_key(&metadata(&[("idempotency-key", long)])).is_err());
+        assert!(idempotency_key(Some("k-1")).is_ok());
+        assert!(idempotency_key(None).is_err());
+        assert!(idempotency_key(Some(&"k".repeat(129))).is_err());
+        assert!(idempotency_key(Some("tab\tkey")).is_err());
     }
 }

@@ -17,9 +17,9 @@ use std::time::Duration;
 use proto::booking::admin_service_client::AdminServiceClient;
 use proto::booking::booking_service_client::BookingServiceClient;
 use proto::booking::{
-    AddLearnerRequest, CreateShowRequest, GetHoldRequest, HoldReply, HoldRequest, MembershipReply,
-    NodesRequest, SeatRange, ShowPlacement, ShowRef, StatusReply, StatusRequest,
-    TransferLeaderRequest,
+    AddLearnerRequest, CreateSessionRequest, CreateShowRequest, GetHoldRequest, HoldReply,
+    HoldRequest, MembershipReply, NodesRequest, SeatRange, ShowPlacement, ShowRef, StatusReply,
+    StatusRequest, TransferLeaderRequest,
 };
 use tokio::time::Instant;
 use tonic::metadata::MetadataValue;
@@ -44,12 +44,6 @@ pub const PRICE_VERSION: u32 = 1;
 
 /// The session token of the operator who creates and opens shows.
 pub const OPERATOR: &str = "operator-token-0000000001";
-
-/// A session token for `name` (tokens have at least 16 characters; the session is derived from
-/// the token, so each name is its own session).
-pub fn session(name: &str) -> String {
-    format!("test-session-token-{name}")
-}
 
 /// The machine code of an error (`booking-code`), or `""` for an error the transport made.
 pub fn booking_code(status: &Status) -> &str {
@@ -148,6 +142,21 @@ impl Client {
                 next_node: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// A fresh guest session token, issued by the cluster (any node; each call is a new
+    /// session).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::create_show`].
+    pub async fn session(&self) -> Result<String, Status> {
+        let reply = self
+            .call(Route::Show(0), |channel| async move {
+                BookingServiceClient::new(channel).create_session(CreateSessionRequest {}).await
+            })
+            .await?;
+        Ok(reply.token)
     }
 
     /// A fresh idempotency key, never used before by this process.

@@ -9,7 +9,7 @@ use std::io;
 
 use tokio::time::Instant;
 
-use crate::client::{booking_code, session};
+use crate::client::booking_code;
 use crate::harness::{Options, ProcessCluster};
 use crate::workload::{assert_readable, create_open, hold};
 
@@ -37,7 +37,8 @@ async fn acknowledged_hold_survives_leader_kill() -> io::Result<()> {
 
     // The hold acknowledged before the crash is still there, and still owns its seats.
     assert_readable(&client, std::slice::from_ref(&first)).await?;
-    let rival = client.hold(&session("rival"), SHOW, &[2, 3, 4]).await;
+    let rival_token = client.session().await.map_err(io::Error::other)?;
+    let rival = client.hold(&rival_token, SHOW, &[2, 3, 4]).await;
     match rival {
         Err(status) => assert_eq!(booking_code(&status), "seat_unavailable", "{status:?}"),
         Ok(reply) => panic!("seats 2 and 3 are held by {first:?}, yet sold again: {reply:?}"),

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tonic::Code;
 
-use crate::client::{booking_code, describe, session};
+use crate::client::{booking_code, describe};
 use crate::harness::{Options, ProcessCluster, WAIT, assert_converged, wait_for};
 use crate::workload::{assert_readable, create_open, hold, sorted};
 
@@ -42,7 +42,7 @@ async fn isolated_leader_cannot_acknowledge() -> io::Result<()> {
     println!("group {group}: leader {old_leader} isolated from {majority:?}");
 
     // The old leader is asked directly (the client is not cut off from it), once.
-    let old_token = session("old-side-buyer");
+    let old_token = client.session().await.map_err(io::Error::other)?;
     let old_key = client.new_key();
     let old_address = cluster.address(old_leader);
     let old_attempt = {
@@ -92,7 +92,8 @@ async fn isolated_leader_cannot_acknowledge() -> io::Result<()> {
         Err(status) => assert_eq!(booking_code(&status), "seat_unavailable", "{status:?}"),
         Ok(reply) => panic!("the isolated leader's hold exists after healing: {reply:?}"),
     }
-    match client.hold(&session("third-buyer"), SHOW, &SEATS[..1]).await {
+    let third_token = client.session().await.map_err(io::Error::other)?;
+    match client.hold(&third_token, SHOW, &SEATS[..1]).await {
         Err(status) => assert_eq!(booking_code(&status), "seat_unavailable", "{status:?}"),
         Ok(reply) => panic!("seat {} sold twice: {reply:?}", SEATS[0]),
     }

@@ -8,7 +8,7 @@ use proto::booking::HoldReply;
 use tokio::task::JoinSet;
 use tonic::Status;
 
-use crate::client::{Client, describe, session};
+use crate::client::{Client, describe};
 
 /// An acknowledged hold, with what is needed to read it again.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,7 +87,8 @@ fn held(token: &str, show_id: u64, seats: &[u32], reply: &HoldReply) -> io::Resu
 ///
 /// When the hold is not acknowledged, or is acknowledged with other seats.
 pub async fn hold(client: &Client, name: &str, show_id: u64, seats: &[u32]) -> io::Result<Held> {
-    let token = session(name);
+    let token =
+        client.session().await.map_err(|status| failed(&format!("{name}: session"), &status))?;
     let reply = client
         .hold(&token, show_id, seats)
         .await

@@ -79,9 +79,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             ApiError::InvalidArgument(format!("body: {error} (at most {BODY_BYTES_MAX} bytes)"))
         })?;
         if bytes.len() > BODY_BYTES_MAX {
-            return Err(ApiError::InvalidArgument(format!(
-                "body: at most {BODY_BYTES_MAX} bytes"
-            )));
+            return Err(ApiError::InvalidArgument(format!("body: at most {BODY_BYTES_MAX} bytes")));
         }
         serde_json::from_slice(&bytes)
             .map(JsonBody)

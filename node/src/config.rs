@@ -109,6 +109,16 @@ pub struct Args {
     /// unset, operator calls are open (with a warning).
     #[arg(long, env = "BOOKING_OPERATOR_TOKEN", value_name = "TEXT", hide_env_values = true)]
     pub operator_token: Option<String>,
+    /// The secret payment provider webhooks are signed with (HMAC-SHA256 over the raw body);
+    /// a built-in development secret if unset, with a warning.
+    #[arg(long, env = "BOOKING_WEBHOOK_SECRET", value_name = "TEXT", hide_env_values = true)]
+    pub webhook_secret: Option<String>,
+    /// Requests per second one session may make (token bucket; bursts of twice as many).
+    #[arg(long, value_name = "N")]
+    pub rate_per_session: Option<u32>,
+    /// Requests per second one client address may make (token bucket; bursts of twice as many).
+    #[arg(long, value_name = "N")]
+    pub rate_per_address: Option<u32>,
 }
 
 fn parse_peer(text: &str) -> Result<(NodeId, String), String> {
@@ -168,6 +178,12 @@ pub struct Config {
     pub session_secret: Option<String>,
     /// The operator credential, if configured.
     pub operator_token: Option<String>,
+    /// The payment webhook secret, if configured.
+    pub webhook_secret: Option<String>,
+    /// Requests per second per session.
+    pub rate_per_session: u32,
+    /// Requests per second per client address.
+    pub rate_per_address: u32,
 }
 
 impl Config {
@@ -256,6 +272,13 @@ impl Config {
             tick_ms,
             session_secret: args.session_secret.or(file.session_secret),
             operator_token: args.operator_token.or(file.operator_token),
+            webhook_secret: args.webhook_secret.or(file.webhook_secret),
+            rate_per_session: args.rate_per_session.or(file.rate_per_session).unwrap_or(50).max(1),
+            rate_per_address: args
+                .rate_per_address
+                .or(file.rate_per_address)
+                .unwrap_or(20_000)
+                .max(1),
         })
     }
 

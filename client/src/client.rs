@@ -2,8 +2,10 @@
 //! call loop that retries a logical call (with the same idempotency key) until a leader
 //! answers or the retry budget runs out.
 //!
-//! Owns routing and retrying. Never interprets a reply beyond the placement and membership
-//! fields that say where leaders are, and never retries a call a node rejected for good.
+//! Owns routing and retrying, and the cluster operations (status, membership). The booking
+//! operations built on the call loop live in `shows.rs` and `booking.rs`. Never interprets a
+//! reply beyond the placement and membership fields that say where leaders are, and never
+//! retries a call a node rejected for good.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,8 +16,7 @@ use std::time::{Duration, Instant};
 use proto::booking::admin_service_client::AdminServiceClient;
 use proto::booking::booking_service_client::BookingServiceClient;
 use proto::booking::{
-    AddLearnerRequest, CreateShowRequest, GetHoldRequest, HoldReply, HoldRequest, MembershipReply,
-    MoveReplicaRequest, NodesRequest, SeatRange, ShowPlacement, ShowRef, StatusReply,
+    AddLearnerRequest, MembershipReply, MoveReplicaRequest, NodesRequest, StatusReply,
     StatusRequest, TransferLeaderRequest,
 };
 use tonic::transport::{Channel, Endpoint};
@@ -51,62 +52,23 @@ struct Inner {
     routes: Mutex<Routes>,
     /// One lazily connected channel per address. Never held across an await.
     channels: Mutex<HashMap<String, Channel>>,
+    /// The operator token sent on operator calls, if set. Never held across an await.
+    operator_token: Mutex<Option<String>>,
 }
 
 /// How the call loop treats a logical call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    /// A read: no key, each attempt bounded by the attempt timeout.
+pub(crate) enum Kind {
+    /// A read the route's leader answers: no key, each attempt bounded by the attempt timeout.
     Read,
+    /// A read any replica answers (seat maps, shows, watches): like `Read`, but the node that
+    /// answers is not cached as the route's leader.
+    LocalRead,
     /// A mutation: a key, each attempt bounded by the attempt timeout.
     Mutation,
     /// A mutation that may legitimately take long (waiting for a learner to catch up): each
     /// attempt may use the whole remaining budget.
     LongMutation,
-}
-
-/// A show to create: its id, currency, prices per class and seat layout.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewShow {
-    /// The show's id, chosen by the operator; non-zero.
-    pub show_id: u64,
-    /// ISO 4217 code, three upper-case letters.
-    pub currency: String,
-    /// One price per seat class, in minor units.
-    pub prices_minor: Vec<u64>,
-    /// Consecutive runs of seats from seat 0: `(count, class)`.
-    pub layout: Vec<(u32, u32)>,
-    /// The data group to place the show in; 0 lets the cluster choose.
-    pub group_id: u64,
-    /// How long a hold keeps its seats, in milliseconds; 0 for the cluster's default.
-    pub hold_ttl_ms: u64,
-}
-
-impl NewShow {
-    /// A show of `seats` seats of one class at one price, placed by the cluster, with the
-    /// default hold time.
-    pub fn uniform(show_id: u64, seats: u32, price_minor: u64, currency: &str) -> NewShow {
-        NewShow {
-            show_id,
-            currency: currency.to_owned(),
-            prices_minor: vec![price_minor],
-            layout: vec![(seats, 0)],
-            group_id: 0,
-            hold_ttl_ms: 0,
-        }
-    }
-
-    /// The wire request.
-    fn to_request(&self) -> CreateShowRequest {
-        CreateShowRequest {
-            show_id: self.show_id,
-            currency: self.currency.clone(),
-            prices_minor: self.prices_minor.clone(),
-            layout: self.layout.iter().map(|&(count, class)| SeatRange { count, class }).collect(),
-            group_id: self.group_id,
-            hold_ttl_ms: self.hold_ttl_ms,
-        }
-    }
 }
 
 /// One node's answer to a status call, or why there is none.
@@ -161,8 +123,44 @@ impl Client {
                 config,
                 routes: Mutex::new(Routes::new(normalized)),
                 channels: Mutex::new(HashMap::new()),
+                operator_token: Mutex::new(None),
             }),
         })
+    }
+
+    /// Sends `token` as `authorization: Bearer <token>` on operator calls (creating shows,
+    /// opening and closing sales, capacity events, audit trails): needed when the cluster has
+    /// an operator token. Clones share it.
+    ///
+    /// ```no_run
+    /// # fn run() -> client::Result<()> {
+    /// let client = client::Client::connect(vec!["127.0.0.1:7101".into()])?
+    ///     .with_operator_token("s3cret-operator-token")?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty token or one with spaces or non-ASCII.
+    pub fn with_operator_token(self, token: &str) -> Result<Client> {
+        // Checks the token the way every call will send it.
+        CallMetadata::default().with_token(Some(token))?;
+        *lock(&self.inner.operator_token) = Some(token.trim().to_owned());
+        Ok(self)
+    }
+
+    /// The metadata of an operator call: `key` (a fresh one when `None`) for a mutation, and
+    /// the operator token when one is set.
+    pub(crate) fn operator_metadata(
+        &self,
+        mutation: bool,
+        key: Option<&str>,
+    ) -> Result<CallMetadata> {
+        let metadata =
+            if mutation { CallMetadata::mutation(key)? } else { CallMetadata::default() };
+        let token = lock(&self.inner.operator_token).clone();
+        metadata.with_token(token.as_deref())
     }
 
     /// The retry policy.
@@ -173,95 +171,6 @@ impl Client {
     /// Every node address the client knows: the given ones, then those learned from hints.
     pub fn addresses(&self) -> Vec<String> {
         self.routes().addresses().to_vec()
-    }
-
-    /// Creates a show (idempotent by show id) and returns where the cluster placed it.
-    ///
-    /// `key` is the idempotency key; `None` makes one for this call.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Rejected`] with the node's code (bad layout, show exists with another payload,
-    /// ...), [`Error::Unavailable`] when no leader answered, [`Error::InvalidArgument`] for a
-    /// malformed key.
-    pub async fn create_show(&self, show: &NewShow, key: Option<&str>) -> Result<ShowPlacement> {
-        let metadata = CallMetadata::mutation(key)?;
-        let request = show.to_request();
-        // The metadata group (0) records the placement, so its leader takes the call.
-        let (placement, _) = self
-            .call(Route::Group(0), Kind::Mutation, &metadata, |channel| {
-                let request = metadata.request(request.clone());
-                async move { BookingServiceClient::new(channel).create_show(request).await }
-            })
-            .await?;
-        self.routes().learn_show_group(placement.show_id, placement.group_id);
-        Ok(placement)
-    }
-
-    /// Opens a show's sales.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Rejected`] (unknown show, cancelled show, ...), [`Error::Unavailable`].
-    pub async fn open_sales(&self, show_id: u64) -> Result<ShowPlacement> {
-        let metadata = CallMetadata::mutation(None)?;
-        let (placement, address) = self
-            .call(Route::Show(show_id), Kind::Mutation, &metadata, |channel| {
-                let request = metadata.request(ShowRef { show_id });
-                async move { BookingServiceClient::new(channel).open_sales(request).await }
-            })
-            .await?;
-        let mut routes = self.routes();
-        routes.learn_show_group(placement.show_id, placement.group_id);
-        routes.learn_group_leader(placement.group_id, &address);
-        Ok(placement)
-    }
-
-    /// Holds exactly `seats` of a show for the session of `token`, all or nothing, at the
-    /// quoted `price_version`.
-    ///
-    /// `key` is the idempotency key: give one to be able to retry the hold after an
-    /// [`Error::Unavailable`] (which also carries the key the client made when `key` is `None`).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Rejected`] with `seat_unavailable`, `price_version_mismatch`, ...;
-    /// [`Error::Unavailable`] (check [`Error::is_outcome_unknown`]); [`Error::InvalidArgument`]
-    /// for a malformed key or token.
-    pub async fn hold(
-        &self,
-        token: &str,
-        show_id: u64,
-        seats: &[u32],
-        price_version: u32,
-        key: Option<&str>,
-    ) -> Result<HoldReply> {
-        let metadata = CallMetadata::mutation(key)?.with_token(Some(token))?;
-        let request = HoldRequest { show_id, seats: seats.to_vec(), price_version };
-        let (hold, _) = self
-            .call(Route::Show(show_id), Kind::Mutation, &metadata, |channel| {
-                let request = metadata.request(request.clone());
-                async move { BookingServiceClient::new(channel).hold(request).await }
-            })
-            .await?;
-        Ok(hold)
-    }
-
-    /// Reads one of the session's holds, linearizably (from the group's leader).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Rejected`] (`not_found`, not the owner, ...), [`Error::Unavailable`],
-    /// [`Error::InvalidArgument`] for a malformed token.
-    pub async fn get_hold(&self, token: &str, show_id: u64, hold_id: u64) -> Result<HoldReply> {
-        let metadata = CallMetadata::default().with_token(Some(token))?;
-        let (hold, _) = self
-            .call(Route::Show(show_id), Kind::Read, &metadata, |channel| {
-                let request = metadata.request(GetHoldRequest { show_id, hold_id });
-                async move { BookingServiceClient::new(channel).get_hold(request).await }
-            })
-            .await?;
-        Ok(hold)
     }
 
     /// One node's view of every group it hosts (one attempt, not retried elsewhere); with
@@ -440,7 +349,7 @@ impl Client {
     /// moving to the next known node after a backoff otherwise, until an attempt succeeds, a
     /// node rejects the call for good, or the retry budget is spent. Returns the reply and the
     /// address that gave it.
-    async fn call<T, F, Fut>(
+    pub(crate) async fn call<T, F, Fut>(
         &self,
         route: Route,
         kind: Kind,
@@ -467,12 +376,16 @@ impl Client {
             let remaining = deadline.saturating_duration_since(Instant::now());
             let timeout = match kind {
                 Kind::LongMutation => remaining,
-                Kind::Read | Kind::Mutation => config.attempt_timeout.min(remaining),
+                Kind::Read | Kind::LocalRead | Kind::Mutation => {
+                    config.attempt_timeout.min(remaining)
+                }
             };
             let channel = self.channel(&target)?;
             let status = match tokio::time::timeout(timeout, attempt(channel)).await {
                 Ok(Ok(response)) => {
-                    self.routes().on_success(route, &target);
+                    if kind != Kind::LocalRead {
+                        self.routes().on_success(route, &target);
+                    }
                     return Ok((response.into_inner(), target));
                 }
                 Ok(Err(status)) => status,
@@ -482,7 +395,7 @@ impl Client {
                 Verdict::Final => return Err(Error::rejected(&status)),
                 Verdict::Retry { hint, delivery } => (hint, delivery),
             };
-            outcome_unknown |= kind != Kind::Read && delivery == Delivery::Unknown;
+            outcome_unknown |= kind.is_mutation() && delivery == Delivery::Unknown;
             if delivery == Delivery::NotSent {
                 if !unreachable.contains(&target) {
                     unreachable.push(target.clone());
@@ -545,7 +458,7 @@ impl Client {
 
     /// The channel of an address, made (lazily connecting) on first use.
     fn channel(&self, address: &str) -> Result<Channel> {
-        let mut channels = self.inner.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut channels = lock(&self.inner.channels);
         if let Some(channel) = channels.get(address) {
             return Ok(channel.clone());
         }
@@ -559,7 +472,41 @@ impl Client {
     }
 
     /// The caches, locked.
-    fn routes(&self) -> MutexGuard<'_, Routes> {
-        self.inner.routes.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn routes(&self) -> MutexGuard<'_, Routes> {
+        lock(&self.inner.routes)
     }
+
+    /// Runs one logical `BookingService` call: `rpc` is given a client on the attempt's channel
+    /// and the message wrapped with `metadata`, once per attempt.
+    pub(crate) async fn booking_call<M, T, F, Fut>(
+        &self,
+        route: Route,
+        kind: Kind,
+        metadata: &CallMetadata,
+        message: M,
+        rpc: F,
+    ) -> Result<(T, String)>
+    where
+        M: Clone,
+        F: Fn(BookingServiceClient<Channel>, tonic::Request<M>) -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        self.call(route, kind, metadata, |channel| {
+            rpc(BookingServiceClient::new(channel), metadata.request(message.clone()))
+        })
+        .await
+    }
+}
+
+impl Kind {
+    /// Whether calls of this kind change state (and so carry an idempotency key).
+    fn is_mutation(self) -> bool {
+        matches!(self, Kind::Mutation | Kind::LongMutation)
+    }
+}
+
+/// Locks a mutex of the client's caches; a panic elsewhere cannot leave them half-changed
+/// (every change is one insert or remove), so a poisoned lock is used as is.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

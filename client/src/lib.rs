@@ -8,6 +8,18 @@
 //! rejection, and never sends one logical mutation under two keys. It imports only `proto`.
 //!
 //! - [`Client`]: the handle; [`Config`]: its retry policy.
+//! - Buyer calls (`booking.rs`): [`Client::create_session`], holds ([`Client::hold`],
+//!   [`Client::hold_with_grant`], [`Client::get_hold`], [`Client::cancel_hold`],
+//!   [`Client::checkout`]), bookings ([`Client::get_booking`], [`Client::cancel_booking`]), the
+//!   admission queue ([`Client::join_queue`], [`Client::get_ticket`], [`Client::leave_queue`]),
+//!   the waitlist ([`Client::join_waitlist`], [`Client::get_waitlist_entry`],
+//!   [`Client::leave_waitlist`], [`Client::get_offer`], [`Client::accept_offer`],
+//!   [`Client::decline_offer`]) and watches ([`Client::watch_hold`], [`Client::watch_ticket`]).
+//! - Shows (`shows.rs`): [`Client::list_shows`], [`Client::get_show`],
+//!   [`Client::get_seat_map`], and the operator's [`Client::create_show`],
+//!   [`Client::open_sales`], [`Client::close_sales`], [`Client::capacity_released`],
+//!   [`Client::get_audit`] (with [`Client::with_operator_token`]).
+//! - Cluster operations (`client.rs`): [`Client::status`], membership, leadership.
 //! - [`Error`]: `Rejected` (final, with its code), `Unavailable` (budget spent; a mutation's
 //!   outcome may be unknown), `Transport` (one node unreachable), `InvalidArgument`.
 //!
@@ -18,26 +30,32 @@
 //!
 //! # async fn run() -> Result<(), Error> {
 //! let client = Client::connect(vec!["127.0.0.1:7101".into(), "127.0.0.1:7102".into()])?;
-//! let placement = client.create_show(&NewShow::uniform(42, 500, 4_500, "EUR"), None).await?;
-//! client.open_sales(placement.show_id).await?;
+//! let show = NewShow { open_sales: true, ..NewShow::uniform(42, 500, 4_500, "EUR") };
+//! client.create_show(&show, None).await?;
+//! let token = client.create_session().await?;
 //! // Retrying with the same key after `Unavailable` returns the stored outcome.
-//! match client.hold("session-token", 42, &[54, 55, 56], 1, Some("buyer-7-try-1")).await {
-//!     Ok(hold) => println!("hold {} until {}", hold.hold_id, hold.deadline_ms),
-//!     Err(Error::Rejected { code, .. }) if code == "seat_unavailable" => println!("taken"),
+//! let hold = match client.hold(&token, 42, &[54, 55, 56], 1, Some("buyer-7-try-1")).await {
+//!     Ok(hold) => hold,
+//!     Err(Error::Rejected { code, .. }) if code == "seat_unavailable" => return Ok(()),
 //!     Err(error) => return Err(error),
-//! }
+//! };
+//! let checkout = client.checkout(&token, 42, hold.hold_id, None).await?;
+//! println!("pay {} {} for payment {}", checkout.amount_minor, checkout.currency, checkout.payment_id);
 //! # Ok(())
 //! # }
 //! ```
 
 mod address;
+mod booking;
 mod client;
 mod error;
 mod key;
 mod retry;
 mod route;
+mod shows;
 
-pub use crate::client::{Client, NewShow, NodeStatus};
+pub use crate::booking::Watch;
+pub use crate::client::{Client, NodeStatus};
 pub use crate::error::{
     BOOKING_CODE, Error, LEADER_ADDR, LEADER_ID, NO_LEADER, NOT_LEADER, Result,
 };
@@ -48,6 +66,12 @@ pub use crate::retry::{
     ATTEMPT_TIMEOUT_DEFAULT_MS, BACKOFF_INITIAL_DEFAULT_MS, BACKOFF_MAX_DEFAULT_MS,
     CONNECT_TIMEOUT_DEFAULT_MS, Config, HINTS_IMMEDIATE_MAX, RETRY_BUDGET_DEFAULT_MS,
 };
+pub use crate::shows::NewShow;
 /// The wire messages the client returns (`booking.v1`), re-exported so that callers need not
 /// depend on `proto`.
-pub use proto::booking::{GroupStatus, HoldReply, MembershipReply, ShowPlacement, StatusReply};
+pub use proto::booking::{
+    AdmissionConfig, AuditRecord, AuditReply, BookingReply, CapacityReleasedReply, CheckoutReply,
+    GroupStatus, HoldReply, MembershipReply, OfferReply, OrderKey, SeatMapReply, SeatStatus,
+    ShowPlacement, ShowPolicy, ShowReply, StatusReply, TicketReply, WaitlistConfig,
+    WaitlistEntryReply, WaitlistSkip,
+};

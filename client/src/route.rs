@@ -14,6 +14,9 @@ pub(crate) enum Route {
     Show(u64),
     /// The leader of a group.
     Group(u64),
+    /// Any node (a call every node answers itself, such as issuing a session): nothing is
+    /// cached about who answered.
+    Any,
 }
 
 /// The caches behind leader discovery.
@@ -87,6 +90,7 @@ impl Routes {
                 self.show_groups.get(&show).and_then(|group| self.group_leaders.get(group))
             }),
             Route::Group(group) => self.group_leaders.get(&group),
+            Route::Any => None,
         }
         .map(String::as_str)
     }
@@ -111,6 +115,7 @@ impl Routes {
             Route::Group(group) => {
                 self.group_leaders.insert(group, address.to_owned());
             }
+            Route::Any => {}
         }
     }
 
@@ -129,6 +134,7 @@ impl Routes {
                 }
             }
             Route::Group(group) => forget(&mut self.group_leaders, group),
+            Route::Any => {}
         }
     }
 
@@ -186,6 +192,18 @@ mod tests {
         assert_eq!(routes.leader(Route::Group(1)), Some("b:2"));
         routes.on_failure(Route::Group(1), "b:2");
         assert_eq!(routes.leader(Route::Group(1)), None);
+    }
+
+    #[test]
+    fn any_route_caches_nothing() {
+        let mut routes = routes();
+        routes.learn_group_leader(0, "b:2");
+        assert_eq!(routes.first_target(Route::Any), "a:1");
+        routes.on_success(Route::Any, "c:3");
+        routes.on_failure(Route::Any, "b:2");
+        assert_eq!(routes.leader(Route::Any), None);
+        assert_eq!(routes.leader(Route::Group(0)), Some("b:2"));
+        assert_eq!(routes.leader(Route::Show(1)), None);
     }
 
     #[test]

@@ -5,16 +5,22 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use client::{Client, Config, Error, NewShow};
+use futures_util::{Stream, StreamExt};
 use proto::booking::admin_service_server::{AdminService, AdminServiceServer};
 use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
 use proto::booking::{
-    AddLearnerRequest, CreateShowRequest, GetHoldRequest, GroupStatus, HoldReply, HoldRequest,
-    MembershipReply, MoveReplicaRequest, NodesRequest, ShowPlacement, ShowRef, StatusReply,
-    StatusRequest, TransferLeaderRequest,
+    AddLearnerRequest, AuditReply, BookingRef, BookingReply, CapacityReleasedReply,
+    CapacityReleasedRequest, CheckoutReply, CreateSessionRequest, CreateShowRequest, EntryRef,
+    GetAuditRequest, GetHoldRequest, GroupStatus, HoldRef, HoldReply, HoldRequest,
+    JoinWaitlistRequest, ListShowsReply, ListShowsRequest, MembershipReply, MoveReplicaRequest,
+    NodesRequest, OfferRef, OfferReply, SeatMapReply, SessionReply, ShowPlacement, ShowRef,
+    ShowReply, StatusReply, StatusRequest, TicketRef, TicketReply, TransferLeaderRequest,
+    WaitlistEntryReply,
 };
 use tonic::metadata::MetadataMap;
 use tonic::transport::Server;
@@ -136,6 +142,9 @@ impl Fake {
 #[derive(Clone)]
 struct Service(Arc<Fake>);
 
+/// A server stream of a fake node.
+type FakeStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
 /// A membership reply naming this node as leader.
 fn membership(fake: &Fake, group_id: u64) -> Response<MembershipReply> {
     Response::new(MembershipReply { group_id, leader_id: fake.id, ..MembershipReply::default() })
@@ -168,6 +177,7 @@ impl BookingService for Service {
             hold_id: 1,
             seats: request.seats,
             state: "held".into(),
+            grant_ticket_id: request.grant_ticket_id,
             ..HoldReply::default()
         }))
     }
@@ -184,6 +194,242 @@ impl BookingService for Service {
             state: "held".into(),
             ..HoldReply::default()
         }))
+    }
+
+    async fn create_session(
+        &self,
+        request: Request<CreateSessionRequest>,
+    ) -> Result<Response<SessionReply>, Status> {
+        self.0.answer("create_session", request.metadata()).await?;
+        Ok(Response::new(SessionReply { token: format!("token-from-{}", self.0.id) }))
+    }
+
+    async fn list_shows(
+        &self,
+        request: Request<ListShowsRequest>,
+    ) -> Result<Response<ListShowsReply>, Status> {
+        self.0.answer("list_shows", request.metadata()).await?;
+        let show = ShowReply { show_id: 7, group_id: 1, ..ShowReply::default() };
+        Ok(Response::new(ListShowsReply { shows: vec![show] }))
+    }
+
+    async fn get_show(&self, request: Request<ShowRef>) -> Result<Response<ShowReply>, Status> {
+        self.0.answer("get_show", request.metadata()).await?;
+        Ok(Response::new(ShowReply {
+            show_id: request.get_ref().show_id,
+            group_id: 1,
+            ..ShowReply::default()
+        }))
+    }
+
+    async fn get_seat_map(
+        &self,
+        request: Request<ShowRef>,
+    ) -> Result<Response<SeatMapReply>, Status> {
+        self.0.answer("get_seat_map", request.metadata()).await?;
+        Ok(Response::new(SeatMapReply {
+            show_id: request.get_ref().show_id,
+            seats: vec![1, 2, 3],
+            ..SeatMapReply::default()
+        }))
+    }
+
+    async fn close_sales(
+        &self,
+        request: Request<ShowRef>,
+    ) -> Result<Response<ShowPlacement>, Status> {
+        self.0.answer("close_sales", request.metadata()).await?;
+        Ok(Response::new(ShowPlacement { show_id: request.get_ref().show_id, group_id: 1 }))
+    }
+
+    async fn cancel_hold(&self, request: Request<HoldRef>) -> Result<Response<HoldReply>, Status> {
+        self.0.answer("cancel_hold", request.metadata()).await?;
+        let HoldRef { show_id, hold_id } = request.into_inner();
+        Ok(Response::new(HoldReply {
+            show_id,
+            hold_id,
+            state: "cancelled".into(),
+            ..HoldReply::default()
+        }))
+    }
+
+    async fn checkout(&self, request: Request<HoldRef>) -> Result<Response<CheckoutReply>, Status> {
+        self.0.answer("checkout", request.metadata()).await?;
+        let HoldRef { show_id, hold_id } = request.into_inner();
+        Ok(Response::new(CheckoutReply {
+            show_id,
+            hold_id,
+            payment_id: 3,
+            ..CheckoutReply::default()
+        }))
+    }
+
+    async fn get_booking(
+        &self,
+        request: Request<BookingRef>,
+    ) -> Result<Response<BookingReply>, Status> {
+        self.0.answer("get_booking", request.metadata()).await?;
+        let BookingRef { show_id, booking_id } = request.into_inner();
+        Ok(Response::new(BookingReply { show_id, booking_id, ..BookingReply::default() }))
+    }
+
+    async fn cancel_booking(
+        &self,
+        request: Request<BookingRef>,
+    ) -> Result<Response<BookingReply>, Status> {
+        self.0.answer("cancel_booking", request.metadata()).await?;
+        let BookingRef { show_id, booking_id } = request.into_inner();
+        Ok(Response::new(BookingReply { show_id, booking_id, ..BookingReply::default() }))
+    }
+
+    async fn join_queue(&self, request: Request<ShowRef>) -> Result<Response<TicketReply>, Status> {
+        self.0.answer("join_queue", request.metadata()).await?;
+        let show_id = request.get_ref().show_id;
+        Ok(Response::new(TicketReply {
+            show_id,
+            ticket_id: 1,
+            state: "granted".into(),
+            ..TicketReply::default()
+        }))
+    }
+
+    async fn get_ticket(
+        &self,
+        request: Request<TicketRef>,
+    ) -> Result<Response<TicketReply>, Status> {
+        self.0.answer("get_ticket", request.metadata()).await?;
+        let TicketRef { show_id, ticket_id } = request.into_inner();
+        Ok(Response::new(TicketReply { show_id, ticket_id, ..TicketReply::default() }))
+    }
+
+    async fn leave_queue(
+        &self,
+        request: Request<TicketRef>,
+    ) -> Result<Response<TicketReply>, Status> {
+        self.0.answer("leave_queue", request.metadata()).await?;
+        let TicketRef { show_id, ticket_id } = request.into_inner();
+        Ok(Response::new(TicketReply { show_id, ticket_id, ..TicketReply::default() }))
+    }
+
+    async fn join_waitlist(
+        &self,
+        request: Request<JoinWaitlistRequest>,
+    ) -> Result<Response<WaitlistEntryReply>, Status> {
+        self.0.answer("join_waitlist", request.metadata()).await?;
+        let JoinWaitlistRequest { show_id, quantity } = request.into_inner();
+        Ok(Response::new(WaitlistEntryReply {
+            show_id,
+            entry_id: 1,
+            quantity,
+            ..WaitlistEntryReply::default()
+        }))
+    }
+
+    async fn get_waitlist_entry(
+        &self,
+        request: Request<EntryRef>,
+    ) -> Result<Response<WaitlistEntryReply>, Status> {
+        self.0.answer("get_waitlist_entry", request.metadata()).await?;
+        let EntryRef { show_id, entry_id } = request.into_inner();
+        Ok(Response::new(WaitlistEntryReply { show_id, entry_id, ..WaitlistEntryReply::default() }))
+    }
+
+    async fn leave_waitlist(
+        &self,
+        request: Request<EntryRef>,
+    ) -> Result<Response<WaitlistEntryReply>, Status> {
+        self.0.answer("leave_waitlist", request.metadata()).await?;
+        let EntryRef { show_id, entry_id } = request.into_inner();
+        Ok(Response::new(WaitlistEntryReply { show_id, entry_id, ..WaitlistEntryReply::default() }))
+    }
+
+    async fn get_offer(&self, request: Request<OfferRef>) -> Result<Response<OfferReply>, Status> {
+        self.0.answer("get_offer", request.metadata()).await?;
+        let OfferRef { show_id, offer_id } = request.into_inner();
+        Ok(Response::new(OfferReply { show_id, offer_id, ..OfferReply::default() }))
+    }
+
+    async fn accept_offer(
+        &self,
+        request: Request<OfferRef>,
+    ) -> Result<Response<HoldReply>, Status> {
+        self.0.answer("accept_offer", request.metadata()).await?;
+        let OfferRef { show_id, offer_id } = request.into_inner();
+        Ok(Response::new(HoldReply { show_id, hold_id: 5, offer_id, ..HoldReply::default() }))
+    }
+
+    async fn decline_offer(
+        &self,
+        request: Request<OfferRef>,
+    ) -> Result<Response<OfferReply>, Status> {
+        self.0.answer("decline_offer", request.metadata()).await?;
+        let OfferRef { show_id, offer_id } = request.into_inner();
+        Ok(Response::new(OfferReply {
+            show_id,
+            offer_id,
+            state: "declined".into(),
+            ..OfferReply::default()
+        }))
+    }
+
+    async fn capacity_released(
+        &self,
+        request: Request<CapacityReleasedRequest>,
+    ) -> Result<Response<CapacityReleasedReply>, Status> {
+        self.0.answer("capacity_released", request.metadata()).await?;
+        let request = request.into_inner();
+        Ok(Response::new(CapacityReleasedReply {
+            show_id: request.show_id,
+            seats_released: request.seats.len() as u32,
+            duplicate: false,
+        }))
+    }
+
+    async fn get_audit(
+        &self,
+        request: Request<GetAuditRequest>,
+    ) -> Result<Response<AuditReply>, Status> {
+        self.0.answer("get_audit", request.metadata()).await?;
+        let GetAuditRequest { show_id, kind, id } = request.into_inner();
+        Ok(Response::new(AuditReply { show_id, kind, id, ..AuditReply::default() }))
+    }
+
+    type WatchHoldStream = FakeStream<HoldReply>;
+
+    /// Streams the hold as held, then confirmed, then ends.
+    async fn watch_hold(
+        &self,
+        request: Request<GetHoldRequest>,
+    ) -> Result<Response<Self::WatchHoldStream>, Status> {
+        self.0.answer("watch_hold", request.metadata()).await?;
+        let GetHoldRequest { show_id, hold_id } = request.into_inner();
+        let states = ["held", "processing", "confirmed"].map(|state| {
+            Ok(HoldReply { show_id, hold_id, state: state.into(), ..HoldReply::default() })
+        });
+        Ok(Response::new(Box::pin(futures_util::stream::iter(states))))
+    }
+
+    type WatchTicketStream = FakeStream<TicketReply>;
+
+    /// Streams the ticket as waiting, then breaks with a coded error.
+    async fn watch_ticket(
+        &self,
+        request: Request<TicketRef>,
+    ) -> Result<Response<Self::WatchTicketStream>, Status> {
+        self.0.answer("watch_ticket", request.metadata()).await?;
+        let TicketRef { show_id, ticket_id } = request.into_inner();
+        let mut broken = Status::not_found("gone");
+        broken.metadata_mut().insert(client::BOOKING_CODE, "ticket_not_found".parse().unwrap());
+        let items = vec![
+            Ok(TicketReply {
+                show_id,
+                ticket_id,
+                state: "waiting".into(),
+                ..TicketReply::default()
+            }),
+            Err(broken),
+        ];
+        Ok(Response::new(Box::pin(futures_util::stream::iter(items))))
     }
 }
 
@@ -445,4 +691,140 @@ async fn malformed_input_is_refused_before_sending() {
     let error = client.hold("a token", 7, &[1], 1, None).await.unwrap_err();
     assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
     assert!(node.calls("hold").is_empty());
+}
+
+#[tokio::test]
+async fn sessions_and_show_lists_come_from_any_node() {
+    let one = Fake::start(1, Answer::NoLeader).await;
+    let two = Fake::start(2, Answer::Serve).await;
+    let client = client(&[&one, &two], 5_000);
+
+    assert_eq!(client.create_session().await.unwrap(), "token-from-2");
+    assert_eq!(client.list_shows().await.unwrap()[0].show_id, 7);
+    assert!(two.calls("create_session")[0].key.is_none());
+    assert!(two.calls("list_shows")[0].authorization.is_none());
+}
+
+#[tokio::test]
+async fn buyer_calls_carry_the_token_and_keep_one_key_across_hints() {
+    let leader = Fake::start(2, Answer::Serve).await;
+    let follower = Fake::start(1, Answer::NotLeader(2, leader.address.clone())).await;
+    let client = client(&[&follower], 5_000);
+
+    let held = client.hold_with_grant("tok", 7, &[1], 1, 9, Some("h")).await.unwrap();
+    assert_eq!(held.grant_ticket_id, 9);
+    // The hold's redirect cached the show's leader: every call below goes straight there, with
+    // the caller's token, and a key on mutations only.
+    client.cancel_hold("tok", 7, 1, Some("c")).await.unwrap();
+    assert_eq!(client.checkout("tok", 7, 1, None).await.unwrap().payment_id, 3);
+    client.get_booking("tok", 7, 2).await.unwrap();
+    client.cancel_booking("tok", 7, 2, None).await.unwrap();
+    assert_eq!(client.join_queue("tok", 7, None).await.unwrap().state, "granted");
+    client.get_ticket("tok", 7, 1).await.unwrap();
+    client.leave_queue("tok", 7, 1, None).await.unwrap();
+    assert_eq!(client.join_waitlist("tok", 7, 2, None).await.unwrap().quantity, 2);
+    client.get_waitlist_entry("tok", 7, 1).await.unwrap();
+    client.leave_waitlist("tok", 7, 1, None).await.unwrap();
+    client.get_offer("tok", 7, 4).await.unwrap();
+    assert_eq!(client.accept_offer("tok", 7, 4, None).await.unwrap().offer_id, 4);
+    assert_eq!(client.decline_offer("tok", 7, 4, None).await.unwrap().state, "declined");
+
+    let mutations = [
+        "cancel_hold",
+        "checkout",
+        "cancel_booking",
+        "join_queue",
+        "leave_queue",
+        "join_waitlist",
+        "leave_waitlist",
+        "accept_offer",
+        "decline_offer",
+    ];
+    for method in mutations {
+        let calls = leader.calls(method);
+        assert_eq!(calls.len(), 1, "{method}");
+        assert_eq!(calls[0].authorization.as_deref(), Some("Bearer tok"), "{method}");
+        assert!(calls[0].key.is_some(), "{method}");
+    }
+    assert_eq!(leader.calls("cancel_hold")[0].key.as_deref(), Some("c"));
+    for method in ["get_booking", "get_ticket", "get_waitlist_entry", "get_offer"] {
+        let calls = leader.calls(method);
+        assert_eq!(calls.len(), 1, "{method}");
+        assert_eq!(calls[0].authorization.as_deref(), Some("Bearer tok"), "{method}");
+        assert!(calls[0].key.is_none(), "{method}");
+    }
+    // Only the first call was redirected; the hint's key was the one the leader got.
+    assert_eq!(follower.calls("hold").len(), 1);
+    assert_eq!(follower.calls("hold")[0].key.as_deref(), Some("h"));
+    assert_eq!(leader.calls("hold")[0].key.as_deref(), Some("h"));
+
+    // A mutation redirected by a hint keeps its key.
+    let other = Client::with_config(vec![follower.address.clone()], config(5_000)).unwrap();
+    other.checkout("tok", 8, 1, None).await.unwrap();
+    let first = follower.calls("checkout")[0].key.clone().unwrap();
+    assert_eq!(leader.calls("checkout")[1].key.as_deref(), Some(first.as_str()));
+}
+
+#[tokio::test]
+async fn the_operator_token_goes_on_operator_calls_only() {
+    let node = Fake::start(1, Answer::Serve).await;
+    let client = client(&[&node], 5_000).with_operator_token("op-secret").unwrap();
+
+    let show = NewShow { open_sales: true, waitlist: true, ..NewShow::uniform(7, 10, 100, "EUR") };
+    client.create_show(&show, None).await.unwrap();
+    client.close_sales(7).await.unwrap();
+    let released = client.capacity_released(7, "event-1", &[1, 2]).await.unwrap();
+    assert_eq!(released.seats_released, 2);
+    let audit = client.get_audit(7, "hold", 3).await.unwrap();
+    assert_eq!((audit.kind.as_str(), audit.id), ("hold", 3));
+    client.get_show(7).await.unwrap();
+    client.hold("buyer", 7, &[1], 1, None).await.unwrap();
+
+    for method in ["create_show", "close_sales", "capacity_released", "get_audit"] {
+        let call = &node.calls(method)[0];
+        assert_eq!(call.authorization.as_deref(), Some("Bearer op-secret"), "{method}");
+        assert_eq!(call.key.is_some(), method != "get_audit", "{method}");
+    }
+    assert!(node.calls("get_show")[0].authorization.is_none());
+    assert_eq!(node.calls("hold")[0].authorization.as_deref(), Some("Bearer buyer"));
+    assert!(matches!(
+        Client::connect(vec![node.address.clone()]).unwrap().with_operator_token("a b"),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[tokio::test]
+async fn local_reads_do_not_make_the_answering_node_the_cached_leader() {
+    let replica = Fake::start(1, Answer::Serve).await;
+    let leader = Fake::start(2, Answer::Serve).await;
+    let client = client(&[&replica, &leader], 5_000);
+
+    // The first node answers the seat map (any replica may)...
+    assert_eq!(client.get_seat_map(7).await.unwrap().seats, [1, 2, 3]);
+    assert_eq!(replica.calls("get_seat_map").len(), 1);
+    // ...but a write then starts at the next node rather than at it.
+    replica.set_default(Answer::NotLeader(2, leader.address.clone()));
+    client.hold("tok", 7, &[1], 1, None).await.unwrap();
+    assert_eq!((replica.calls("hold").len(), leader.calls("hold").len()), (0, 1));
+    // A linearizable read caches: the hold's answer made node 2 the show's leader.
+    client.get_seat_map(7).await.unwrap();
+    assert_eq!(leader.calls("get_seat_map").len(), 1);
+}
+
+#[tokio::test]
+async fn watches_stream_until_the_end_or_a_coded_error() {
+    let leader = Fake::start(2, Answer::Serve).await;
+    let follower = Fake::start(1, Answer::NotLeader(2, leader.address.clone())).await;
+    let client = client(&[&follower], 5_000);
+
+    let watch = client.watch_hold("tok", 7, 3).await.unwrap();
+    let states: Vec<String> = watch.map(|hold| hold.unwrap().state).collect().await;
+    assert_eq!(states, ["held", "processing", "confirmed"]);
+    assert_eq!(leader.calls("watch_hold")[0].authorization.as_deref(), Some("Bearer tok"));
+
+    let mut watch = client.watch_ticket("tok", 7, 4).await.unwrap();
+    assert_eq!(watch.next().await.unwrap().unwrap().state, "waiting");
+    let error = watch.next().await.unwrap().unwrap_err();
+    assert_eq!(error.booking_code(), Some("ticket_not_found"));
+    assert!(watch.next().await.is_none());
 }

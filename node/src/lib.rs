@@ -16,6 +16,7 @@ pub mod group;
 pub mod node;
 pub mod rest;
 pub mod service;
+pub mod watch;
 pub mod workers;
 
 pub use config::{Args, Config};

@@ -100,6 +100,7 @@ async fn the_tick_worker_expires_an_overdue_hold_without_any_client_write() {
         layout: vec![SeatRange { count: 10, class: 0 }],
         group_id: 1,
         hold_ttl_ms: 1_000,
+        ..CreateShowRequest::default()
     };
     // Group 0 (placement) may be led by another node, or not yet: try every node until one
     // answers (the placement is idempotent, so a retry after an unknown outcome is safe).
@@ -108,7 +109,9 @@ async fn the_tick_worker_expires_an_overdue_hold_without_any_client_write() {
         for node in &nodes {
             let address = format!("http://{}", node.address());
             let mut other = BookingServiceClient::connect(address).await.unwrap();
-            if let Ok(reply) = other.create_show(create.clone()).await {
+            let mut request = tonic::Request::new(create.clone());
+            request.metadata_mut().insert("idempotency-key", "create-5".parse().unwrap());
+            if let Ok(reply) = other.create_show(request).await {
                 break 'created reply.into_inner();
             }
         }
@@ -116,9 +119,15 @@ async fn the_tick_worker_expires_an_overdue_hold_without_any_client_write() {
         tokio::time::sleep(POLL).await;
     };
     assert_eq!(created.group_id, 1);
-    client.open_sales(ShowRef { show_id: 5 }).await.unwrap();
-    let mut hold =
-        tonic::Request::new(HoldRequest { show_id: 5, seats: vec![1, 2], price_version: 1 });
+    let mut open = tonic::Request::new(ShowRef { show_id: 5 });
+    open.metadata_mut().insert("idempotency-key", "open-5".parse().unwrap());
+    client.open_sales(open).await.unwrap();
+    let mut hold = tonic::Request::new(HoldRequest {
+        show_id: 5,
+        seats: vec![1, 2],
+        price_version: 1,
+        ..HoldRequest::default()
+    });
     let token = client.create_session(CreateSessionRequest {}).await.unwrap().into_inner().token;
     hold.metadata_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
     hold.metadata_mut().insert("idempotency-key", "hold-1".parse().unwrap());

@@ -10,13 +10,13 @@
 /// `booking.raft.v1`: the Raft service nodes serve to their peers. Requests carry a group id
 /// and openraft's message as opaque bytes, encoded by the `raft` crate.
 pub mod raft {
-    #![allow(missing_docs)]
+    #![allow(missing_docs, clippy::doc_lazy_continuation)]
     tonic::include_proto!("booking.raft.v1");
 }
 
 /// `booking.v1`: the client and operator API every node serves. See `proto/booking.proto` for
 /// the metadata (session token, idempotency key, error code, leader hint) every call carries.
 pub mod booking {
-    #![allow(missing_docs)]
+    #![allow(missing_docs, clippy::doc_lazy_continuation)]
     tonic::include_proto!("booking.v1");
 }

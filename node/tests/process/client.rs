@@ -183,7 +183,7 @@ impl Client {
             prices_minor: vec![1_000],
             layout: vec![SeatRange { count: seats, class: 0 }],
             group_id,
-            hold_ttl_ms: 0,
+            ..CreateShowRequest::default()
         };
         let key = self.new_key();
         self.call(Route::Show(show_id), |channel| {
@@ -447,7 +447,7 @@ impl Client {
 
 /// The hold request for `seats` of `show_id` at the current price version.
 fn hold_message(show_id: u64, seats: &[u32]) -> HoldRequest {
-    HoldRequest { show_id, seats: seats.to_vec(), price_version: PRICE_VERSION }
+    HoldRequest { show_id, seats: seats.to_vec(), price_version: PRICE_VERSION, grant_ticket_id: 0 }
 }
 
 /// `message` with the session token of `token` and, for a mutation, idempotency key `key`.

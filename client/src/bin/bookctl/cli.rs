@@ -8,11 +8,19 @@ use clap::{Args, Parser, Subcommand};
 /// cluster of `scripts/cluster.sh`.
 pub const NODES_DEFAULT: &str = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103";
 
-/// Operate a booking cluster: node and group status, membership, leadership, shows and holds.
+/// Operate and use a booking cluster: status, membership and leadership; shows and seat
+/// maps; sessions, holds, checkout, bookings, the admission queue, the waitlist and offers; audit
+/// trails.
 ///
 /// Calls go to the leader of the group concerned: a node that is not the leader points to it
 /// and bookctl follows; with no leader it retries on the next node with backoff until
-/// --timeout-ms. Mutations keep one idempotency key across these retries.
+/// --timeout-ms. Mutations keep one idempotency key across these retries (--key to choose it,
+/// so that a command can be repeated after an unknown outcome).
+///
+/// A buyer's commands need a session token (--token or BOOKCTL_TOKEN) from `bookctl session
+/// new`; `bookctl hold` makes a session when none is given and prints its token. Operator
+/// commands (show create/open/close, capacity release, audit) send --operator-token when the
+/// cluster has one.
 ///
 /// Exit status: 0 success, 1 rejected or failed (including a node that did not answer
 /// `status`), 2 usage error.
@@ -30,7 +38,8 @@ pub struct Cli {
     )]
     pub nodes: Vec<String>,
 
-    /// Print the result as JSON (one document on stdout) instead of text.
+    /// Print the result as JSON (one document on stdout; one per line for watches) instead of
+    /// text.
     #[arg(long, global = true)]
     pub json: bool,
 
@@ -44,6 +53,17 @@ pub struct Cli {
         value_name = "MS"
     )]
     pub timeout_ms: u64,
+
+    /// The operator token, sent on operator commands (show create/open/close, capacity
+    /// release, audit) when the cluster requires one.
+    #[arg(
+        long,
+        global = true,
+        env = "BOOKCTL_OPERATOR_TOKEN",
+        value_name = "T",
+        hide_env_values = true
+    )]
+    pub operator_token: Option<String>,
 
     /// What to do.
     #[command(subcommand)]
@@ -63,11 +83,258 @@ pub enum Command {
     /// Move a group's leadership.
     #[command(subcommand)]
     Leader(LeaderCommand),
-    /// Create shows and open their sales.
+    /// Get a guest session token (the --token of a buyer's commands).
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// List shows, read one, draw its seat map; create shows and open or close their sales.
     #[command(subcommand)]
     Show(ShowCommand),
-    /// Hold seats (`bookctl hold --show 7 --seats 1,2,3`), or read a hold (`bookctl hold get`).
+    /// Hold seats (`bookctl hold --show 7 --seats 1,2,3`), or read, cancel or watch a hold
+    /// (`bookctl hold get|cancel|watch`).
     Hold(HoldCommand),
+    /// Start paying for a held hold: it becomes processing and a payment attempt is made.
+    Checkout(HoldRefArgs),
+    /// Read or cancel a booking.
+    #[command(subcommand)]
+    Booking(BookingCommand),
+    /// The admission queue: join, read your ticket (a granted ticket is the --grant of a
+    /// hold), watch it, leave.
+    #[command(subcommand)]
+    Queue(QueueCommand),
+    /// The waitlist of a sold-out show: join, read your entry and its offer, leave.
+    #[command(subcommand)]
+    Waitlist(WaitlistCommand),
+    /// Waitlist offers: read, accept (the seats become your hold), decline.
+    #[command(subcommand)]
+    Offer(OfferCommand),
+    /// Release free seats to a show's waitlist (operator).
+    #[command(subcommand)]
+    Capacity(CapacityCommand),
+    /// The audit trail of one entity (operator): every transition, its reason and actor.
+    ///
+    /// Example: `bookctl audit hold 3 --show 7`.
+    Audit(AuditArgs),
+}
+
+/// `bookctl session ...`.
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Ask the cluster for a new guest session token and print it (export it as
+    /// BOOKCTL_TOKEN to use it with every buyer command).
+    New,
+}
+
+/// The session and idempotency key of a buyer's command.
+#[derive(Debug, Args)]
+pub struct BuyerArgs {
+    /// The show.
+    #[arg(long, value_name = "ID")]
+    pub show: u64,
+    /// The session token (from `bookctl session new`).
+    #[arg(long, env = "BOOKCTL_TOKEN", value_name = "T", hide_env_values = true)]
+    pub token: String,
+}
+
+/// The idempotency key of a mutation.
+#[derive(Debug, Args)]
+pub struct KeyArg {
+    /// Idempotency key: repeat the command with the same key to get its stored outcome; one is
+    /// made when omitted.
+    #[arg(long, value_name = "K")]
+    pub key: Option<String>,
+}
+
+/// A hold of the caller's session.
+#[derive(Debug, Args)]
+pub struct HoldRefArgs {
+    /// The show and session.
+    #[command(flatten)]
+    pub buyer: BuyerArgs,
+    /// The hold.
+    #[arg(long, value_name = "H")]
+    pub hold: u64,
+    /// The idempotency key.
+    #[command(flatten)]
+    pub key: KeyArg,
+}
+
+/// `bookctl booking ...`.
+#[derive(Debug, Subcommand)]
+pub enum BookingCommand {
+    /// Read one of your bookings, linearizably.
+    Get(BookingArgs),
+    /// Cancel one of your bookings (when the show allows it); refund work is queued.
+    Cancel(BookingArgs),
+}
+
+/// A booking of the caller's session.
+#[derive(Debug, Args)]
+pub struct BookingArgs {
+    /// The show and session.
+    #[command(flatten)]
+    pub buyer: BuyerArgs,
+    /// The booking.
+    #[arg(long, value_name = "B")]
+    pub booking: u64,
+    /// The idempotency key (cancel only).
+    #[command(flatten)]
+    pub key: KeyArg,
+}
+
+/// `bookctl queue ...`.
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Join the show's admission lane; prints your ticket (granted at once when there is room).
+    Join {
+        /// The show and session.
+        #[command(flatten)]
+        buyer: BuyerArgs,
+        /// The idempotency key.
+        #[command(flatten)]
+        key: KeyArg,
+    },
+    /// Read your ticket and its place in line, linearizably.
+    Get(TicketArgs),
+    /// Print your ticket now and at every change until it is final (Ctrl-C to stop).
+    Watch(TicketArgs),
+    /// Leave the lane (an unused grant goes to the next in line).
+    Leave(TicketArgs),
+}
+
+/// A ticket of the caller's session.
+#[derive(Debug, Args)]
+pub struct TicketArgs {
+    /// The show and session.
+    #[command(flatten)]
+    pub buyer: BuyerArgs,
+    /// The ticket.
+    #[arg(long, value_name = "T")]
+    pub ticket: u64,
+    /// The idempotency key (leave only).
+    #[command(flatten)]
+    pub key: KeyArg,
+}
+
+/// `bookctl waitlist ...`.
+#[derive(Debug, Subcommand)]
+pub enum WaitlistCommand {
+    /// Join the waitlist of a sold-out show for a party of --quantity seats.
+    Join {
+        /// The show and session.
+        #[command(flatten)]
+        buyer: BuyerArgs,
+        /// Seats wanted together, 1..=10.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        quantity: u32,
+        /// The idempotency key.
+        #[command(flatten)]
+        key: KeyArg,
+    },
+    /// Read your entry, its place in line and its offer, linearizably.
+    Get(EntryArgs),
+    /// Leave the waitlist (an open offer is declined).
+    Leave(EntryArgs),
+}
+
+/// A waitlist entry of the caller's session.
+#[derive(Debug, Args)]
+pub struct EntryArgs {
+    /// The show and session.
+    #[command(flatten)]
+    pub buyer: BuyerArgs,
+    /// The entry.
+    #[arg(long, value_name = "E")]
+    pub entry: u64,
+    /// The idempotency key (leave only).
+    #[command(flatten)]
+    pub key: KeyArg,
+}
+
+/// `bookctl offer ...`.
+#[derive(Debug, Subcommand)]
+pub enum OfferCommand {
+    /// Read one of your offers, linearizably.
+    Get(OfferArgs),
+    /// Accept an offer: its seats become your hold (check it out before its deadline).
+    Accept(OfferArgs),
+    /// Decline an offer: its seats go to the next waiter.
+    Decline(OfferArgs),
+}
+
+/// An offer to the caller's session.
+#[derive(Debug, Args)]
+pub struct OfferArgs {
+    /// The show and session.
+    #[command(flatten)]
+    pub buyer: BuyerArgs,
+    /// The offer.
+    #[arg(long, value_name = "O")]
+    pub offer: u64,
+    /// The idempotency key (accept and decline).
+    #[command(flatten)]
+    pub key: KeyArg,
+}
+
+/// `bookctl capacity ...`.
+#[derive(Debug, Subcommand)]
+pub enum CapacityCommand {
+    /// Release free seats to the show's waitlist, once per --event.
+    Release {
+        /// The show.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+        /// The event id (a second release with the same id changes nothing).
+        #[arg(long, value_name = "E")]
+        event: String,
+        /// The seats, comma-separated (1..=1024 distinct free seats).
+        #[arg(long, value_name = "SEATS", value_delimiter = ',', required = true)]
+        seats: Vec<u32>,
+    },
+}
+
+/// `bookctl audit KIND ID`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// What kind of entity.
+    #[arg(value_enum)]
+    pub kind: AuditKind,
+    /// Its id within the show.
+    pub id: u64,
+    /// The show.
+    #[arg(long, value_name = "ID")]
+    pub show: u64,
+}
+
+/// The audited entity kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditKind {
+    /// A hold.
+    Hold,
+    /// A booking.
+    Booking,
+    /// A payment attempt.
+    Payment,
+    /// An admission ticket.
+    Ticket,
+    /// A waitlist entry (also lists the offers made to others while it waited).
+    #[value(name = "waitlist-entry", alias = "entry", alias = "waitlist_entry")]
+    WaitlistEntry,
+    /// A waitlist offer.
+    Offer,
+}
+
+impl AuditKind {
+    /// The wire name.
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            AuditKind::Hold => "hold",
+            AuditKind::Booking => "booking",
+            AuditKind::Payment => "payment",
+            AuditKind::Ticket => "ticket",
+            AuditKind::WaitlistEntry => "waitlist_entry",
+            AuditKind::Offer => "offer",
+        }
+    }
 }
 
 /// `bookctl status`.
@@ -187,6 +454,24 @@ pub enum LeaderCommand {
 /// `bookctl show ...`.
 #[derive(Debug, Subcommand)]
 pub enum ShowCommand {
+    /// List every show with its status and seat counts.
+    List,
+    /// Read a show: status, prices, seat counts, rules.
+    Get {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+    },
+    /// Draw a show's seat map as a grid: `.` free, `h` held, `#` booked, `r` reserved for the
+    /// waitlist. Served by any replica: the `as of` line says which log position it shows.
+    Seats {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+        /// Seats per row.
+        #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=200))]
+        width: u32,
+    },
     /// Create a show of N seats of one price class (idempotent by show id).
     Create {
         /// The show's id (non-zero).
@@ -204,9 +489,21 @@ pub enum ShowCommand {
         /// The data group to place it in; 0 lets the cluster choose.
         #[arg(long, value_name = "G", default_value_t = 0)]
         group: u64,
-        /// How long a hold keeps its seats, in milliseconds; 0 for the cluster's default.
+        /// How long a hold keeps its seats, in milliseconds; 0 for the cluster's default
+        /// (5 minutes).
         #[arg(long, value_name = "MS", default_value_t = 0)]
         hold_ttl_ms: u64,
+        /// Turn the admission lane on with this window (grants outstanding at once; 1 is
+        /// strict FIFO): holds then need a granted ticket from `bookctl queue join`.
+        #[arg(long, value_name = "N")]
+        admission_window: Option<u32>,
+        /// Turn the waitlist on: once sold out, buyers may join it and are offered released
+        /// seats in order.
+        #[arg(long)]
+        waitlist: bool,
+        /// Open sales at once (otherwise `bookctl show open`).
+        #[arg(long)]
+        open: bool,
         /// Idempotency key; one is made when omitted.
         #[arg(long)]
         key: Option<String>,
@@ -217,15 +514,21 @@ pub enum ShowCommand {
         #[arg(long, value_name = "ID")]
         show: u64,
     },
+    /// Close a show's sales: no new holds; existing holds may still be paid.
+    Close {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+    },
 }
 
-/// `bookctl hold` (place a hold) or `bookctl hold get`.
+/// `bookctl hold` (place a hold) or `bookctl hold get|cancel|watch`.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct HoldCommand {
-    /// Read a hold instead of placing one.
+    /// Read, cancel or watch a hold instead of placing one.
     #[command(subcommand)]
-    pub get: Option<HoldGetCommand>,
+    pub action: Option<HoldAction>,
 
     /// The hold to place.
     #[command(flatten)]
@@ -241,33 +544,31 @@ pub struct HoldArgs {
     /// The seats, comma-separated (1..=10 distinct seat numbers); all or nothing.
     #[arg(long, value_name = "SEATS", value_delimiter = ',', required = true)]
     pub seats: Vec<u32>,
-    /// The session token; a fresh random one is made (and printed) when omitted.
-    #[arg(long, env = "BOOKCTL_TOKEN", value_name = "T")]
+    /// The session token; a new session is made (and its token printed) when omitted.
+    #[arg(long, env = "BOOKCTL_TOKEN", value_name = "T", hide_env_values = true)]
     pub token: Option<String>,
-    /// Idempotency key: repeat a hold with the same key to get its stored outcome; one is made
-    /// (and printed) when omitted.
+    /// Idempotency key: repeat a hold with the same key (and token) to get its stored outcome;
+    /// one is made (and printed) when omitted.
     #[arg(long, value_name = "K")]
     pub key: Option<String>,
-    /// The price version the buyer was quoted (a new show starts at 1).
+    /// The price version the buyer was quoted (a new show starts at 1; `show get` says).
     #[arg(long, value_name = "V", default_value_t = 1)]
     pub price_version: u32,
+    /// The admission grant: your granted ticket id, required while the show's admission lane
+    /// is on.
+    #[arg(long, value_name = "TICKET")]
+    pub grant: Option<u64>,
 }
 
-/// `bookctl hold get`.
+/// `bookctl hold get|cancel|watch`.
 #[derive(Debug, Subcommand)]
-pub enum HoldGetCommand {
-    /// Read one of the session's holds, linearizably.
-    Get {
-        /// The show.
-        #[arg(long, value_name = "ID")]
-        show: u64,
-        /// The hold.
-        #[arg(long, value_name = "H")]
-        hold: u64,
-        /// The session token the hold was made with.
-        #[arg(long, env = "BOOKCTL_TOKEN", value_name = "T")]
-        token: String,
-    },
+pub enum HoldAction {
+    /// Read one of your holds, linearizably.
+    Get(HoldRefArgs),
+    /// Cancel one of your held holds; its seats are released.
+    Cancel(HoldRefArgs),
+    /// Print one of your holds now and at every change until it is final (Ctrl-C to stop).
+    Watch(HoldRefArgs),
 }
 
 #[cfg(test)]
@@ -322,34 +623,127 @@ mod tests {
     }
 
     #[test]
-    fn hold_places_or_gets() {
-        match parse("hold --show 7 --seats 54,55,56 --key k1").unwrap().command {
-            Command::Hold(HoldCommand { get: None, place: Some(place) }) => {
+    fn hold_places_gets_cancels_or_watches() {
+        match parse("hold --show 7 --seats 54,55,56 --key k1 --grant 4").unwrap().command {
+            Command::Hold(HoldCommand { action: None, place: Some(place) }) => {
                 assert_eq!((place.show, place.seats.as_slice()), (7, &[54, 55, 56][..]));
                 assert_eq!(place.key.as_deref(), Some("k1"));
-                assert_eq!(place.price_version, 1);
+                assert_eq!((place.price_version, place.grant), (1, Some(4)));
             }
             other => panic!("{other:?}"),
         }
         match parse("hold get --show 7 --hold 3 --token t").unwrap().command {
-            Command::Hold(HoldCommand { get: Some(HoldGetCommand::Get { hold, .. }), .. }) => {
-                assert_eq!(hold, 3);
+            Command::Hold(HoldCommand { action: Some(HoldAction::Get(args)), .. }) => {
+                assert_eq!((args.buyer.show, args.hold, args.buyer.token.as_str()), (7, 3, "t"));
             }
             other => panic!("{other:?}"),
         }
+        match parse("hold cancel --show 7 --hold 3 --token t --key k").unwrap().command {
+            Command::Hold(HoldCommand { action: Some(HoldAction::Cancel(args)), .. }) => {
+                assert_eq!(args.key.key.as_deref(), Some("k"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("hold watch --show 7 --hold 3 --token t").is_ok());
         assert!(parse("hold --show 7").is_err());
         assert!(parse("hold --show 7 --seats 1,x").is_err());
         assert!(parse("hold --show 7 --seats 1 get --show 7 --hold 1 --token t").is_err());
     }
 
     #[test]
-    fn show_create_has_defaults() {
+    fn show_create_has_defaults_and_setup_flags() {
         match parse("show create --show 9 --seats 500").unwrap().command {
-            Command::Show(ShowCommand::Create { price_minor, currency, group, .. }) => {
+            Command::Show(ShowCommand::Create {
+                price_minor,
+                currency,
+                group,
+                admission_window,
+                waitlist,
+                open,
+                ..
+            }) => {
                 assert_eq!((price_minor, currency.as_str(), group), (5_000, "EUR", 0));
+                assert_eq!((admission_window, waitlist, open), (None, false, false));
             }
             other => panic!("{other:?}"),
         }
+        let line = "show create --show 9 --seats 5 --admission-window 1 --waitlist --hold-ttl-ms 2000 --open";
+        match parse(line).unwrap().command {
+            Command::Show(ShowCommand::Create {
+                admission_window,
+                waitlist,
+                hold_ttl_ms,
+                open,
+                ..
+            }) => {
+                assert_eq!(
+                    (admission_window, waitlist, hold_ttl_ms, open),
+                    (Some(1), true, 2_000, true)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse("show seats --show 9").unwrap().command,
+            Command::Show(ShowCommand::Seats { show: 9, width: 20 })
+        ));
+        assert!(parse("show seats --show 9 --width 0").is_err());
+        assert!(matches!(parse("show list").unwrap().command, Command::Show(ShowCommand::List)));
+    }
+
+    /// `--token` comes from the command line here: these tests never set `BOOKCTL_TOKEN`.
+    #[test]
+    fn buyer_commands_take_show_token_and_id() {
+        match parse("checkout --show 1 --hold 2 --token t --key k").unwrap().command {
+            Command::Checkout(args) => {
+                assert_eq!((args.hold, args.key.key.as_deref()), (2, Some("k")))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("booking get --show 1 --booking 2 --token t").is_ok());
+        assert!(parse("booking cancel --show 1 --booking 2 --token t").is_ok());
+        assert!(parse("queue join --show 1 --token t").is_ok());
+        assert!(parse("queue get --show 1 --ticket 2 --token t").is_ok());
+        assert!(parse("queue watch --show 1 --ticket 2 --token t").is_ok());
+        assert!(parse("queue leave --show 1 --ticket 2 --token t").is_ok());
+        match parse("waitlist join --show 1 --token t --quantity 3").unwrap().command {
+            Command::Waitlist(WaitlistCommand::Join { quantity: 3, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("waitlist get --show 1 --entry 2 --token t").is_ok());
+        assert!(parse("waitlist leave --show 1 --entry 2 --token t").is_ok());
+        for verb in ["get", "accept", "decline"] {
+            assert!(parse(&format!("offer {verb} --show 1 --offer 2 --token t")).is_ok(), "{verb}");
+        }
+        assert!(parse("session new").is_ok());
+        if std::env::var_os("BOOKCTL_TOKEN").is_none() {
+            let missing = parse("booking get --show 1 --booking 2").unwrap_err();
+            assert_eq!(missing.kind(), ErrorKind::MissingRequiredArgument);
+            assert_eq!(missing.exit_code(), 2);
+        }
+    }
+
+    #[test]
+    fn operator_commands_parse() {
+        match parse("--operator-token op audit hold 3 --show 7").unwrap() {
+            Cli { operator_token, command: Command::Audit(args), .. } => {
+                assert_eq!(operator_token.as_deref(), Some("op"));
+                assert_eq!((args.kind, args.id, args.show), (AuditKind::Hold, 3, 7));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse("audit entry 3 --show 7").unwrap().command {
+            Command::Audit(args) => assert_eq!(args.kind.wire_name(), "waitlist_entry"),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("audit seat 3 --show 7").is_err());
+        match parse("capacity release --show 7 --event e1 --seats 1,2").unwrap().command {
+            Command::Capacity(CapacityCommand::Release { seats, event, .. }) => {
+                assert_eq!((seats.as_slice(), event.as_str()), (&[1, 2][..], "e1"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("show close --show 7").is_ok());
     }
 
     #[test]

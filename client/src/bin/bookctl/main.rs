@@ -1,22 +1,31 @@
-//! `bookctl`: the operator's command line for a booking cluster, built on the `client` SDK.
+//! `bookctl`: the command line for a booking cluster, built on the `client` SDK: the
+//! operator's status, membership and shows, and a buyer's sessions, holds, checkout, bookings,
+//! queue, waitlist and offers.
 //!
 //! Owns running one command and printing its result (text or `--json`) with the exit status:
 //! 0 success, 1 rejected or failed, 2 usage (clap's). Never retries beyond what the SDK does
-//! and never reads or writes local state.
+//! and never reads or writes local state (a session token is printed, never stored).
+//!
+//! One file per concern: `cli.rs` (the command line), `status.rs` (the status table),
+//! `render.rs` (text and JSON of booking replies), `seats.rs` (the seat map grid).
 
 mod cli;
+mod render;
+mod seats;
 mod status;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use client::{Client, Config, Error, HoldReply, MembershipReply, NewShow, ShowPlacement};
+use client::{Client, Config, Error, MembershipReply, NewShow, ShowPlacement, Watch};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::cli::{
-    Cli, Command, GroupSelect, HoldCommand, HoldGetCommand, LeaderCommand, MemberCommand,
-    ShowCommand, StatusArgs,
+    BookingCommand, CapacityCommand, Cli, Command, GroupSelect, HoldAction, HoldArgs, HoldCommand,
+    LeaderCommand, MemberCommand, OfferCommand, QueueCommand, SessionCommand, ShowCommand,
+    StatusArgs, WaitlistCommand,
 };
 
 fn main() -> ExitCode {
@@ -42,7 +51,13 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> ExitCode {
     let config =
         Config { retry_budget: Duration::from_millis(cli.timeout_ms), ..Config::default() };
-    let client = match Client::with_config(cli.nodes.clone(), config) {
+    let client = Client::with_config(cli.nodes.clone(), config).and_then(|client| {
+        match cli.operator_token.as_deref().filter(|token| !token.is_empty()) {
+            Some(token) => client.with_operator_token(token),
+            None => Ok(client),
+        }
+    });
+    let client = match client {
         Ok(client) => client,
         Err(error) => return fail(cli.json, &error, None),
     };
@@ -54,9 +69,93 @@ async fn run(cli: Cli) -> ExitCode {
             let result = client.transfer_leader(group, to).await;
             report_membership(json, "transfer leader", vec![(group, result)])
         }
+        Command::Session(SessionCommand::New) => match client.create_session().await {
+            Ok(token) => {
+                if json {
+                    println!("{:#}", json!({ "ok": true, "token": token }));
+                } else {
+                    println!("{token}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(error) => fail(json, &error, None),
+        },
         Command::Show(command) => show(&client, json, command).await,
         Command::Hold(command) => hold(&client, json, command).await,
+        Command::Checkout(args) => {
+            let (buyer, key) = (&args.buyer, args.key.key.as_deref());
+            let result = client.checkout(&buyer.token, buyer.show, args.hold, key).await;
+            report(json, result, render::checkout_json, render::checkout_text)
+        }
+        Command::Booking(command) => booking(&client, json, command).await,
+        Command::Queue(command) => queue(&client, json, command).await,
+        Command::Waitlist(command) => waitlist(&client, json, command).await,
+        Command::Offer(command) => offer(&client, json, command).await,
+        Command::Capacity(CapacityCommand::Release { show, event, seats }) => {
+            let result = client.capacity_released(show, &event, &seats).await;
+            report(
+                json,
+                result,
+                |reply| render::capacity_json(&event, reply),
+                |reply| render::capacity_text(&event, reply),
+            )
+        }
+        Command::Audit(args) => {
+            let result = client.get_audit(args.show, args.kind.wire_name(), args.id).await;
+            report(json, result, render::audit_json, |audit| {
+                render::audit_text(audit).trim_end().to_owned()
+            })
+        }
     }
+}
+
+/// Prints a result (its JSON with `"ok": true`, or its text) or the error; the exit status.
+fn report<T>(
+    json: bool,
+    result: Result<T, Error>,
+    to_json: impl Fn(&T) -> Value,
+    to_text: impl Fn(&T) -> String,
+) -> ExitCode {
+    match result {
+        Ok(value) => {
+            if json {
+                let mut document = to_json(&value);
+                document["ok"] = json!(true);
+                println!("{document:#}");
+            } else {
+                println!("{}", to_text(&value));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(json, &error, None),
+    }
+}
+
+/// Prints every item of a watch as it comes (one compact JSON document per line with
+/// `--json`) until the stream ends (exit 0) or fails (exit 1).
+async fn follow<T>(
+    json: bool,
+    opened: Result<Watch<T>, Error>,
+    to_json: impl Fn(&T) -> Value,
+    to_text: impl Fn(&T) -> String,
+) -> ExitCode {
+    let mut watch = match opened {
+        Ok(watch) => watch,
+        Err(error) => return fail(json, &error, None),
+    };
+    while let Some(item) = watch.next().await {
+        match item {
+            Ok(value) => {
+                if json {
+                    println!("{}", to_json(&value));
+                } else {
+                    println!("{}", to_text(&value));
+                }
+            }
+            Err(error) => return fail(json, &error, None),
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// `bookctl status`.
@@ -216,15 +315,67 @@ fn report_membership(
 /// `bookctl show ...`.
 async fn show(client: &Client, json: bool, command: ShowCommand) -> ExitCode {
     let result = match command {
-        ShowCommand::Create { show, seats, price_minor, currency, group, hold_ttl_ms, key } => {
+        ShowCommand::List => {
+            return report(
+                json,
+                client.list_shows().await,
+                |shows| json!({ "shows": shows.iter().map(render::show_json).collect::<Vec<_>>() }),
+                |shows| render::shows_table(shows).trim_end().to_owned(),
+            );
+        }
+        ShowCommand::Get { show } => {
+            return report(json, client.get_show(show).await, render::show_json, |show| {
+                render::show_text(show).trim_end().to_owned()
+            });
+        }
+        ShowCommand::Seats { show, width } => {
+            let width = width as usize;
+            return report(
+                json,
+                client.get_seat_map(show).await,
+                |map| {
+                    json!({
+                        "show_id": map.show_id,
+                        "status": map.status,
+                        "price_version": map.price_version,
+                        "currency": map.currency,
+                        "prices_minor": map.prices_minor,
+                        "classes": map.classes,
+                        // One character per seat, seat 0 first: `.` free, `h` held, `#` booked,
+                        // `r` reserved.
+                        "seats": seats::glyphs(map),
+                        "as_of_log_index": map.as_of_log_index,
+                        "as_of_log_time_ms": map.as_of_log_time_ms,
+                    })
+                },
+                |map| seats::draw(map, width).trim_end().to_owned(),
+            );
+        }
+        ShowCommand::Create {
+            show,
+            seats,
+            price_minor,
+            currency,
+            group,
+            hold_ttl_ms,
+            admission_window,
+            waitlist,
+            open,
+            key,
+        } => {
             let new_show = NewShow {
                 group_id: group,
                 hold_ttl_ms,
+                admission_window,
+                waitlist,
+                open_sales: open,
                 ..NewShow::uniform(show, seats, price_minor, &currency)
             };
-            client.create_show(&new_show, key.as_deref()).await.map(|p| ("created", p))
+            let what = if open { "created and opened" } else { "created" };
+            client.create_show(&new_show, key.as_deref()).await.map(|p| (what, p))
         }
         ShowCommand::Open { show } => client.open_sales(show).await.map(|p| ("opened", p)),
+        ShowCommand::Close { show } => client.close_sales(show).await.map(|p| ("closed", p)),
     };
     match result {
         Ok((what, ShowPlacement { show_id, group_id })) => {
@@ -242,75 +393,161 @@ async fn show(client: &Client, json: bool, command: ShowCommand) -> ExitCode {
 /// `bookctl hold ...`.
 async fn hold(client: &Client, json: bool, command: HoldCommand) -> ExitCode {
     match command {
-        HoldCommand { get: Some(HoldGetCommand::Get { show, hold, token }), .. } => {
-            match client.get_hold(&token, show, hold).await {
-                Ok(reply) => print_hold(json, &reply, None, None),
-                Err(error) => fail(json, &error, None),
-            }
+        HoldCommand { action: Some(HoldAction::Get(args)), .. } => {
+            let result = client.get_hold(&args.buyer.token, args.buyer.show, args.hold).await;
+            report(json, result, render::hold_json, render::hold_text)
         }
-        HoldCommand { get: None, place: Some(place) } => {
-            let token = place.token.clone().unwrap_or_else(client::generate_key);
-            let key = place.key.clone().unwrap_or_else(client::generate_key);
-            let result = client
-                .hold(&token, place.show, &place.seats, place.price_version, Some(&key))
-                .await;
-            match result {
-                Ok(reply) => print_hold(json, &reply, Some(&token), Some(&key)),
-                Err(error) => {
-                    let retry = json!({ "token": token, "key": key });
-                    if !json {
-                        eprintln!("bookctl: session token {token}, idempotency key {key}");
-                    }
-                    fail(json, &error, Some(retry))
-                }
-            }
+        HoldCommand { action: Some(HoldAction::Cancel(args)), .. } => {
+            let (buyer, key) = (&args.buyer, args.key.key.as_deref());
+            let result = client.cancel_hold(&buyer.token, buyer.show, args.hold, key).await;
+            report(json, result, render::hold_json, render::hold_text)
         }
-        HoldCommand { get: None, place: None } => {
-            eprintln!("bookctl: hold needs --show and --seats (or `hold get`); see --help");
+        HoldCommand { action: Some(HoldAction::Watch(args)), .. } => {
+            let opened = client.watch_hold(&args.buyer.token, args.buyer.show, args.hold).await;
+            follow(json, opened, render::hold_json, render::hold_text).await
+        }
+        HoldCommand { action: None, place: Some(place) } => place_hold(client, json, place).await,
+        HoldCommand { action: None, place: None } => {
+            eprintln!(
+                "bookctl: hold needs --show and --seats (or `hold get|cancel|watch`); see --help"
+            );
             ExitCode::from(2)
         }
     }
 }
 
-/// Prints a hold, with the token and key it was made with when bookctl chose them.
-fn print_hold(json: bool, hold: &HoldReply, token: Option<&str>, key: Option<&str>) -> ExitCode {
-    if json {
-        let document = json!({
-            "ok": true,
-            "show_id": hold.show_id,
-            "hold_id": hold.hold_id,
-            "seats": hold.seats,
-            "price_minor": hold.price_minor,
-            "currency": hold.currency,
-            "deadline_ms": hold.deadline_ms,
-            "state": hold.state,
-            "as_of_log_index": hold.as_of_log_index,
-            "as_of_log_time_ms": hold.as_of_log_time_ms,
-            "token": token,
-            "key": key,
-        });
-        println!("{document:#}");
-    } else {
-        println!(
-            "hold {} on show {}: {} seats {:?}, {} {} minor, deadline {} ms (as of index {}, time {} ms)",
-            hold.hold_id,
-            hold.show_id,
-            hold.state,
-            hold.seats,
-            hold.price_minor,
-            hold.currency,
-            hold.deadline_ms,
-            hold.as_of_log_index,
-            hold.as_of_log_time_ms
-        );
-        if let Some(token) = token {
-            println!("session token {token}");
+/// `bookctl hold --show S --seats ...`: makes a session first when no token is given, and
+/// prints the token and key it chose so that the hold can be read or retried.
+async fn place_hold(client: &Client, json: bool, place: HoldArgs) -> ExitCode {
+    let (token, new_session) = match place.token.clone() {
+        Some(token) => (token, false),
+        None => match client.create_session().await {
+            Ok(token) => (token, true),
+            Err(error) => return fail(json, &error, None),
+        },
+    };
+    let chose_key = place.key.is_none();
+    let key = place.key.clone().unwrap_or_else(client::generate_key);
+    let result = client
+        .hold_with_grant(
+            &token,
+            place.show,
+            &place.seats,
+            place.price_version,
+            place.grant.unwrap_or(0),
+            Some(&key),
+        )
+        .await;
+    let shown_token = new_session.then_some(token.as_str());
+    let shown_key = chose_key.then_some(key.as_str());
+    match result {
+        Ok(reply) => {
+            if json {
+                let mut document = render::hold_json(&reply);
+                document["ok"] = json!(true);
+                document["token"] = json!(shown_token);
+                document["key"] = json!(shown_key);
+                println!("{document:#}");
+            } else {
+                println!("{}", render::hold_text(&reply));
+                if let Some(token) = shown_token {
+                    println!(
+                        "session token {token} (new session; pass it as --token or BOOKCTL_TOKEN)"
+                    );
+                }
+                if let Some(key) = shown_key {
+                    println!("idempotency key {key}");
+                }
+            }
+            ExitCode::SUCCESS
         }
-        if let Some(key) = key {
-            println!("idempotency key {key}");
+        Err(error) => {
+            if !json && matches!(error, Error::Unavailable { .. }) {
+                // The hold may have been applied: the same token and key get its outcome.
+                eprintln!(
+                    "bookctl: retry with --token {token} --key {key} (the same key returns the stored outcome)"
+                );
+            } else if let Some(token) = shown_token.filter(|_| !json) {
+                eprintln!("bookctl: session token {token} (new session)");
+            }
+            let retry = json!({ "token": shown_token, "key": key });
+            fail(json, &error, Some(retry))
         }
     }
-    ExitCode::SUCCESS
+}
+
+/// `bookctl booking ...`.
+async fn booking(client: &Client, json: bool, command: BookingCommand) -> ExitCode {
+    let result = match &command {
+        BookingCommand::Get(args) => {
+            client.get_booking(&args.buyer.token, args.buyer.show, args.booking).await
+        }
+        BookingCommand::Cancel(args) => {
+            let key = args.key.key.as_deref();
+            client.cancel_booking(&args.buyer.token, args.buyer.show, args.booking, key).await
+        }
+    };
+    report(json, result, render::booking_json, render::booking_text)
+}
+
+/// `bookctl queue ...`.
+async fn queue(client: &Client, json: bool, command: QueueCommand) -> ExitCode {
+    let result = match &command {
+        QueueCommand::Join { buyer, key } => {
+            client.join_queue(&buyer.token, buyer.show, key.key.as_deref()).await
+        }
+        QueueCommand::Get(args) => {
+            client.get_ticket(&args.buyer.token, args.buyer.show, args.ticket).await
+        }
+        QueueCommand::Leave(args) => {
+            let key = args.key.key.as_deref();
+            client.leave_queue(&args.buyer.token, args.buyer.show, args.ticket, key).await
+        }
+        QueueCommand::Watch(args) => {
+            let opened = client.watch_ticket(&args.buyer.token, args.buyer.show, args.ticket).await;
+            return follow(json, opened, render::ticket_json, render::ticket_text).await;
+        }
+    };
+    report(json, result, render::ticket_json, render::ticket_text)
+}
+
+/// `bookctl waitlist ...`.
+async fn waitlist(client: &Client, json: bool, command: WaitlistCommand) -> ExitCode {
+    let result = match &command {
+        WaitlistCommand::Join { buyer, quantity, key } => {
+            client.join_waitlist(&buyer.token, buyer.show, *quantity, key.key.as_deref()).await
+        }
+        WaitlistCommand::Get(args) => {
+            client.get_waitlist_entry(&args.buyer.token, args.buyer.show, args.entry).await
+        }
+        WaitlistCommand::Leave(args) => {
+            let key = args.key.key.as_deref();
+            client.leave_waitlist(&args.buyer.token, args.buyer.show, args.entry, key).await
+        }
+    };
+    report(json, result, render::entry_json, render::entry_text)
+}
+
+/// `bookctl offer ...`.
+async fn offer(client: &Client, json: bool, command: OfferCommand) -> ExitCode {
+    match &command {
+        OfferCommand::Get(args) => {
+            let result = client.get_offer(&args.buyer.token, args.buyer.show, args.offer).await;
+            report(json, result, render::offer_json, render::offer_text)
+        }
+        OfferCommand::Accept(args) => {
+            let key = args.key.key.as_deref();
+            let result =
+                client.accept_offer(&args.buyer.token, args.buyer.show, args.offer, key).await;
+            report(json, result, render::hold_json, render::hold_text)
+        }
+        OfferCommand::Decline(args) => {
+            let key = args.key.key.as_deref();
+            let result =
+                client.decline_offer(&args.buyer.token, args.buyer.show, args.offer, key).await;
+            report(json, result, render::offer_json, render::offer_text)
+        }
+    }
 }
 
 /// An error as JSON: its text, gRPC code, booking code and whether the outcome is unknown.

@@ -1,0 +1,349 @@
+//! Shows: browsing (list, summary, seat map) and the operator's calls (create, open and close
+//! sales, capacity events, audit trails).
+//!
+//! Owns building these requests and routing them: reads any replica answers go to the show's
+//! cached leader or the next node without caching who answered; operator mutations go to the
+//! show's group leader (create: the metadata group's) with one idempotency key and the operator
+//! token. Never interprets a reply beyond the placement it names.
+
+use proto::booking::{
+    AdmissionConfig, AuditReply, CapacityReleasedReply, CapacityReleasedRequest, CreateShowRequest,
+    GetAuditRequest, ListShowsRequest, SeatMapReply, SeatRange, ShowPlacement, ShowPolicy, ShowRef,
+    ShowReply, WaitlistConfig,
+};
+
+use crate::client::{Client, Kind};
+use crate::error::Result;
+use crate::key::CallMetadata;
+use crate::route::Route;
+
+/// A show to create: its id, currency, prices per class, seat layout, rules, and how to set it
+/// up (admission lane, waitlist, sales).
+///
+/// ```
+/// use client::NewShow;
+///
+/// // 500 seats at 45.00 EUR, a FIFO-ish admission lane of 100 grants, a waitlist, on sale.
+/// let show = NewShow {
+///     admission_window: Some(100),
+///     waitlist: true,
+///     open_sales: true,
+///     ..NewShow::uniform(42, 500, 4_500, "EUR")
+/// };
+/// assert_eq!(show.layout, [(500, 0)]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewShow {
+    /// The show's id, chosen by the operator; non-zero.
+    pub show_id: u64,
+    /// ISO 4217 code, three upper-case letters.
+    pub currency: String,
+    /// One price per seat class, in minor units.
+    pub prices_minor: Vec<u64>,
+    /// Consecutive runs of seats from seat 0: `(count, class)`.
+    pub layout: Vec<(u32, u32)>,
+    /// The data group to place the show in; 0 lets the cluster choose.
+    pub group_id: u64,
+    /// How long a hold keeps its seats, in milliseconds; 0 for the cluster's default.
+    pub hold_ttl_ms: u64,
+    /// The other deadlines and rules; each 0 (or `None`) keeps the cluster's default.
+    pub policy: ShowPolicy,
+    /// Turn the admission lane on with this window (outstanding grants, 1 = strict FIFO);
+    /// `None` leaves it off.
+    pub admission_window: Option<u32>,
+    /// Turn the waitlist on.
+    pub waitlist: bool,
+    /// Open sales once created (otherwise call [`Client::open_sales`]).
+    pub open_sales: bool,
+}
+
+impl NewShow {
+    /// A show of `seats` seats of one class at one price, placed by the cluster, with the
+    /// default rules, no admission lane, no waitlist, and sales not yet open.
+    pub fn uniform(show_id: u64, seats: u32, price_minor: u64, currency: &str) -> NewShow {
+        NewShow {
+            show_id,
+            currency: currency.to_owned(),
+            prices_minor: vec![price_minor],
+            layout: vec![(seats, 0)],
+            group_id: 0,
+            hold_ttl_ms: 0,
+            policy: ShowPolicy::default(),
+            admission_window: None,
+            waitlist: false,
+            open_sales: false,
+        }
+    }
+
+    /// The wire request.
+    pub(crate) fn to_request(&self) -> CreateShowRequest {
+        CreateShowRequest {
+            show_id: self.show_id,
+            currency: self.currency.clone(),
+            prices_minor: self.prices_minor.clone(),
+            layout: self.layout.iter().map(|&(count, class)| SeatRange { count, class }).collect(),
+            group_id: self.group_id,
+            hold_ttl_ms: self.hold_ttl_ms,
+            policy: (self.policy != ShowPolicy::default()).then_some(self.policy),
+            admission: self
+                .admission_window
+                .map(|window| AdmissionConfig { enabled: true, window }),
+            waitlist: self.waitlist.then_some(WaitlistConfig { enabled: true, policy_version: 0 }),
+            open_sales: self.open_sales,
+        }
+    }
+}
+
+impl Client {
+    /// Every show the answering node knows, in show id order, with its summary (status,
+    /// prices, seat counts, rules), as of that node's replicas.
+    ///
+    /// ```no_run
+    /// # async fn run(client: client::Client) -> client::Result<()> {
+    /// for show in client.list_shows().await? {
+    ///     println!("show {}: {} ({} of {} seats free)", show.show_id, show.status, show.seats_free, show.seat_count);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Unavailable`] when no node answered.
+    pub async fn list_shows(&self) -> Result<Vec<ShowReply>> {
+        let metadata = CallMetadata::default();
+        let (reply, _) = self
+            .booking_call(
+                Route::Any,
+                Kind::LocalRead,
+                &metadata,
+                ListShowsRequest {},
+                |mut c, r| async move { c.list_shows(r).await },
+            )
+            .await?;
+        Ok(reply.shows)
+    }
+
+    /// One show's summary, from any replica of its group (see `as_of_log_index`).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Rejected`] with `show_not_found`, [`crate::Error::Unavailable`].
+    pub async fn get_show(&self, show_id: u64) -> Result<ShowReply> {
+        let metadata = CallMetadata::default();
+        let (reply, _) = self
+            .booking_call(
+                Route::Show(show_id),
+                Kind::LocalRead,
+                &metadata,
+                ShowRef { show_id },
+                |mut c, r| async move { c.get_show(r).await },
+            )
+            .await?;
+        self.routes().learn_show_group(show_id, reply.group_id);
+        Ok(reply)
+    }
+
+    /// One show's seat map (every seat's class and status), from any replica of its group,
+    /// labelled with the log position it reflects.
+    ///
+    /// ```no_run
+    /// # async fn run(client: client::Client) -> client::Result<()> {
+    /// use client::SeatStatus;
+    ///
+    /// let map = client.get_seat_map(42).await?;
+    /// let free = map.seats().filter(|status| *status == SeatStatus::Free).count();
+    /// println!("{free} seats free as of log index {}", map.as_of_log_index);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Rejected`] with `show_not_found`, [`crate::Error::Unavailable`].
+    pub async fn get_seat_map(&self, show_id: u64) -> Result<SeatMapReply> {
+        let metadata = CallMetadata::default();
+        let (reply, _) = self
+            .booking_call(
+                Route::Show(show_id),
+                Kind::LocalRead,
+                &metadata,
+                ShowRef { show_id },
+                |mut c, r| async move { c.get_seat_map(r).await },
+            )
+            .await?;
+        Ok(reply)
+    }
+
+    /// Creates a show (idempotent by show id) and returns where the cluster placed it; sets up
+    /// its admission lane and waitlist and opens sales as `show` asks (operator call).
+    ///
+    /// `key` is the idempotency key; `None` makes one for this call.
+    ///
+    /// ```no_run
+    /// # async fn run(client: client::Client) -> client::Result<()> {
+    /// use client::NewShow;
+    ///
+    /// let show = NewShow { open_sales: true, ..NewShow::uniform(42, 500, 4_500, "EUR") };
+    /// let placement = client.create_show(&show, None).await?;
+    /// println!("show {} lives in group {}", placement.show_id, placement.group_id);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Rejected`] with the node's code (`invalid_argument` for a bad layout,
+    /// `show_exists` when the id is placed elsewhere, `forbidden` without the operator token,
+    /// ...), [`crate::Error::Unavailable`] when no leader answered,
+    /// [`crate::Error::InvalidArgument`] for a malformed key.
+    pub async fn create_show(&self, show: &NewShow, key: Option<&str>) -> Result<ShowPlacement> {
+        let metadata = self.operator_metadata(true, key)?;
+        // The metadata group (0) records the placement, so its leader takes the call.
+        let (placement, _) = self
+            .booking_call(
+                Route::Group(0),
+                Kind::Mutation,
+                &metadata,
+                show.to_request(),
+                |mut c, r| async move { c.create_show(r).await },
+            )
+            .await?;
+        self.routes().learn_show_group(placement.show_id, placement.group_id);
+        Ok(placement)
+    }
+
+    /// Opens a show's sales (operator call).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Rejected`] (`show_not_found`, `show_cancelled`, ...),
+    /// [`crate::Error::Unavailable`].
+    pub async fn open_sales(&self, show_id: u64) -> Result<ShowPlacement> {
+        self.set_sales(show_id, true).await
+    }
+
+    /// Closes a show's sales: no new holds; existing holds may still be paid (operator call).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::open_sales`].
+    pub async fn close_sales(&self, show_id: u64) -> Result<ShowPlacement> {
+        self.set_sales(show_id, false).await
+    }
+
+    /// Opens or closes sales, and records where the show and its leader are.
+    async fn set_sales(&self, show_id: u64, open: bool) -> Result<ShowPlacement> {
+        let metadata = self.operator_metadata(true, None)?;
+        let (placement, address) = self
+            .booking_call(
+                Route::Show(show_id),
+                Kind::Mutation,
+                &metadata,
+                ShowRef { show_id },
+                |mut c, r| async move {
+                    if open { c.open_sales(r).await } else { c.close_sales(r).await }
+                },
+            )
+            .await?;
+        let mut routes = self.routes();
+        routes.learn_show_group(placement.show_id, placement.group_id);
+        routes.learn_group_leader(placement.group_id, &address);
+        Ok(placement)
+    }
+
+    /// Releases free seats to a show's waitlist, once per `event_id` (a second delivery of the
+    /// same event changes nothing and says `duplicate`). Operator call.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Rejected`] (`invalid_argument` for a seat that is not free, ...),
+    /// [`crate::Error::Unavailable`].
+    pub async fn capacity_released(
+        &self,
+        show_id: u64,
+        event_id: &str,
+        seats: &[u32],
+    ) -> Result<CapacityReleasedReply> {
+        let metadata = self.operator_metadata(true, None)?;
+        let message = CapacityReleasedRequest {
+            show_id,
+            event_id: event_id.to_owned(),
+            seats: seats.to_vec(),
+        };
+        let (reply, _) = self
+            .booking_call(
+                Route::Show(show_id),
+                Kind::Mutation,
+                &metadata,
+                message,
+                |mut c, r| async move { c.capacity_released(r).await },
+            )
+            .await?;
+        Ok(reply)
+    }
+
+    /// The audit trail of one entity of a show, oldest first (operator call, linearizable).
+    /// `kind` is `hold`, `booking`, `payment`, `ticket`, `waitlist_entry` or `offer`; for a
+    /// waitlist entry the reply also lists the offers made to others while it waited.
+    ///
+    /// ```no_run
+    /// # async fn run(client: client::Client) -> client::Result<()> {
+    /// let audit = client.get_audit(42, "hold", 3).await?;
+    /// for record in &audit.records {
+    ///     println!("{} -> {} ({}, by {})", record.from, record.to, record.reason, record.actor);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Rejected`] (`not_found` when the entity has no records,
+    /// `invalid_argument` for an unknown kind), [`crate::Error::Unavailable`].
+    pub async fn get_audit(&self, show_id: u64, kind: &str, id: u64) -> Result<AuditReply> {
+        let metadata = self.operator_metadata(false, None)?;
+        let message = GetAuditRequest { show_id, kind: kind.to_owned(), id };
+        let (reply, _) = self
+            .booking_call(
+                Route::Show(show_id),
+                Kind::Read,
+                &metadata,
+                message,
+                |mut c, r| async move { c.get_audit(r).await },
+            )
+            .await?;
+        Ok(reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uniform_show_sends_no_setup() {
+        let request = NewShow::uniform(7, 100, 500, "EUR").to_request();
+        assert_eq!(request.layout, [SeatRange { count: 100, class: 0 }]);
+        assert_eq!((request.policy, request.admission, request.waitlist), (None, None, None));
+        assert!(!request.open_sales);
+    }
+
+    #[test]
+    fn setup_and_policy_are_sent_when_asked() {
+        let show = NewShow {
+            hold_ttl_ms: 60_000,
+            policy: ShowPolicy { offer_ttl_ms: 30_000, ..ShowPolicy::default() },
+            admission_window: Some(1),
+            waitlist: true,
+            open_sales: true,
+            ..NewShow::uniform(7, 100, 500, "EUR")
+        };
+        let request = show.to_request();
+        assert_eq!(request.hold_ttl_ms, 60_000);
+        assert_eq!(request.policy.unwrap().offer_ttl_ms, 30_000);
+        assert_eq!(request.admission, Some(AdmissionConfig { enabled: true, window: 1 }));
+        assert!(request.waitlist.unwrap().enabled);
+        assert!(request.open_sales);
+    }
+}

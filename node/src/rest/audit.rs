@@ -1,0 +1,261 @@
+//! The audit trail over REST (operator): every transition of one hold, booking, payment,
+//! admission ticket, waitlist entry or offer, and for an entry the offers made to others while
+//! it waited ("why did someone after me get a spot?").
+//!
+//! Owns the audit JSON shapes and the `{kind}` names. Reads linearizably on the group's
+//! leader. Never writes and never interprets a trail: the records are the state machine's.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::{Deserialize, Serialize};
+use statemachine::{
+    BookingId, EntityKind, EntryId, Group, HoldId, OfferId, OrderKey, PaymentId, Rejection, ShowId,
+    TicketId, WaitlistSkip,
+};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::rest::RestState;
+use crate::rest::error::ErrorBody;
+use crate::rest::extract::Operator;
+use crate::rest::ids::{format_id, parse_id};
+use crate::rest::types::{AsOf, AuditStateName, ReasonName, actor_name};
+
+/// The `{kind}` path segments and the entity kinds they name.
+pub const KINDS: [(&str, EntityKind); 6] = [
+    ("hold", EntityKind::Hold),
+    ("booking", EntityKind::Booking),
+    ("payment", EntityKind::Payment),
+    ("ticket", EntityKind::Ticket),
+    ("entry", EntityKind::WaitlistEntry),
+    ("offer", EntityKind::Offer),
+];
+
+/// The entity kind a `{kind}` segment names.
+///
+/// # Errors
+///
+/// `InvalidArgument` for any other segment.
+pub fn parse_kind(text: &str) -> Result<EntityKind, ApiError> {
+    KINDS.iter().find(|(name, _)| *name == text).map(|(_, kind)| *kind).ok_or_else(|| {
+        ApiError::InvalidArgument(
+            "kind: one of hold, booking, payment, ticket, entry, offer".into(),
+        )
+    })
+}
+
+/// The order of a waitlist entry: priority band, then join time, then sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Order {
+    /// Priority band (0 first).
+    pub band: u8,
+    /// Log time (ms) of joining.
+    pub joined_ms: u64,
+    /// The entry's number: breaks ties.
+    pub seq: u64,
+}
+
+impl From<OrderKey> for Order {
+    fn from(order: OrderKey) -> Order {
+        Order { band: order.band, joined_ms: order.joined_ms, seq: order.seq }
+    }
+}
+
+/// One transition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AuditRecord {
+    /// The state before (absent when created).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<AuditStateName>,
+    /// The state after.
+    pub to: AuditStateName,
+    /// Why.
+    pub reason: ReasonName,
+    /// Who: `session:<32 hex>` (a hash of the session token), `operator`, `provider`, `system`.
+    pub actor: String,
+    /// Log time (ms).
+    pub log_time_ms: u64,
+    /// Log index.
+    pub log_index: u64,
+    /// The waitlist ordering policy version in force.
+    pub policy_version: u32,
+    /// The order key of the waitlist entry served, for promotions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Order>,
+}
+
+/// An offer made to another entry while this one waited.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Skip {
+    /// The offer.
+    pub offer_id: String,
+    /// The entry it went to.
+    pub entry_id: String,
+    /// That entry's order.
+    pub order: Order,
+    /// Whether that entry was ahead in order (`false` would be a bug).
+    pub was_ahead: bool,
+    /// The log index of the offer.
+    pub made_index: u64,
+    /// The policy version that entry joined under.
+    pub policy_version: u32,
+}
+
+impl Skip {
+    fn of(show: ShowId, skip: &WaitlistSkip) -> Skip {
+        Skip {
+            offer_id: format_id(show, skip.offer.0),
+            entry_id: format_id(show, skip.entry.0),
+            order: skip.order.into(),
+            was_ahead: skip.was_ahead,
+            made_index: skip.made_index,
+            policy_version: skip.policy_version,
+        }
+    }
+}
+
+/// The audit trail of one entity, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AuditTrail {
+    /// The kind: hold, booking, payment, ticket, entry or offer.
+    pub kind: String,
+    /// The entity (`<show_id>-<n>`).
+    pub id: String,
+    /// Its show.
+    pub show_id: u64,
+    /// Its transitions, oldest first.
+    pub records: Vec<AuditRecord>,
+    /// For a waitlist entry: offers made to other entries while it waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skips: Option<Vec<Skip>>,
+    /// When this trail was read.
+    pub as_of: AsOf,
+}
+
+/// The trail of an entity that exists, read from `group`.
+fn trail(
+    group: &Group,
+    show: ShowId,
+    kind: EntityKind,
+    number: u64,
+) -> Result<(Vec<AuditRecord>, Option<Vec<Skip>>), Rejection> {
+    let found = group.show(show).ok_or(Rejection::ShowNotFound)?;
+    let exists = match kind {
+        EntityKind::Hold => found.holds.contains_key(&HoldId(number)),
+        EntityKind::Booking => found.bookings.contains_key(&BookingId(number)),
+        EntityKind::Payment => found.payments.contains_key(&PaymentId(number)),
+        EntityKind::Ticket => found.lane.tickets.contains_key(&TicketId(number)),
+        EntityKind::WaitlistEntry => found.waitlist.entries.contains_key(&EntryId(number)),
+        EntityKind::Offer => found.waitlist.offers.contains_key(&OfferId(number)),
+    };
+    if !exists {
+        return Err(match kind {
+            EntityKind::Hold => Rejection::HoldNotFound,
+            EntityKind::Booking => Rejection::BookingNotFound,
+            EntityKind::Payment => Rejection::PaymentNotFound,
+            EntityKind::Ticket => Rejection::TicketNotFound,
+            EntityKind::WaitlistEntry => Rejection::EntryNotFound,
+            EntityKind::Offer => Rejection::OfferNotFound,
+        });
+    }
+    let records = group
+        .audit_trail(show, kind, number)
+        .iter()
+        .map(|record| AuditRecord {
+            from: record.from.map(AuditStateName::from),
+            to: record.to.into(),
+            reason: record.reason.into(),
+            actor: actor_name(record.actor),
+            log_time_ms: record.log_time_ms,
+            log_index: record.log_index,
+            policy_version: record.policy_version,
+            order: record.order.map(Order::from),
+        })
+        .collect();
+    let skips = match kind {
+        EntityKind::WaitlistEntry => Some(
+            group
+                .waitlist_skips(show, EntryId(number), None)?
+                .iter()
+                .map(|skip| Skip::of(show, skip))
+                .collect(),
+        ),
+        _ => None,
+    };
+    Ok((records, skips))
+}
+
+/// The audit trail of one entity (operator), read linearizably.
+#[utoipa::path(
+    get, path = "/v1/audit/{kind}/{id}", tag = "audit",
+    params(
+        ("kind" = String, Path, description = "hold, booking, payment, ticket, entry or offer"),
+        ("id" = String, Path, description = "`<show_id>-<n>`"),
+    ),
+    security(("operator" = [])),
+    responses(
+        (status = 200, description = "The trail, oldest first", body = AuditTrail),
+        (status = 400, description = "Unknown kind or malformed id", body = ErrorBody),
+        (status = 401, description = "No bearer token", body = ErrorBody),
+        (status = 403, description = "Not the operator credential", body = ErrorBody),
+        (status = 404, description = "No such entity (`hold_not_found`, ...) or show", body = ErrorBody),
+        (status = 503, description = "No leader", body = ErrorBody),
+    )
+)]
+pub async fn get_trail(
+    State(state): State<RestState>,
+    Path((kind_name, id)): Path<(String, String)>,
+    _operator: Operator,
+) -> Result<Json<AuditTrail>, ApiError> {
+    let kind = parse_kind(&kind_name)?;
+    let (show, number) = parse_id("id", &id)?;
+    let (records, skips, as_of) = state
+        .service
+        .read_linearizable(show, |group| {
+            let (records, skips) = trail(group, show, kind, number)?;
+            Ok((records, skips, group.as_of()))
+        })
+        .await?;
+    Ok(Json(AuditTrail {
+        kind: kind_name,
+        id: format_id(show, number),
+        show_id: show.0,
+        records,
+        skips,
+        as_of: as_of.into(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn kinds_parse_by_their_path_names() {
+        assert_eq!(parse_kind("entry").unwrap(), EntityKind::WaitlistEntry);
+        assert_eq!(parse_kind("hold").unwrap(), EntityKind::Hold);
+        for bad in ["", "holds", "Hold", "waitlist_entry"] {
+            assert_eq!(parse_kind(bad).unwrap_err().http_status(), 400);
+        }
+    }
+
+    #[test]
+    fn a_record_serializes_without_absent_fields() {
+        let record = AuditRecord {
+            from: None,
+            to: AuditStateName::Held,
+            reason: ReasonName::Requested,
+            actor: "system".into(),
+            log_time_ms: 1,
+            log_index: 2,
+            policy_version: 0,
+            order: None,
+        };
+        assert_eq!(
+            serde_json::to_value(record).unwrap(),
+            json!({"to": "held", "reason": "requested", "actor": "system", "log_time_ms": 1,
+                "log_index": 2, "policy_version": 0})
+        );
+    }
+}

@@ -1,0 +1,301 @@
+//! Holds over REST: hold seats, read, cancel and check out a hold.
+//!
+//! Owns the hold request body and its checks (1..=10 distinct seats, a grant of the same
+//! show) before anything is proposed, and the checkout shape. Never judges a seat: the state
+//! machine does (taken seats come back as `seat_unavailable` with the seats; seats outside the
+//! show as `seat_out_of_range`).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use statemachine::limits::SEATS_PER_HOLD_MAX;
+use statemachine::{ClientRequest, HoldId, Reply, SeatSet, SessionId, ShowId, TicketId};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::rest::RestState;
+use crate::rest::error::ErrorBody;
+use crate::rest::extract::{Idempotency, JsonBody, Session};
+use crate::rest::ids::{format_id, parse_id, parse_show_id};
+use crate::rest::types::{Hold, Money, unexpected};
+use crate::service::Service;
+
+/// A request to hold seats.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HoldRequest {
+    /// 1..=10 distinct seat numbers, all or nothing.
+    pub seats: Vec<u32>,
+    /// The price version quoted (the show's `price_version`).
+    pub price_version: u32,
+    /// The admission grant (a granted ticket of this show), required while its lane is on.
+    #[serde(default)]
+    pub grant_id: Option<String>,
+}
+
+impl HoldRequest {
+    /// The state machine request, checked.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for no seats, more than 10, a seat named twice, or a malformed grant
+    /// or one of another show.
+    pub fn into_request(self, show: ShowId) -> Result<ClientRequest, ApiError> {
+        let seats = seat_set(&self.seats)?;
+        let grant = match self.grant_id {
+            None => None,
+            Some(text) => {
+                let (grant_show, number) = parse_id("grant_id", &text)?;
+                if grant_show != show {
+                    return Err(ApiError::InvalidArgument(format!(
+                        "grant_id: {text} is a ticket of another show"
+                    )));
+                }
+                Some(TicketId(number))
+            }
+        };
+        Ok(ClientRequest::Hold { seats, price_version: self.price_version, grant })
+    }
+}
+
+/// 1..=10 distinct seats.
+fn seat_set(seats: &[u32]) -> Result<SeatSet, ApiError> {
+    if seats.is_empty() || seats.len() > SEATS_PER_HOLD_MAX {
+        return Err(ApiError::InvalidArgument(format!(
+            "seats: 1..={SEATS_PER_HOLD_MAX} seats per hold, got {}",
+            seats.len()
+        )));
+    }
+    let mut set = SeatSet::try_from(seats)
+        .map_err(|_capacity| ApiError::InvalidArgument("seats: too many".into()))?;
+    set.sort_unstable();
+    if let Some(pair) = set.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(ApiError::InvalidArgument(format!("seats: seat {} is named twice", pair[0])));
+    }
+    Ok(set)
+}
+
+/// A started checkout: the payment attempt to charge and its deadline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Checkout {
+    /// The hold, now processing.
+    pub hold_id: String,
+    /// The payment attempt (stable across checkout retries).
+    pub payment_id: String,
+    /// What will be charged.
+    pub amount: Money,
+    /// Log time (ms) by which the payment must succeed.
+    pub processing_deadline_ms: u64,
+}
+
+/// Reads a hold of `session` on this node (the leader that just applied a write).
+pub(crate) async fn hold_after_write(
+    service: &Service,
+    show: ShowId,
+    hold: HoldId,
+    session: SessionId,
+) -> Result<Hold, ApiError> {
+    let view = service.read_local(show, |group| group.hold(show, hold, Some(session))).await?;
+    Ok(Hold::from_view(show, &view))
+}
+
+/// Holds 1..=10 seats of a show for this session, all or nothing.
+#[utoipa::path(
+    post, path = "/v1/shows/{show_id}/holds", tag = "holds",
+    params(
+        ("show_id" = u64, Path, description = "The show"),
+        ("Idempotency-Key" = String, Header, description = "Required on every mutation"),
+    ),
+    request_body = HoldRequest,
+    security(("session" = [])),
+    responses(
+        (status = 201, description = "The seats are held until `deadline_ms`", body = Hold),
+        (status = 400, description = "Bad seats, JSON or key; `seat_out_of_range`", body = ErrorBody),
+        (status = 401, description = "No session token", body = ErrorBody),
+        (status = 404, description = "`show_not_found`", body = ErrorBody),
+        (status = 409, description = "`seat_unavailable` (details.seats), `idempotency_key_reused`, `show_not_on_sale`, `price_version_mismatch`, `too_many_holds`, `grant_required`", body = ErrorBody),
+        (status = 410, description = "`grant_expired`", body = ErrorBody),
+        (status = 503, description = "No leader, or the outcome is unknown: retry with the same key", body = ErrorBody),
+    )
+)]
+pub async fn create_hold(
+    State(state): State<RestState>,
+    Path(show_id): Path<String>,
+    Session(session): Session,
+    Idempotency(key): Idempotency,
+    JsonBody(request): JsonBody<HoldRequest>,
+) -> Result<(StatusCode, Json<Hold>), ApiError> {
+    let show = parse_show_id("show_id", &show_id)?;
+    let request = request.into_request(show)?;
+    let receipt = match state.service.client(show, session, key, request).await? {
+        Reply::Held(receipt) => receipt,
+        other => return Err(unexpected(other)),
+    };
+    let hold = hold_after_write(&state.service, show, receipt.hold, session).await?;
+    Ok((StatusCode::CREATED, Json(hold)))
+}
+
+/// One of this session's holds, read linearizably on its group's leader.
+#[utoipa::path(
+    get, path = "/v1/holds/{hold_id}", tag = "holds",
+    params(("hold_id" = String, Path, description = "`<show_id>-<n>`")),
+    security(("session" = [])),
+    responses(
+        (status = 200, description = "The hold", body = Hold),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 401, description = "No session token", body = ErrorBody),
+        (status = 403, description = "`not_owner`", body = ErrorBody),
+        (status = 404, description = "`hold_not_found`, `show_not_found`", body = ErrorBody),
+        (status = 503, description = "No leader", body = ErrorBody),
+    )
+)]
+pub async fn get_hold(
+    State(state): State<RestState>,
+    Path(hold_id): Path<String>,
+    Session(session): Session,
+) -> Result<Json<Hold>, ApiError> {
+    let (show, number) = parse_id("hold_id", &hold_id)?;
+    let view = state
+        .service
+        .read_linearizable(show, |group| group.hold(show, HoldId(number), Some(session)))
+        .await?;
+    Ok(Json(Hold::from_view(show, &view)))
+}
+
+/// Cancels one of this session's held holds; its seats are released.
+#[utoipa::path(
+    delete, path = "/v1/holds/{hold_id}", tag = "holds",
+    params(
+        ("hold_id" = String, Path, description = "`<show_id>-<n>`"),
+        ("Idempotency-Key" = String, Header, description = "Required on every mutation"),
+    ),
+    security(("session" = [])),
+    responses(
+        (status = 200, description = "The cancelled hold", body = Hold),
+        (status = 400, description = "Malformed id or key", body = ErrorBody),
+        (status = 401, description = "No session token", body = ErrorBody),
+        (status = 403, description = "`not_owner`", body = ErrorBody),
+        (status = 404, description = "`hold_not_found`", body = ErrorBody),
+        (status = 409, description = "`hold_not_active`, `payment_in_progress`, `idempotency_key_reused`", body = ErrorBody),
+        (status = 410, description = "`hold_expired`", body = ErrorBody),
+        (status = 503, description = "No leader, or the outcome is unknown", body = ErrorBody),
+    )
+)]
+pub async fn cancel_hold(
+    State(state): State<RestState>,
+    Path(hold_id): Path<String>,
+    Session(session): Session,
+    Idempotency(key): Idempotency,
+) -> Result<Json<Hold>, ApiError> {
+    let (show, number) = parse_id("hold_id", &hold_id)?;
+    let hold = HoldId(number);
+    match state.service.client(show, session, key, ClientRequest::CancelHold { hold }).await? {
+        Reply::HoldCancelled { .. } => {}
+        other => return Err(unexpected(other)),
+    }
+    Ok(Json(hold_after_write(&state.service, show, hold, session).await?))
+}
+
+/// Starts paying for one of this session's held holds (retries get the same attempt).
+#[utoipa::path(
+    post, path = "/v1/holds/{hold_id}/checkout", tag = "holds",
+    params(
+        ("hold_id" = String, Path, description = "`<show_id>-<n>`"),
+        ("Idempotency-Key" = String, Header, description = "Required on every mutation"),
+    ),
+    security(("session" = [])),
+    responses(
+        (status = 201, description = "The payment attempt and its deadline", body = Checkout),
+        (status = 400, description = "Malformed id or key", body = ErrorBody),
+        (status = 401, description = "No session token", body = ErrorBody),
+        (status = 403, description = "`not_owner`", body = ErrorBody),
+        (status = 404, description = "`hold_not_found`", body = ErrorBody),
+        (status = 409, description = "`hold_not_active`, `payment_attempts_exhausted`, `idempotency_key_reused`", body = ErrorBody),
+        (status = 410, description = "`hold_expired`", body = ErrorBody),
+        (status = 503, description = "No leader, or the outcome is unknown", body = ErrorBody),
+    )
+)]
+pub async fn checkout(
+    State(state): State<RestState>,
+    Path(hold_id): Path<String>,
+    Session(session): Session,
+    Idempotency(key): Idempotency,
+) -> Result<(StatusCode, Json<Checkout>), ApiError> {
+    let (show, number) = parse_id("hold_id", &hold_id)?;
+    let request = ClientRequest::Checkout { hold: HoldId(number) };
+    match state.service.client(show, session, key, request).await? {
+        Reply::CheckoutStarted { hold, payment, price, deadline_ms } => Ok((
+            StatusCode::CREATED,
+            Json(Checkout {
+                hold_id: format_id(show, hold.0),
+                payment_id: format_id(show, payment.0),
+                amount: price.into(),
+                processing_deadline_ms: deadline_ms,
+            }),
+        )),
+        other => Err(unexpected(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn hold(value: serde_json::Value) -> Result<ClientRequest, ApiError> {
+        let request: HoldRequest = serde_json::from_value(value)
+            .map_err(|error| ApiError::InvalidArgument(error.to_string()))?;
+        request.into_request(ShowId(41))
+    }
+
+    #[test]
+    fn a_hold_request_becomes_a_sorted_seat_set_with_its_grant() {
+        let request = hold(json!({"seats": [56, 54, 55], "price_version": 2, "grant_id": "41-3"}));
+        assert_eq!(
+            request.unwrap(),
+            ClientRequest::Hold {
+                seats: [54, 55, 56].as_slice().try_into().unwrap(),
+                price_version: 2,
+                grant: Some(TicketId(3)),
+            }
+        );
+        let ten: Vec<u32> = (0..10).collect();
+        assert!(hold(json!({"seats": ten, "price_version": 1})).is_ok());
+    }
+
+    #[test]
+    fn bad_hold_requests_are_400s() {
+        let eleven: Vec<u32> = (0..11).collect();
+        for body in [
+            json!({"seats": eleven, "price_version": 1}),
+            json!({"seats": [], "price_version": 1}),
+            json!({"seats": [4, 5, 4], "price_version": 1}),
+            json!({"seats": [-1], "price_version": 1}),
+            json!({"seats": [1], "price_version": 1, "session": "x"}),
+            json!({"seats": [1]}),
+            json!({"seats": "1", "price_version": 1}),
+            json!({"seats": [1], "price_version": 1, "grant_id": "42-3"}),
+            json!({"seats": [1], "price_version": 1, "grant_id": "3"}),
+            json!({"seats": [1], "price_version": 1, "grant_id": 3}),
+        ] {
+            let error = hold(body.clone()).unwrap_err();
+            assert_eq!(error.http_status(), 400, "{body}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_checkout_serializes_with_external_ids() {
+        let checkout = Checkout {
+            hold_id: "41-7".into(),
+            payment_id: "41-8".into(),
+            amount: Money { amount_minor: 100, currency: "EUR".into() },
+            processing_deadline_ms: 5,
+        };
+        assert_eq!(
+            serde_json::to_value(checkout).unwrap(),
+            json!({"hold_id": "41-7", "payment_id": "41-8",
+                "amount": {"amount_minor": 100, "currency": "EUR"}, "processing_deadline_ms": 5})
+        );
+    }
+}

@@ -1,0 +1,490 @@
+//! Shows over REST: the list and one show's summary (from this replica, with `as_of`), the
+//! seat map (this replica, stale allowed, labelled `as_of`), and creating a show (operator).
+//!
+//! Owns the show JSON shapes and checking a new show completely before anything is proposed
+//! (so a bad layout never leaves a placement behind). Never judges sales rules: the state
+//! machine does, and the service routes.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use statemachine::limits::ADMISSION_WINDOW_MAX;
+use statemachine::{
+    AsOf as StateAsOf, Currency, OperatorCommand, Rejection, SeatRange, Show, ShowPolicy, ShowSpec,
+};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::rest::RestState;
+use crate::rest::error::ErrorBody;
+use crate::rest::extract::{JsonBody, Operator};
+use crate::rest::ids::{parse_show_id, show_id};
+use crate::rest::types::{AsOf, SeatStatusName, ShowStatusName};
+
+/// The waitlist policy version a show created over REST starts with.
+pub const WAITLIST_POLICY_VERSION_INITIAL: u32 = 1;
+
+/// Seats of a show by status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SeatCounts {
+    /// Free seats.
+    pub free: u32,
+    /// Seats in live holds (a hold past its deadline counts until the cluster's tick expires
+    /// it, within about 100 ms).
+    pub held: u32,
+    /// Sold seats.
+    pub booked: u32,
+    /// Seats kept for or offered to the waitlist.
+    pub reserved: u32,
+}
+
+/// A show's admission lane settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdmissionSettings {
+    /// Whether holds need an admission grant.
+    pub enabled: bool,
+    /// Outstanding grants at once (1 is strict FIFO); 1..=10000, default 1.
+    #[serde(default = "window_default")]
+    pub window: u32,
+}
+
+fn window_default() -> u32 {
+    1
+}
+
+/// A show's waitlist settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitlistSettings {
+    /// Whether buyers may join the waitlist once the show is sold out.
+    pub enabled: bool,
+}
+
+/// A show as listed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ShowSummary {
+    /// The show.
+    pub show_id: u64,
+    /// Its data group.
+    pub group_id: u64,
+    /// Its sales status.
+    pub status: ShowStatusName,
+    /// Its seats (numbered `0..seat_count`).
+    pub seat_count: u32,
+    /// Its seats by status.
+    pub counts: SeatCounts,
+    /// The price version to quote when holding.
+    pub price_version: u32,
+    /// The currency of every price.
+    pub currency: String,
+    /// One price per seat class, in minor units; index = class.
+    pub prices_minor: Vec<u64>,
+    /// The admission lane.
+    pub admission: AdmissionSettings,
+    /// The waitlist.
+    pub waitlist: WaitlistSettings,
+    /// The replica state this summary was read from.
+    pub as_of: AsOf,
+}
+
+impl ShowSummary {
+    fn of(show: &Show, group_id: u64, as_of: StateAsOf) -> ShowSummary {
+        let counts = show.counts;
+        ShowSummary {
+            show_id: show.id.0,
+            group_id,
+            status: show.status.into(),
+            seat_count: show.seat_count(),
+            counts: SeatCounts {
+                free: counts.free,
+                held: counts.held,
+                booked: counts.booked,
+                reserved: counts.pooled + counts.offered,
+            },
+            price_version: show.price_version,
+            currency: show.currency.to_string(),
+            prices_minor: show.prices_minor.clone(),
+            admission: AdmissionSettings { enabled: show.lane.enabled, window: show.lane.window },
+            waitlist: WaitlistSettings { enabled: show.waitlist.enabled },
+            as_of: as_of.into(),
+        }
+    }
+}
+
+/// Every show.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ShowList {
+    /// The shows, in id order.
+    pub shows: Vec<ShowSummary>,
+}
+
+/// A show's seat map, from one replica.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SeatMap {
+    /// The show.
+    pub show_id: u64,
+    /// Its sales status.
+    pub status: ShowStatusName,
+    /// The price version to quote when holding.
+    pub price_version: u32,
+    /// The currency.
+    pub currency: String,
+    /// One price per class, in minor units.
+    pub prices_minor: Vec<u64>,
+    /// Each seat's class (an index into `prices_minor`), by seat number.
+    pub classes: Vec<u8>,
+    /// Each seat's status, by seat number (a hold past its deadline reads as free).
+    pub seats: Vec<SeatStatusName>,
+    /// The replica state this map was read from (stale by at most a few seconds).
+    pub as_of: AsOf,
+}
+
+/// A run of consecutive seats of one class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SeatRangeRequest {
+    /// Seats in the run.
+    pub count: u32,
+    /// Their class (an index into `prices_minor`).
+    pub class: u8,
+}
+
+/// Deadlines and rules of a new show; every field defaults to the cluster's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRequest {
+    /// How long a hold keeps its seats (default 5 min).
+    pub hold_ttl_ms: Option<u64>,
+    /// How long a processing hold keeps its seats while its payment resolves (default 2 min).
+    pub payment_grace_ms: Option<u64>,
+    /// How long an admission grant lives (default 60 s).
+    pub grant_ttl_ms: Option<u64>,
+    /// How long an admission ticket may wait (default 1 h).
+    pub ticket_wait_ms: Option<u64>,
+    /// How long a waitlist offer lives (default 10 min).
+    pub offer_ttl_ms: Option<u64>,
+    /// Live holds one session may have in this show (default 4).
+    pub holds_per_session_max: Option<u32>,
+    /// Whether buyers may cancel confirmed bookings (default true).
+    pub booking_cancel_allowed: Option<bool>,
+}
+
+impl PolicyRequest {
+    fn policy(&self) -> ShowPolicy {
+        let mut policy = ShowPolicy::default();
+        policy.hold_ttl_ms = self.hold_ttl_ms.unwrap_or(policy.hold_ttl_ms);
+        policy.payment_grace_ms = self.payment_grace_ms.unwrap_or(policy.payment_grace_ms);
+        policy.grant_ttl_ms = self.grant_ttl_ms.unwrap_or(policy.grant_ttl_ms);
+        policy.ticket_wait_ms = self.ticket_wait_ms.unwrap_or(policy.ticket_wait_ms);
+        policy.offer_ttl_ms = self.offer_ttl_ms.unwrap_or(policy.offer_ttl_ms);
+        policy.holds_per_session_max =
+            self.holds_per_session_max.unwrap_or(policy.holds_per_session_max);
+        policy.booking_cancel_allowed =
+            self.booking_cancel_allowed.unwrap_or(policy.booking_cancel_allowed);
+        // Idempotency records must outlive a hold and its payment; longer deadlines than the
+        // defaults stretch the retention with them.
+        policy.idempotency_retention_ms = policy
+            .idempotency_retention_ms
+            .max(policy.hold_ttl_ms.saturating_add(policy.payment_grace_ms));
+        policy
+    }
+}
+
+/// A new show.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateShowRequest {
+    /// The show's id (non-zero, unused).
+    pub show_id: u64,
+    /// ISO 4217 code of every price, three upper-case letters.
+    pub currency: String,
+    /// One price per seat class, in minor units (1..=32 classes).
+    pub prices_minor: Vec<u64>,
+    /// Consecutive seat ranges from seat 0 (1..=100,000 seats in all).
+    pub layout: Vec<SeatRangeRequest>,
+    /// Deadlines and rules (defaults when absent).
+    #[serde(default)]
+    pub policy: Option<PolicyRequest>,
+    /// The admission lane (off when absent).
+    #[serde(default)]
+    pub admission: Option<AdmissionSettings>,
+    /// The waitlist (off when absent).
+    #[serde(default)]
+    pub waitlist: Option<WaitlistSettings>,
+    /// Whether to open sales at once (default true).
+    #[serde(default)]
+    pub open_sales: Option<bool>,
+    /// The data group to place it in (default: the one with the fewest shows).
+    #[serde(default)]
+    pub group_id: Option<u64>,
+}
+
+impl CreateShowRequest {
+    /// The show's spec and setup commands, checked completely: nothing is proposed for a
+    /// request that would be refused half-way.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` naming the first problem.
+    pub fn into_commands(self) -> Result<(ShowSpec, Vec<OperatorCommand>), ApiError> {
+        let show = show_id("show_id", self.show_id)?;
+        let currency: [u8; 3] = self.currency.as_bytes().try_into().map_err(|_| {
+            ApiError::InvalidArgument("currency: must be three upper-case letters".into())
+        })?;
+        let spec = ShowSpec {
+            show,
+            currency: Currency(currency),
+            prices_minor: self.prices_minor,
+            layout: self
+                .layout
+                .iter()
+                .map(|range| SeatRange { count: range.count, class: range.class })
+                .collect(),
+            policy: self.policy.unwrap_or_default().policy(),
+        };
+        spec.validate().map_err(rejected_input)?;
+        let mut setup = Vec::new();
+        if let Some(AdmissionSettings { enabled, window }) = self.admission {
+            if window == 0 || window > ADMISSION_WINDOW_MAX {
+                return Err(ApiError::InvalidArgument(format!(
+                    "admission.window: must be 1..={ADMISSION_WINDOW_MAX}"
+                )));
+            }
+            setup.push(OperatorCommand::ConfigureAdmission { show, enabled, window });
+        }
+        if let Some(WaitlistSettings { enabled }) = self.waitlist {
+            setup.push(OperatorCommand::ConfigureWaitlist {
+                show,
+                enabled,
+                policy_version: WAITLIST_POLICY_VERSION_INITIAL,
+            });
+        }
+        if self.open_sales.unwrap_or(true) {
+            setup.push(OperatorCommand::OpenSales { show });
+        }
+        Ok((spec, setup))
+    }
+}
+
+/// A rejection of client input found before proposing, as the 400 it is.
+fn rejected_input(rejection: Rejection) -> ApiError {
+    match rejection {
+        Rejection::InvalidArgument { message } => ApiError::InvalidArgument(message.into_owned()),
+        other => ApiError::Rejected(other),
+    }
+}
+
+/// Where a new show lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ShowCreated {
+    /// The show.
+    pub show_id: u64,
+    /// Its data group.
+    pub group_id: u64,
+}
+
+/// Lists every show placed in the cluster, each read from this node's replica of its group.
+#[utoipa::path(
+    get, path = "/v1/shows", tag = "shows",
+    responses(
+        (status = 200, description = "Every show this node's replicas know", body = ShowList),
+        (status = 503, description = "No leader", body = ErrorBody),
+    )
+)]
+pub async fn list_shows(State(state): State<RestState>) -> Result<Json<ShowList>, ApiError> {
+    let service = &state.service;
+    let mut shows = Vec::new();
+    for placed in service.placements()? {
+        let hosted = service.shared().group(placed.group)?;
+        let summary = hosted.read_local(|group| {
+            group.show(placed.show).map(|show| ShowSummary::of(show, placed.group, group.as_of()))
+        })?;
+        // A show placed but not yet created (or not yet applied here) is not listed.
+        shows.extend(summary);
+    }
+    Ok(Json(ShowList { shows }))
+}
+
+/// One show's summary, from this node's replica of its group.
+#[utoipa::path(
+    get, path = "/v1/shows/{show_id}", tag = "shows",
+    params(("show_id" = u64, Path, description = "The show")),
+    responses(
+        (status = 200, description = "The show", body = ShowSummary),
+        (status = 400, description = "Malformed show id", body = ErrorBody),
+        (status = 404, description = "`show_not_found`", body = ErrorBody),
+    )
+)]
+pub async fn get_show(
+    State(state): State<RestState>,
+    Path(show_id): Path<String>,
+) -> Result<Json<ShowSummary>, ApiError> {
+    let show = parse_show_id("show_id", &show_id)?;
+    let hosted = state.service.group_of(show).await?;
+    let summary = hosted.read_local(|group| {
+        group.show(show).map(|found| ShowSummary::of(found, hosted.id, group.as_of()))
+    })?;
+    Ok(Json(summary.ok_or(Rejection::ShowNotFound)?))
+}
+
+/// A show's seat map from this node's replica (stale allowed, labelled `as_of`).
+#[utoipa::path(
+    get, path = "/v1/shows/{show_id}/seats", tag = "shows",
+    params(("show_id" = u64, Path, description = "The show")),
+    responses(
+        (status = 200, description = "The seat map", body = SeatMap),
+        (status = 400, description = "Malformed show id", body = ErrorBody),
+        (status = 404, description = "`show_not_found`", body = ErrorBody),
+    )
+)]
+pub async fn get_seats(
+    State(state): State<RestState>,
+    Path(show_id): Path<String>,
+) -> Result<Json<SeatMap>, ApiError> {
+    let show = parse_show_id("show_id", &show_id)?;
+    let map = state.service.read_local(show, |group| group.seat_map(show)).await?;
+    Ok(Json(SeatMap {
+        show_id: map.show.0,
+        status: map.status.into(),
+        price_version: map.price_version,
+        currency: map.currency.to_string(),
+        prices_minor: map.prices_minor,
+        classes: map.classes,
+        seats: map.seats.into_iter().map(SeatStatusName::from).collect(),
+        as_of: map.as_of.into(),
+    }))
+}
+
+/// Creates a show (operator): places it, creates it, then configures admission and the
+/// waitlist and opens sales as asked.
+#[utoipa::path(
+    post, path = "/v1/shows", tag = "shows",
+    request_body = CreateShowRequest,
+    security(("operator" = [])),
+    responses(
+        (status = 201, description = "The show exists", body = ShowCreated),
+        (status = 400, description = "Bad layout, prices, policy or JSON", body = ErrorBody),
+        (status = 401, description = "No bearer token", body = ErrorBody),
+        (status = 403, description = "Not the operator credential", body = ErrorBody),
+        (status = 409, description = "`show_exists`", body = ErrorBody),
+        (status = 503, description = "No leader, or the outcome is unknown", body = ErrorBody),
+    )
+)]
+pub async fn create_show(
+    State(state): State<RestState>,
+    _operator: Operator,
+    JsonBody(request): JsonBody<CreateShowRequest>,
+) -> Result<(StatusCode, Json<ShowCreated>), ApiError> {
+    let group = request.group_id.unwrap_or(0);
+    let (spec, setup) = request.into_commands()?;
+    let placed = state.service.create_show(spec, group, setup).await?;
+    Ok((StatusCode::CREATED, Json(ShowCreated { show_id: placed.show.0, group_id: placed.group })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(value: serde_json::Value) -> Result<CreateShowRequest, serde_json::Error> {
+        serde_json::from_value(value)
+    }
+
+    #[test]
+    fn a_minimal_show_opens_sales_with_default_policy() {
+        let body = json!({"show_id": 41, "currency": "EUR", "prices_minor": [4500],
+            "layout": [{"count": 500, "class": 0}]});
+        let (spec, setup) = request(body).unwrap().into_commands().unwrap();
+        assert_eq!(spec.show.0, 41);
+        assert_eq!(spec.policy, ShowPolicy::default());
+        assert_eq!(setup, vec![OperatorCommand::OpenSales { show: spec.show }]);
+    }
+
+    #[test]
+    fn a_full_show_configures_admission_and_waitlist_before_opening() {
+        let body = json!({"show_id": 2, "currency": "USD", "prices_minor": [100, 200],
+            "layout": [{"count": 10, "class": 1}, {"count": 5, "class": 0}],
+            "policy": {"hold_ttl_ms": 60000, "booking_cancel_allowed": false},
+            "admission": {"enabled": true, "window": 3}, "waitlist": {"enabled": true},
+            "open_sales": false, "group_id": 2});
+        let parsed = request(body).unwrap();
+        assert_eq!(parsed.group_id, Some(2));
+        let (spec, setup) = parsed.into_commands().unwrap();
+        assert_eq!(spec.policy.hold_ttl_ms, 60_000);
+        assert!(!spec.policy.booking_cancel_allowed);
+        let show = spec.show;
+        assert_eq!(
+            setup,
+            vec![
+                OperatorCommand::ConfigureAdmission { show, enabled: true, window: 3 },
+                OperatorCommand::ConfigureWaitlist { show, enabled: true, policy_version: 1 },
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_shows_are_refused_before_anything_is_proposed() {
+        let base = json!({"show_id": 1, "currency": "EUR", "prices_minor": [1],
+            "layout": [{"count": 5, "class": 0}]});
+        let with = |key: &str, value: serde_json::Value| {
+            let mut body = base.clone();
+            body[key] = value;
+            body
+        };
+        // Shapes serde refuses: unknown fields anywhere, wrong types, a class beyond u8.
+        for body in [
+            with("extra", json!(1)),
+            with("layout", json!([{"count": 5, "class": 0, "row": "A"}])),
+            with("layout", json!([{"count": 5, "class": 300}])),
+            with("policy", json!({"hold_ttl": 5})),
+            with("admission", json!({"enabled": true, "lanes": 2})),
+            with("show_id", json!(-1)),
+        ] {
+            assert!(request(body.clone()).is_err(), "{body}");
+        }
+        // Shapes the checks refuse with a 400.
+        for body in [
+            with("show_id", json!(0)),
+            with("currency", json!("EURO")),
+            with("currency", json!("eur")),
+            with("prices_minor", json!([])),
+            with("layout", json!([])),
+            with("layout", json!([{"count": 0, "class": 0}])),
+            with("layout", json!([{"count": 5, "class": 1}])),
+            with("layout", json!([{"count": 100001, "class": 0}])),
+            with("policy", json!({"hold_ttl_ms": 0})),
+            with("policy", json!({"holds_per_session_max": 0})),
+            with("admission", json!({"enabled": true, "window": 0})),
+        ] {
+            let error = request(body.clone()).unwrap().into_commands().unwrap_err();
+            assert_eq!(error.http_status(), 400, "{body}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_summary_serializes_with_nested_settings() {
+        let summary = ShowSummary {
+            show_id: 1,
+            group_id: 2,
+            status: ShowStatusName::OnSale,
+            seat_count: 3,
+            counts: SeatCounts { free: 1, held: 1, booked: 1, reserved: 0 },
+            price_version: 1,
+            currency: "EUR".into(),
+            prices_minor: vec![100],
+            admission: AdmissionSettings { enabled: false, window: 1 },
+            waitlist: WaitlistSettings { enabled: true },
+            as_of: AsOf { log_index: 9, log_time_ms: 10 },
+        };
+        assert_eq!(
+            serde_json::to_value(&summary).unwrap(),
+            json!({"show_id": 1, "group_id": 2, "status": "on_sale", "seat_count": 3,
+                "counts": {"free": 1, "held": 1, "booked": 1, "reserved": 0},
+                "price_version": 1, "currency": "EUR", "prices_minor": [100],
+                "admission": {"enabled": false, "window": 1}, "waitlist": {"enabled": true},
+                "as_of": {"log_index": 9, "log_time_ms": 10}})
+        );
+    }
+}

@@ -1,0 +1,505 @@
+//! Status watches, independent of any transport: a stream of a hold's or an admission ticket's
+//! view that yields the current view at once, then one view each time what a client waits for
+//! changes (a hold's state or deadline; a ticket's state, place in line or grant deadline),
+//! and ends after a terminal state. The REST server-sent events (`rest/events.rs`) and the gRPC
+//! streaming watches are thin skins over it.
+//!
+//! Owns when a watcher wakes and what counts as a change. A watcher wakes when its group's
+//! applied index moves (openraft's data metrics) and at least every [`WAKE_INTERVAL`] (a
+//! safety net: expiries arrive as `Tick` entries, so they move the applied index too), and
+//! reads this replica's applied state: views may be stale and say so with `as_of`; any node
+//! serves a watch, the leader is never asked. The owner check happens on the first read,
+//! before the stream exists, so a transport can answer it as an ordinary error. Never writes
+//! and never decides a state: the state machine's read views do.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::Stream;
+use futures_util::stream;
+use openraft::alias::WatchReceiverOf;
+use openraft::async_runtime::WatchReceiver;
+use openraft::metrics::RaftDataMetrics;
+use statemachine::{
+    Group, HoldId, HoldState, HoldView, Rejection, SessionId, ShowId, TicketId, TicketState,
+    TicketView,
+};
+
+use crate::error::ApiError;
+use crate::group::HostedGroup;
+use crate::service::Service;
+
+/// The longest a watcher sleeps without looking at its entity again.
+pub const WAKE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A watch: views of one entity, the first at once, then one per change; it ends after the
+/// first terminal view, after an error (yielded once), or when the group shuts down.
+pub type WatchStream<V> = Pin<Box<dyn Stream<Item = Result<V, ApiError>> + Send + 'static>>;
+
+/// A view that can be watched: what counts as a change of it, and when it is final.
+pub trait Watched: Clone + Send + 'static {
+    /// The part of the view whose change is worth an event (never `as_of`).
+    type Key: PartialEq + Send + 'static;
+
+    /// The change key of this view.
+    fn key(&self) -> Self::Key;
+
+    /// Whether the entity can never change again (the watch ends after this view).
+    fn is_terminal(&self) -> bool;
+}
+
+impl Watched for HoldView {
+    /// State, the deadline in force (a checkout sets the payment deadline), payment attempt
+    /// and booking.
+    type Key = (HoldState, u64, Option<u64>, Option<u64>);
+
+    fn key(&self) -> Self::Key {
+        let hold = &self.hold;
+        let deadline_ms = if self.state.is_live() { hold.deadline_ms() } else { 0 };
+        (
+            self.state,
+            deadline_ms,
+            hold.payment.map(|payment| payment.0),
+            hold.booking.map(|booking| booking.0),
+        )
+    }
+
+    fn is_terminal(&self) -> bool {
+        !self.state.is_live()
+    }
+}
+
+impl Watched for TicketView {
+    /// State, waiting tickets ahead, and the grant deadline while granted.
+    type Key = (TicketState, u32, Option<u64>);
+
+    fn key(&self) -> Self::Key {
+        let granted = self.state == TicketState::Granted;
+        (self.state, self.ahead, self.grant_deadline_ms.filter(|_| granted))
+    }
+
+    fn is_terminal(&self) -> bool {
+        matches!(self.state, TicketState::Consumed | TicketState::Left | TicketState::Expired)
+    }
+}
+
+/// Watches hold `hold` of `show` as `viewer` (`None`: an operator) on this node's replica.
+///
+/// # Errors
+///
+/// Before any view: a routing error (`NotLeader` for the metadata group when this replica
+/// does not know the show yet), `show_not_found`, `hold_not_found`, `not_owner`.
+pub async fn watch_hold(
+    service: &Service,
+    show: ShowId,
+    hold: HoldId,
+    viewer: Option<SessionId>,
+) -> Result<WatchStream<HoldView>, ApiError> {
+    let hosted = service.group_of(show).await?.clone();
+    watch(hosted, move |group| group.hold(show, hold, viewer))
+}
+
+/// Watches admission ticket `ticket` of `show` as `viewer` (`None`: an operator) on this
+/// node's replica.
+///
+/// # Errors
+///
+/// Before any view: a routing error, `show_not_found`, `ticket_not_found`, `not_owner`.
+pub async fn watch_ticket(
+    service: &Service,
+    show: ShowId,
+    ticket: TicketId,
+    viewer: Option<SessionId>,
+) -> Result<WatchStream<TicketView>, ApiError> {
+    let hosted = service.group_of(show).await?.clone();
+    watch(hosted, move |group| group.ticket(show, ticket, viewer))
+}
+
+/// Subscribes to `hosted`'s applied-state changes, reads the first view (the owner check),
+/// and follows the entity.
+fn watch<V: Watched>(
+    hosted: Arc<HostedGroup>,
+    read: impl Fn(&Group) -> Result<V, Rejection> + Send + 'static,
+) -> Result<WatchStream<V>, ApiError> {
+    // Subscribed before the first read, so no change after that read can be missed.
+    let wake = AppliedChanges { data: hosted.raft.data_metrics(), interval: WAKE_INTERVAL };
+    let read_view = move || hosted.read_local(&read)?.map_err(ApiError::from);
+    let first = read_view()?;
+    Ok(follow(first, wake, read_view))
+}
+
+/// What wakes a watcher to read its entity again.
+trait Wake: Send + 'static {
+    /// Waits for a possible change; `false` once no change can ever come (the group stopped).
+    fn wait(&mut self) -> impl Future<Output = bool> + Send;
+}
+
+/// Wakes on every change of a group's applied index, and every `interval` at the latest.
+struct AppliedChanges {
+    data: WatchReceiverOf<raft::TypeConfig, RaftDataMetrics<raft::TypeConfig>>,
+    interval: Duration,
+}
+
+impl Wake for AppliedChanges {
+    async fn wait(&mut self) -> bool {
+        tokio::select! {
+            changed = self.data.changed() => changed.is_ok(),
+            () = tokio::time::sleep(self.interval) => true,
+        }
+    }
+}
+
+/// Where a watch stands between two views.
+struct Following<V: Watched, W, R> {
+    /// The view to yield first, until it is yielded.
+    first: Option<V>,
+    /// The key of the last view yielded.
+    last: Option<V::Key>,
+    /// Whether the watch is over (a terminal view or an error was yielded).
+    done: bool,
+    wake: W,
+    read: R,
+}
+
+/// The stream of `first`, then of each view read after a wake-up whose key differs from the
+/// last one yielded, up to and including a terminal view or an error.
+fn follow<V, W, R>(first: V, wake: W, read: R) -> WatchStream<V>
+where
+    V: Watched,
+    W: Wake,
+    R: FnMut() -> Result<V, ApiError> + Send + 'static,
+{
+    let start = Following { first: Some(first), last: None, done: false, wake, read };
+    Box::pin(stream::unfold(start, |mut following| async move {
+        if following.done {
+            return None;
+        }
+        if let Some(first) = following.first.take() {
+            following.done = first.is_terminal();
+            following.last = Some(first.key());
+            return Some((Ok(first), following));
+        }
+        loop {
+            if !following.wake.wait().await {
+                return None;
+            }
+            match (following.read)() {
+                Ok(view) => {
+                    let key = view.key();
+                    if following.last.as_ref() == Some(&key) {
+                        continue;
+                    }
+                    following.done = view.is_terminal();
+                    following.last = Some(key);
+                    return Some((Ok(view), following));
+                }
+                Err(error) => {
+                    following.done = true;
+                    return Some((Err(error), following));
+                }
+            }
+        }
+    }))
+}
+
+/// A one-node cluster in this process, for the tests of the modules that serve watches,
+/// webhooks and metrics over a real group.
+#[cfg(test)]
+pub(crate) mod test_node {
+    use std::time::Duration;
+
+    use statemachine::{
+        ClientRequest, Currency, HoldId, IdempotencyKey, OperatorCommand, PaymentId, Reply,
+        SeatRange, SessionId, ShowId, ShowPolicy, ShowSpec,
+    };
+
+    use crate::service::Service;
+    use crate::{Args, Config, Node};
+
+    /// A running one-node cluster with one data group, and its data directory.
+    pub struct OneNode {
+        /// The node.
+        pub node: Node,
+        /// Its booking operations.
+        pub service: Service,
+        _dir: tempfile::TempDir,
+    }
+
+    /// Starts a one-node cluster with `webhook_secret` and waits until it leads every group.
+    pub async fn start(webhook_secret: Option<&str>) -> OneNode {
+        let dir = tempfile::tempdir().unwrap();
+        let address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let args = Args {
+            id: Some(1),
+            data: Some(dir.path().join("n1")),
+            listen: Some(address),
+            bootstrap: true,
+            groups: Some(1),
+            heartbeat_ms: Some(50),
+            election_min_ms: Some(150),
+            election_max_ms: Some(300),
+            webhook_secret: webhook_secret.map(str::to_owned),
+            ..Args::default()
+        };
+        let node = Node::start(Config::load(args).unwrap()).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !node.shared().groups.values().all(|group| group.is_leader()) {
+            assert!(tokio::time::Instant::now() < deadline, "no leader");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let service = Service::new(node.shared().clone());
+        OneNode { node, service, _dir: dir }
+    }
+
+    impl OneNode {
+        /// Creates show `show` with `seats` seats at 25.00 EUR each and opens its sales.
+        pub async fn open_show(&self, show: u64, seats: u32) -> ShowId {
+            let show = ShowId(show);
+            let spec = ShowSpec {
+                show,
+                currency: Currency(*b"EUR"),
+                prices_minor: vec![2_500],
+                layout: vec![SeatRange { count: seats, class: 0 }],
+                policy: ShowPolicy::default(),
+            };
+            let setup = vec![OperatorCommand::OpenSales { show }];
+            self.service.create_show(spec, 0, setup).await.unwrap();
+            show
+        }
+
+        /// Holds `seats` of `show` for `session`.
+        pub async fn hold(&self, show: ShowId, session: SessionId, seats: &[u32]) -> HoldId {
+            let price_version =
+                self.service.read_local(show, |group| group.seat_map(show)).await.unwrap();
+            let request = ClientRequest::Hold {
+                seats: seats.try_into().unwrap(),
+                price_version: price_version.price_version,
+                grant: None,
+            };
+            match self.client(show, session, request).await {
+                Reply::Held(receipt) => receipt.hold,
+                other => panic!("not held: {other:?}"),
+            }
+        }
+
+        /// Starts checkout of `hold`: its payment attempt.
+        pub async fn checkout(&self, show: ShowId, session: SessionId, hold: HoldId) -> PaymentId {
+            match self.client(show, session, ClientRequest::Checkout { hold }).await {
+                Reply::CheckoutStarted { payment, .. } => payment,
+                other => panic!("no checkout: {other:?}"),
+            }
+        }
+
+        /// Proposes `request` for `session` under a fresh idempotency key.
+        pub async fn client(
+            &self,
+            show: ShowId,
+            session: SessionId,
+            request: ClientRequest,
+        ) -> Reply {
+            let mut key = [0u8; 16];
+            getrandom::fill(&mut key).unwrap();
+            let key = IdempotencyKey(u128::from_be_bytes(key));
+            self.service.client(show, session, key, request).await.unwrap()
+        }
+
+        /// The data group's applied index on this node.
+        pub fn applied_index(&self) -> u64 {
+            self.node.shared().groups[&1].read_local(|group| group.as_of().log_index).unwrap()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use futures_util::StreamExt;
+    use statemachine::{
+        ClientRequest, Currency, Hold, HoldState, Money, PaymentEffect, PaymentId, PaymentOutcome,
+        PaymentResult, ProviderEventId, Rejection, SessionId, TicketState,
+    };
+    use tokio::sync::mpsc;
+
+    use super::*;
+
+    /// Wakes when the test says so; the channel closing is the group stopping.
+    struct Scripted(mpsc::UnboundedReceiver<()>);
+
+    impl Wake for Scripted {
+        async fn wait(&mut self) -> bool {
+            self.0.recv().await.is_some()
+        }
+    }
+
+    fn hold_view(state: HoldState, log_index: u64) -> HoldView {
+        HoldView {
+            hold: Hold {
+                id: HoldId(1),
+                session: SessionId(7),
+                seats: [3].as_slice().try_into().unwrap(),
+                state,
+                created_ms: 0,
+                hold_deadline_ms: 300_000,
+                processing_deadline_ms: (state == HoldState::Processing).then_some(420_000),
+                price_version: 1,
+                price: Money { amount_minor: 2_500, currency: Currency(*b"EUR") },
+                grant: None,
+                offer: None,
+                payment: None,
+                payment_attempts: 0,
+                booking: None,
+            },
+            state,
+            as_of: statemachine::AsOf { log_index, log_time_ms: log_index },
+        }
+    }
+
+    /// A watch over scripted reads: each wake-up reads the next view of `reads`.
+    fn scripted(
+        first: HoldView,
+        reads: Vec<Result<HoldView, ApiError>>,
+    ) -> (WatchStream<HoldView>, mpsc::UnboundedSender<()>) {
+        let (wake, woken) = mpsc::unbounded_channel();
+        let mut reads: VecDeque<_> = reads.into();
+        let read = move || reads.pop_front().expect("read more often than woken");
+        (follow(first, Scripted(woken), read), wake)
+    }
+
+    #[tokio::test]
+    async fn yields_only_changes_and_ends_after_a_terminal_state() {
+        let reads = vec![
+            Ok(hold_view(HoldState::Held, 2)),
+            Ok(hold_view(HoldState::Processing, 3)),
+            Ok(hold_view(HoldState::Processing, 4)),
+            Ok(hold_view(HoldState::Confirmed, 5)),
+        ];
+        let (mut watch, wake) = scripted(hold_view(HoldState::Held, 1), reads);
+        for _ in 0..4 {
+            wake.send(()).unwrap();
+        }
+        let mut seen = Vec::new();
+        while let Some(view) = watch.next().await {
+            let view = view.unwrap();
+            seen.push((view.state, view.as_of.log_index));
+        }
+        assert_eq!(
+            seen,
+            [(HoldState::Held, 1), (HoldState::Processing, 3), (HoldState::Confirmed, 5)]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_terminal_first_view_is_the_only_one() {
+        let (mut watch, _wake) = scripted(hold_view(HoldState::Expired, 1), Vec::new());
+        assert_eq!(watch.next().await.unwrap().unwrap().state, HoldState::Expired);
+        assert!(watch.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_error_is_yielded_once_and_a_stopped_group_ends_the_watch() {
+        let reads = vec![Err(ApiError::Internal("store failed".into()))];
+        let (mut watch, wake) = scripted(hold_view(HoldState::Held, 1), reads);
+        wake.send(()).unwrap();
+        assert!(watch.next().await.unwrap().is_ok());
+        assert_eq!(watch.next().await.unwrap().unwrap_err().code(), "internal");
+        assert!(watch.next().await.is_none());
+
+        let (mut watch, wake) = scripted(hold_view(HoldState::Held, 1), Vec::new());
+        assert!(watch.next().await.unwrap().is_ok());
+        drop(wake);
+        assert!(watch.next().await.is_none());
+    }
+
+    #[test]
+    fn a_ticket_changes_with_its_place_in_line_and_ends_when_consumed() {
+        let ticket = |state, ahead, grant_deadline_ms| TicketView {
+            ticket: TicketId(4),
+            session: SessionId(1),
+            state,
+            ahead,
+            grant_deadline_ms,
+            as_of: statemachine::AsOf { log_index: 1, log_time_ms: 1 },
+        };
+        let waiting = ticket(TicketState::Waiting, 3, None);
+        assert_ne!(waiting.key(), ticket(TicketState::Waiting, 2, None).key());
+        assert_ne!(waiting.key(), ticket(TicketState::Granted, 0, Some(60_000)).key());
+        assert!(!ticket(TicketState::Granted, 0, Some(60_000)).is_terminal());
+        // A consumed ticket keeps its old grant deadline in the view; it is no change.
+        assert_eq!(
+            ticket(TicketState::Consumed, 0, Some(60_000)).key(),
+            ticket(TicketState::Consumed, 0, None).key()
+        );
+        for terminal in [TicketState::Consumed, TicketState::Left, TicketState::Expired] {
+            assert!(ticket(terminal, 0, None).is_terminal());
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hold_watch_follows_the_group_to_its_booking() {
+        let cluster = test_node::start(None).await;
+        let show = cluster.open_show(5, 20).await;
+        let (owner, stranger) = (SessionId(11), SessionId(12));
+        let hold = cluster.hold(show, owner, &[3, 4]).await;
+
+        let refused = watch_hold(&cluster.service, show, hold, Some(stranger)).await;
+        assert_eq!(refused.err().unwrap().code(), Rejection::NotOwner.code());
+        let missing = watch_hold(&cluster.service, show, HoldId(999), Some(owner)).await;
+        assert_eq!(missing.err().unwrap().code(), "hold_not_found");
+
+        let mut watch = watch_hold(&cluster.service, show, hold, Some(owner)).await.unwrap();
+        let first = watch.next().await.unwrap().unwrap();
+        assert_eq!(first.state, HoldState::Held);
+
+        let payment: PaymentId = cluster.checkout(show, owner, hold).await;
+        let processing = watch.next().await.unwrap().unwrap();
+        assert_eq!(processing.state, HoldState::Processing);
+        assert_eq!(processing.hold.payment, Some(payment));
+
+        let paid = PaymentOutcome {
+            show,
+            payment,
+            event: ProviderEventId(1),
+            result: PaymentResult::Succeeded { amount_minor: 5_000, currency: Currency(*b"EUR") },
+        };
+        let reply = cluster.service.payment(paid).await.unwrap();
+        assert!(matches!(
+            reply,
+            statemachine::Reply::PaymentRecorded { effect: PaymentEffect::Confirmed { .. }, .. }
+        ));
+        let confirmed = watch.next().await.unwrap().unwrap();
+        assert_eq!(confirmed.state, HoldState::Confirmed);
+        assert!(confirmed.as_of.log_index > first.as_of.log_index);
+        assert!(watch.next().await.is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ticket_watch_sees_its_grant_and_its_departure() {
+        let cluster = test_node::start(None).await;
+        let show = cluster.open_show(6, 20).await;
+        let command =
+            statemachine::OperatorCommand::ConfigureAdmission { show, enabled: true, window: 1 };
+        cluster.service.operator(command).await.unwrap();
+        let (first, second) = (SessionId(21), SessionId(22));
+        let queued = |reply| match reply {
+            statemachine::Reply::Queued { ticket, .. } => ticket,
+            other => panic!("not queued: {other:?}"),
+        };
+        let granted = queued(cluster.client(show, first, ClientRequest::JoinQueue).await);
+        let waiting = queued(cluster.client(show, second, ClientRequest::JoinQueue).await);
+
+        let mut watch = watch_ticket(&cluster.service, show, waiting, Some(second)).await.unwrap();
+        let view = watch.next().await.unwrap().unwrap();
+        assert_eq!((view.state, view.ahead), (TicketState::Waiting, 0));
+
+        cluster.client(show, first, ClientRequest::LeaveQueue { ticket: granted }).await;
+        let view = watch.next().await.unwrap().unwrap();
+        assert_eq!(view.state, TicketState::Granted);
+        assert!(view.grant_deadline_ms.is_some());
+
+        cluster.client(show, second, ClientRequest::LeaveQueue { ticket: waiting }).await;
+        assert_eq!(watch.next().await.unwrap().unwrap().state, TicketState::Left);
+        assert!(watch.next().await.is_none());
+    }
+}

@@ -73,6 +73,14 @@ pub struct Options {
     pub election_min_ms: u64,
     /// Longest election timeout (`--election-max-ms`).
     pub election_max_ms: u64,
+    /// The operator credential (`--operator-token`); operator calls are open if `None`.
+    pub operator_token: Option<String>,
+    /// The payment webhook secret (`--webhook-secret`); the daemon's development secret if
+    /// `None`.
+    pub webhook_secret: Option<String>,
+    /// Requests per second one session may make (`--rate-per-session`); the daemon's default
+    /// if `None`.
+    pub rate_per_session: Option<u32>,
 }
 
 impl Default for Options {
@@ -86,6 +94,9 @@ impl Default for Options {
             heartbeat_ms: 150,
             election_min_ms: 600,
             election_max_ms: 1_200,
+            operator_token: None,
+            webhook_secret: None,
+            rate_per_session: None,
         }
     }
 }
@@ -305,6 +316,15 @@ impl ProcessCluster {
             .arg(options.election_max_ms.to_string());
         if let Some(entries) = options.snapshot_logs {
             command.arg("--snapshot-logs").arg(entries.to_string());
+        }
+        if let Some(token) = &options.operator_token {
+            command.arg("--operator-token").arg(token);
+        }
+        if let Some(secret) = &options.webhook_secret {
+            command.arg("--webhook-secret").arg(secret);
+        }
+        if let Some(rate) = options.rate_per_session {
+            command.arg("--rate-per-session").arg(rate.to_string());
         }
         if bootstrap {
             command.arg("--bootstrap");

@@ -4,11 +4,23 @@
 //! and clients that follow leader hints. The tests check what a buyer and an operator rely on: an
 //! acknowledged hold survives the loss of its leader and of every process, an isolated leader
 //! acknowledges nothing, a wiped node catches up by snapshot, membership changes under load lose
-//! nothing, and every replica of a group converges on the same state.
+//! nothing, and every replica of a group converges on the same state. The `api_*` tests speak
+//! plain HTTP to the REST API of such a cluster (`rest.rs`): every path with its success shape,
+//! every error status and code, the seed races (two sessions racing for one seat, a double-tap
+//! accept, a retry after a lost response, not-owner access), a request sent to a follower,
+//! server-sent events and signed payment webhooks; each file runs its scenarios on one cluster
+//! and names each one that failed.
 //!
 //! Timings (failover, recovery, catch-up) are printed, never asserted: run with `--nocapture`
 //! to see them.
 
+mod api_errors;
+mod api_holds;
+mod api_limits;
+mod api_payments;
+mod api_queue;
+mod api_shows;
+mod api_waitlist;
 mod client;
 mod convergence;
 mod failover;
@@ -16,6 +28,7 @@ mod harness;
 mod membership;
 mod partition;
 mod proxy;
+mod rest;
 mod restart;
 mod snapshot;
 mod workload;

@@ -1,0 +1,99 @@
+//! The REST API's answers when a caller must come back later, against a real 3-node cluster:
+//! 429 with `Retry-After` for a session over its rate (a cluster started with a tiny
+//! `--rate-per-session`), then 503 with `Retry-After` from a follower whose group lost its
+//! quorum (two of three nodes killed; last, since the cluster does not serve afterwards).
+//!
+//! Reference: shared/DESIGN.md "Errors" (429 / RESOURCE_EXHAUSTED with Retry-After; 503 /
+//! UNAVAILABLE no leader or timeout, retryable with the same idempotency key) and issue 4
+//! "Rate limits per session and per client address (token bucket, 429)".
+
+use std::io;
+use std::time::Duration;
+
+use axum::http::Method;
+use serde_json::json;
+
+use crate::harness::Options;
+use crate::rest::{Api, Report, ensure, string_field};
+
+/// The first show id of this file (each scenario uses its own).
+const SHOWS: u64 = 700;
+
+/// Requests per second one session may make on this file's cluster (bursts of twice as many).
+const RATE_PER_SESSION: u32 = 1;
+
+/// How long the node may take to give up on a group without a quorum (its commit wait is 5 s).
+const NO_QUORUM_WAIT: Duration = Duration::from_secs(15);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_rate_limit_then_no_quorum() -> io::Result<()> {
+    let options = Options { rate_per_session: Some(RATE_PER_SESSION), ..Options::default() };
+    let mut api = Api::start(3, options).await?;
+    let mut report = Report::default();
+    report.check("a_session_over_its_rate_gets_429", a_session_over_its_rate_gets_429(&api).await);
+    report.check(
+        "a_group_without_quorum_answers_503",
+        a_group_without_quorum_answers_503(&mut api).await,
+    );
+    let all_passed = report.all_passed();
+    let result = report.finish();
+    if all_passed {
+        api.shutdown()?;
+    }
+    result
+}
+
+/// A session reading its hold ten times at once gets 429 `rate_limited` with `Retry-After` for
+/// most of them; another session is not limited by it.
+async fn a_session_over_its_rate_gets_429(api: &Api) -> io::Result<()> {
+    let show = api.create_show(SHOWS, 20, 1, json!({})).await?;
+    let greedy = api.session().await?;
+    let hold = api.hold_ok(&show, &greedy, &[1]).await?;
+    let hold_id = string_field(&hold, "hold_id")?;
+    let leader = api.leader(show.group).await?;
+    let read = api.on(leader, Method::GET, &format!("/v1/holds/{hold_id}")).token(&greedy);
+    let mut limited = 0;
+    for _ in 0..10 {
+        let answer = read.send_once().await?;
+        match answer.status {
+            200 => {}
+            _ => {
+                answer.expect_error(429, "rate_limited")?;
+                limited += 1;
+            }
+        }
+    }
+    ensure!(limited >= 5, "a burst of 2 at 1/s: only {limited} of 10 limited");
+    let patient = api.session().await?;
+    api.hold_ok(&show, &patient, &[2]).await?;
+    Ok(())
+}
+
+/// With the leader of a show's group and one more node killed, the last node (a follower)
+/// answers a hold with 503 and `Retry-After` (`no_leader`, `not_leader` or `unavailable`), never
+/// with a success.
+async fn a_group_without_quorum_answers_503(api: &mut Api) -> io::Result<()> {
+    let show = api.create_show(SHOWS + 1, 20, 2, json!({})).await?;
+    let buyer = api.session().await?;
+    let leader = api.leader(show.group).await?;
+    let survivor = api.follower(show.group).await?;
+    let other = (1..=3).find(|&id| id != leader && id != survivor).unwrap_or(leader);
+    api.cluster.kill(leader)?;
+    api.cluster.kill(other)?;
+    let answer = api
+        .on(survivor, Method::POST, &format!("/v1/shows/{}/holds", show.id))
+        .token(&buyer)
+        .key(&api.key("no-quorum"))
+        .json(&json!({ "seats": [3], "price_version": 1 }))
+        .send_once_within(NO_QUORUM_WAIT)
+        .await?;
+    ensure!(answer.status == 503, "{}", answer.describe());
+    let code = answer.body["code"].as_str().unwrap_or("").to_owned();
+    ensure!(
+        ["no_leader", "not_leader", "unavailable"].contains(&code.as_str()),
+        "{}",
+        answer.describe()
+    );
+    answer.expect_error(503, &code)?;
+    Ok(())
+}

@@ -1,11 +1,29 @@
 #!/usr/bin/env bash
-# The main job. Today: a simulated on-sale through the booking core in one process (buyers,
-# waiting room, stale seat map, payments, cancellations, waitlist), ending with an invariant
-# check. When the cluster lands (issues 3 and 4) this becomes: start a local 3-node cluster on
-# loopback and run the on-sale against it through the SDK.
-# Usage: bash scripts/demo.sh [--buyers N] [--seats N] [--window N] [--seed N]
+# The main job: builds, starts a local 3-node cluster on loopback (data in ./cluster-data), and
+# runs a short on-sale against it through the SDK: simulated buyers in a strict waiting room,
+# all-or-nothing holds from a stale seat map, checkout and a simulated payment provider
+# (signed webhooks), abandoned holds expiring into waitlist offers. It prints what happened
+# (sold, conflicts, offers, hold latency p50/p99) and the end-of-run checks, then leaves the
+# cluster running.
+#
+# Usage: bash scripts/demo.sh [onsale options, e.g. --buyers 5000 --seats 1000 --window 200]
+#        (bash scripts/demo.sh --help lists them). The in-process on-sale through the state
+#        machine alone is `cargo run --release -p statemachine --example onsale`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cargo build --release -p statemachine --example onsale
-exec "${CARGO_TARGET_DIR:-target}/release/examples/onsale" "$@"
+cargo build --release -p node -p client -p jepsen
+target_dir="${CARGO_TARGET_DIR:-target}"
+# Secrets of the demo cluster, shared by every node and by the driver (a real cluster sets its
+# own: --session-secret, --webhook-secret, --operator-token).
+export BOOKING_SESSION_SECRET="${BOOKING_SESSION_SECRET:-demo-session-secret}"
+export BOOKING_WEBHOOK_SECRET="${BOOKING_WEBHOOK_SECRET:-demo-webhook-secret}"
+export BOOKING_OPERATOR_TOKEN="${BOOKING_OPERATOR_TOKEN:-demo-operator-token}"
+bash scripts/cluster.sh up >/dev/null
+echo "demo: cluster up (bash scripts/cluster.sh status shows it)"
+status=0
+"$target_dir/release/onsale" "$@" || status=$?
+echo
+echo "demo: the cluster keeps running. Try: $target_dir/release/bookctl show list"
+echo "demo: stop it with: bash scripts/cluster.sh down"
+exit "$status"

@@ -25,6 +25,7 @@ use crate::api::session::{DEVELOPMENT_SECRET, Sessions};
 use crate::api::{AdminApi, BookingApi};
 use crate::config::{Config, initial_voters};
 use crate::group::HostedGroup;
+use crate::rest::limits::Limits;
 use crate::service::Service;
 
 /// Why the node could not start.
@@ -143,10 +144,11 @@ impl Node {
             .add_service(BookingApi::new(Service::new(shared.clone())).into_server())
             .add_service(AdminApi::new(shared.clone()).into_server())
             .into_axum_router();
-        let rest = crate::rest::router(Service::new(shared.clone()));
+        let limits = Limits::from_config(&shared.config);
+        let rest = crate::rest::router(Service::new(shared.clone()), limits.clone());
         let server = tonic::transport::Server::builder()
             .accept_http1(true)
-            .add_routes(tonic::service::Routes::from(one_port(rest, grpc)))
+            .add_routes(tonic::service::Routes::from(one_port(rest, grpc, limits)))
             .serve_with_incoming_shutdown(
                 tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
                 async {
@@ -189,8 +191,11 @@ impl Node {
 }
 
 /// One router for the node's one port: gRPC requests (content type `application/grpc`) go to
-/// the gRPC services, the rest to the REST routes (with a JSON 404 for unknown paths).
-fn one_port(rest: axum::Router, grpc: axum::Router) -> axum::Router {
+/// the gRPC services, the rest to the REST routes (with a JSON 404 for unknown paths). Calls
+/// of the gRPC `BookingService` pay the same token buckets as REST calls (per session, per
+/// client address), and are refused with RESOURCE_EXHAUSTED and `retry-after` metadata; peer
+/// Raft traffic and operator `AdminService` calls are not limited.
+fn one_port(rest: axum::Router, grpc: axum::Router, limits: Limits) -> axum::Router {
     use axum::http::StatusCode;
     use axum::response::IntoResponse;
     use tower::ServiceExt;
@@ -202,6 +207,17 @@ fn one_port(rest: axum::Router, grpc: axum::Router) -> axum::Router {
                 .get("content-type")
                 .and_then(|value| value.to_str().ok())
                 .is_some_and(|value| value.starts_with("application/grpc"));
+            let limited = request.uri().path().starts_with("/booking.v1.BookingService/");
+            if is_grpc && limited {
+                if let Err(error) = limits.check(request.headers(), request.extensions()) {
+                    let retry_after = error.retry_after_s();
+                    let mut response = tonic::Status::from(error).into_http::<axum::body::Body>();
+                    if let Some(seconds) = retry_after {
+                        response.headers_mut().insert("retry-after", seconds.into());
+                    }
+                    return response;
+                }
+            }
             if is_grpc {
                 grpc.oneshot(request).await.into_response()
             } else {

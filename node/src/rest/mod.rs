@@ -51,8 +51,10 @@ pub struct RestState {
 }
 
 /// The REST routes of a node.
-pub fn router(service: Service) -> Router {
-    let limits = limits::Limits::from_config(&service.shared().config);
+///
+/// `limits` are the node's token buckets, shared with the gRPC booking calls so that mixing
+/// the two APIs does not double a caller's rate.
+pub fn router(service: Service, limits: limits::Limits) -> Router {
     let router = routes().router.with_state(RestState { service });
     let router = metrics::layer(router, metrics::Metrics::new());
     let router = limits::layer(router, limits);

@@ -1,6 +1,6 @@
 //! The REST API's answers when a caller must come back later, against a real 3-node cluster:
 //! 429 with `Retry-After` for a session over its rate (a cluster started with a tiny
-//! `--rate-per-session`), then 503 with `Retry-After` from a follower whose group lost its
+//! `--rate-per-session`; gRPC booking calls pay the same buckets), then 503 with `Retry-After` from a follower whose group lost its
 //! quorum (two of three nodes killed; last, since the cluster does not serve afterwards).
 //!
 //! Reference: shared/DESIGN.md "Errors" (429 / RESOURCE_EXHAUSTED with Retry-After; 503 /
@@ -11,6 +11,8 @@ use std::io;
 use std::time::Duration;
 
 use axum::http::Method;
+use proto::booking::GetHoldRequest;
+use proto::booking::booking_service_client::BookingServiceClient;
 use serde_json::json;
 
 use crate::harness::Options;
@@ -31,6 +33,10 @@ async fn rest_rate_limit_then_no_quorum() -> io::Result<()> {
     let mut api = Api::start(3, options).await?;
     let mut report = Report::default();
     report.check("a_session_over_its_rate_gets_429", a_session_over_its_rate_gets_429(&api).await);
+    report.check(
+        "grpc_calls_pay_the_same_session_bucket",
+        grpc_calls_pay_the_same_session_bucket(&api).await,
+    );
     report.check(
         "a_group_without_quorum_answers_503",
         a_group_without_quorum_answers_503(&mut api).await,
@@ -66,6 +72,35 @@ async fn a_session_over_its_rate_gets_429(api: &Api) -> io::Result<()> {
     ensure!(limited >= 5, "a burst of 2 at 1/s: only {limited} of 10 limited");
     let patient = api.session().await?;
     api.hold_ok(&show, &patient, &[2]).await?;
+    Ok(())
+}
+
+/// The gRPC booking calls of a session draw on the same bucket as its REST calls: a burst of
+/// `GetHold` calls is refused with RESOURCE_EXHAUSTED and `retry-after` metadata.
+async fn grpc_calls_pay_the_same_session_bucket(api: &Api) -> io::Result<()> {
+    let show = api.create_show(SHOWS + 2, 20, 1, json!({})).await?;
+    let greedy = api.session().await?;
+    let hold = api.hold_ok(&show, &greedy, &[1]).await?;
+    let hold_id = string_field(&hold, "hold_id")?;
+    let number = hold_id.rsplit('-').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    let leader = api.leader(show.group).await?;
+    let address = format!("http://{}", api.cluster.address(leader));
+    let mut grpc = BookingServiceClient::connect(address).await.map_err(io::Error::other)?;
+    let mut limited = 0;
+    for _ in 0..10 {
+        let mut request = tonic::Request::new(GetHoldRequest { show_id: show.id, hold_id: number });
+        let authorization = format!("Bearer {greedy}").parse().map_err(io::Error::other)?;
+        request.metadata_mut().insert("authorization", authorization);
+        match grpc.get_hold(request).await {
+            Ok(_) => {}
+            Err(status) => {
+                ensure!(status.code() == tonic::Code::ResourceExhausted, "{status:?}");
+                ensure!(status.metadata().get("retry-after").is_some(), "{status:?}");
+                limited += 1;
+            }
+        }
+    }
+    ensure!(limited >= 5, "a burst of 2 at 1/s: only {limited} of 10 gRPC calls limited");
     Ok(())
 }
 

@@ -208,15 +208,16 @@ fn one_port(rest: axum::Router, grpc: axum::Router, limits: Limits) -> axum::Rou
                 .and_then(|value| value.to_str().ok())
                 .is_some_and(|value| value.starts_with("application/grpc"));
             let limited = request.uri().path().starts_with("/booking.v1.BookingService/");
-            if is_grpc && limited {
-                if let Err(error) = limits.check(request.headers(), request.extensions()) {
-                    let retry_after = error.retry_after_s();
-                    let mut response = tonic::Status::from(error).into_http::<axum::body::Body>();
-                    if let Some(seconds) = retry_after {
-                        response.headers_mut().insert("retry-after", seconds.into());
-                    }
-                    return response;
+            if is_grpc
+                && limited
+                && let Err(error) = limits.check(request.headers(), request.extensions())
+            {
+                let retry_after = error.retry_after_s();
+                let mut response = tonic::Status::from(error).into_http::<axum::body::Body>();
+                if let Some(seconds) = retry_after {
+                    response.headers_mut().insert("retry-after", seconds.into());
                 }
+                return response;
             }
             if is_grpc {
                 grpc.oneshot(request).await.into_response()

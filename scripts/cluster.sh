@@ -63,7 +63,7 @@ running_pid() {
 
 build() {
   echo "cluster: building bookingd and bookctl (release)" >&2
-  (cd "$root" && cargo build --release -p node -p client)
+  (cd "$root" && cargo build --release --workspace --bins)
 }
 
 # Starts node N in the background; bootstraps only if its data directory is new and $2 is yes.

@@ -12,7 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cargo build --release -p node -p client -p jepsen
+# The same selection as cluster.sh builds, so that features unify the same way and nothing is
+# compiled twice.
+cargo build --release --workspace --bins
 target_dir="${CARGO_TARGET_DIR:-target}"
 # Secrets of the demo cluster, shared by every node and by the driver (a real cluster sets its
 # own: --session-secret, --webhook-secret, --operator-token).

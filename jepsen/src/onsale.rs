@@ -392,7 +392,7 @@ async fn waitlist(shared: &Shared, rng: &mut StdRng, token: &str, want: u32) {
     };
     shared.tally().waitlist_joins += 1;
     let waited = Instant::now();
-    while waited.elapsed() < plan.time_limit / 2 {
+    while waited.elapsed() < plan.time_limit / 4 {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let Ok(now) = client.get_waitlist_entry(token, plan.show_id, entry.entry_id).await else {
             continue;

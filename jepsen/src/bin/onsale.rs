@@ -54,7 +54,7 @@ struct Args {
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// The longest the buyers may run, seconds.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 40)]
     time_limit_s: u64,
     /// The webhook secret of the nodes.
     #[arg(

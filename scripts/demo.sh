@@ -16,6 +16,9 @@ bash scripts/setup.sh
 # compiled twice.
 cargo build --release --workspace --bins
 target_dir="${CARGO_TARGET_DIR:-target}"
+for arg in "$@"; do
+  case "$arg" in -h | --help) exec "$target_dir/release/onsale" --help ;; esac
+done
 # Secrets of the demo cluster, shared by every node and by the driver (a real cluster sets its
 # own: --session-secret, --webhook-secret, --operator-token).
 export BOOKING_SESSION_SECRET="${BOOKING_SESSION_SECRET:-demo-session-secret}"

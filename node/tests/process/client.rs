@@ -1,6 +1,7 @@
-//! A small gRPC client for the process tests, written against `proto/booking.proto` alone (the
-//! real SDK lives in the `client` crate; the tests do not depend on it): it adds the session
-//! token and an idempotency key to every call, and follows the cluster's leader hints.
+//! A small gRPC client for the cluster tests, written against `proto/booking.proto` alone, so
+//! that the tests of Raft behaviour do not depend on the SDK they would be testing (the `sdk*`
+//! tests use the real SDK, the `client` crate): it adds the session token and an idempotency
+//! key to every call, and follows the cluster's leader hints.
 //!
 //! A call that fails retryably (UNAVAILABLE with a `booking-code`, or any failure without one,
 //! which is the transport's: a refused connection, a reset, an attempt that timed out) is sent

@@ -9,7 +9,8 @@
 //! every error status and code, the seed races (two sessions racing for one seat, a double-tap
 //! accept, a retry after a lost response, not-owner access), a request sent to a follower,
 //! server-sent events and signed payment webhooks; each file runs its scenarios on one cluster
-//! and names each one that failed.
+//! and names each one that failed. The `sdk*` tests run the buyer's journey, the seed races,
+//! leader hints, a dead node and the error codes through the Rust SDK (the `client` crate).
 //!
 //! Timings (failover, recovery, catch-up) are printed, never asserted: run with `--nocapture`
 //! to see them.
@@ -30,5 +31,9 @@ mod partition;
 mod proxy;
 mod rest;
 mod restart;
+mod sdk;
+mod sdk_errors;
+mod sdk_races;
+mod sdk_routing;
 mod snapshot;
 mod workload;

@@ -1,0 +1,234 @@
+//! Error codes through the Rust SDK against a real 3-node cluster: each arrives as
+//! `client::Error::Rejected` with the gRPC code and the `booking-code` of the one table in
+//! `node/src/error.rs` (`invalid_argument`, `unauthenticated`, `forbidden`, `show_not_found`,
+//! `hold_not_found`, `hold_expired`, `grant_required`), and changes nothing. Input the SDK
+//! itself refuses before sending is `client::Error::InvalidArgument` instead.
+//!
+//! Reference: issue 4 "Tests that must exist" (every error code) and "SDK and CLI" (typed
+//! errors); shared/DESIGN.md "Errors" (one mapping table, stable codes); the `statemachine` hold
+//! rules (1..=10 distinct seats; an expired hold cannot be checked out) and admission rules
+//! (a hold needs a grant while the lane is on).
+
+use std::io;
+use std::time::Duration;
+
+use ::client::{Error, NewShow, SeatStatus};
+use tonic::Code;
+
+use crate::rest::{PRICE_VERSION, Report, ensure};
+use crate::sdk::{Sdk, expect_ok, expect_rejected, now_ms, seat_statuses, seats_in};
+
+/// The first show id of this file (each scenario uses its own).
+const SHOWS: u64 = 930;
+
+/// A show id no scenario creates.
+const MISSING_SHOW: u64 = 999_999;
+
+/// How long after a hold's deadline (by this machine's clock, which the nodes share) its
+/// checkout is sent: margin for the leader to stamp a log time past it.
+const PAST_DEADLINE: Duration = Duration::from_millis(300);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_error_codes() -> io::Result<()> {
+    let sdk = Sdk::start().await?;
+    let mut report = Report::default();
+    report.check(
+        "bad_seat_lists_are_refused_by_the_node",
+        bad_seat_lists_are_refused_by_the_node(&sdk).await,
+    );
+    report.check("forged_token_is_unauthenticated", forged_token_is_unauthenticated(&sdk).await);
+    report.check(
+        "unknown_show_and_hold_are_not_found",
+        unknown_show_and_hold_are_not_found(&sdk).await,
+    );
+    report.check(
+        "expired_hold_cannot_be_checked_out",
+        expired_hold_cannot_be_checked_out(&sdk).await,
+    );
+    report.check("lane_requires_a_grant", lane_requires_a_grant(&sdk).await);
+    report.check(
+        "operator_calls_need_the_operator_token",
+        operator_calls_need_the_operator_token(&sdk).await,
+    );
+    let result = report.finish();
+    sdk.finish(result)
+}
+
+/// Creates `show` with its sales open; returns its id.
+async fn open_show(sdk: &Sdk, show: NewShow) -> io::Result<u64> {
+    let show = NewShow { open_sales: true, ..show };
+    Ok(sdk.create_show(&show).await?.show_id)
+}
+
+/// Eleven seats, a seat twice, no seat, and a seat past the end are refused by the node:
+/// INVALID_ARGUMENT with `invalid_argument` (`seat_out_of_range` for the last). The SDK does
+/// not check seat lists itself (`hold_with_grant` sends them as given), which the variant shows:
+/// `Error::Rejected` is a node's answer, while input the SDK refuses before sending, such as an
+/// idempotency key of 129 characters, is `Error::InvalidArgument`. Nothing is held.
+async fn bad_seat_lists_are_refused_by_the_node(sdk: &Sdk) -> io::Result<()> {
+    let show_id =
+        open_show(sdk, NewShow { group_id: 1, ..NewShow::uniform(SHOWS, 20, 1_000, "EUR") })
+            .await?;
+    let client = &sdk.client;
+    let buyer = sdk.session().await?;
+    let eleven: Vec<u32> = (0..11).collect();
+    let cases: [(&str, &[u32], &str); 4] = [
+        ("eleven seats", &eleven, "invalid_argument"),
+        ("a seat twice", &[2, 5, 2], "invalid_argument"),
+        ("no seat", &[], "invalid_argument"),
+        ("seat 20 of 0..20", &[20], "seat_out_of_range"),
+    ];
+    for (what, seats, code) in cases {
+        let result =
+            client.hold(&buyer, show_id, seats, PRICE_VERSION, Some(&sdk.key("bad"))).await;
+        expect_rejected(what, result, Code::InvalidArgument, code)?;
+    }
+    let long_key = "k".repeat(129);
+    let refused = client.hold(&buyer, show_id, &[1], PRICE_VERSION, Some(&long_key)).await;
+    ensure!(
+        matches!(refused, Err(Error::InvalidArgument(_))),
+        "the SDK refuses a 129-character key before sending: {refused:?}"
+    );
+    let leader = sdk.cluster.leader_of(1).await?;
+    let map = expect_ok("the seat map", sdk.client_of(&[leader])?.get_seat_map(show_id).await)?;
+    ensure!(
+        seats_in(&map, SeatStatus::Free).len() == 20,
+        "nothing held: {:?}",
+        seat_statuses(&map)
+    );
+    Ok(())
+}
+
+/// A token of the right shape that no node issued (its tag is not the cluster's HMAC) is
+/// UNAUTHENTICATED `unauthenticated` on a hold, a read and a queue join; nothing is held.
+async fn forged_token_is_unauthenticated(sdk: &Sdk) -> io::Result<()> {
+    let show_id =
+        open_show(sdk, NewShow { group_id: 2, ..NewShow::uniform(SHOWS + 1, 20, 1_000, "EUR") })
+            .await?;
+    let client = &sdk.client;
+    let genuine = sdk.session().await?;
+    let forged = format!("g1_{}_{}", "ab".repeat(16), "00".repeat(16));
+    ensure!(forged.len() == genuine.len(), "the forgery has a token's shape: {genuine} {forged}");
+    let hold = client.hold(&forged, show_id, &[1], PRICE_VERSION, None).await;
+    expect_rejected("a hold", hold, Code::Unauthenticated, "unauthenticated")?;
+    let read = client.get_hold(&forged, show_id, 1).await;
+    expect_rejected("a read", read, Code::Unauthenticated, "unauthenticated")?;
+    let join = client.join_waitlist(&forged, show_id, 1, None).await;
+    expect_rejected("a waitlist join", join, Code::Unauthenticated, "unauthenticated")?;
+    let leader = sdk.cluster.leader_of(2).await?;
+    let map = expect_ok("the seat map", sdk.client_of(&[leader])?.get_seat_map(show_id).await)?;
+    ensure!(
+        seats_in(&map, SeatStatus::Free).len() == 20,
+        "nothing held: {:?}",
+        seat_statuses(&map)
+    );
+    Ok(())
+}
+
+/// A show never created is NOT_FOUND `show_not_found` for its summary, its seat map and a hold;
+/// a hold id never issued in an existing show is `hold_not_found`.
+async fn unknown_show_and_hold_are_not_found(sdk: &Sdk) -> io::Result<()> {
+    let client = &sdk.client;
+    let buyer = sdk.session().await?;
+    let show = client.get_show(MISSING_SHOW).await;
+    expect_rejected("its summary", show, Code::NotFound, "show_not_found")?;
+    let map = client.get_seat_map(MISSING_SHOW).await;
+    expect_rejected("its seat map", map, Code::NotFound, "show_not_found")?;
+    let hold = client.hold(&buyer, MISSING_SHOW, &[1], PRICE_VERSION, None).await;
+    expect_rejected("a hold", hold, Code::NotFound, "show_not_found")?;
+    let show_id =
+        open_show(sdk, NewShow { group_id: 1, ..NewShow::uniform(SHOWS + 2, 20, 1_000, "EUR") })
+            .await?;
+    let read = client.get_hold(&buyer, show_id, 999).await;
+    expect_rejected("hold 999", read, Code::NotFound, "hold_not_found")?;
+    Ok(())
+}
+
+/// A hold of a show whose holds live 1 s, checked out once its deadline has passed: DEADLINE
+/// EXCEEDED `hold_expired` (a node's answer, which the SDK does not retry), the hold reads
+/// `expired` and its seat is free again.
+async fn expired_hold_cannot_be_checked_out(sdk: &Sdk) -> io::Result<()> {
+    let show = NewShow {
+        group_id: 2,
+        hold_ttl_ms: 1_000,
+        ..NewShow::uniform(SHOWS + 3, 20, 1_000, "EUR")
+    };
+    let show_id = open_show(sdk, show).await?;
+    let client = &sdk.client;
+    let buyer = sdk.session().await?;
+    let hold = expect_ok(
+        "a 1 s hold",
+        client.hold(&buyer, show_id, &[4], PRICE_VERSION, Some(&sdk.key("hold"))).await,
+    )?;
+    ensure!(hold.deadline_ms > 0, "{hold:?}");
+    let wait = Duration::from_millis(hold.deadline_ms.saturating_sub(now_ms())) + PAST_DEADLINE;
+    tokio::time::sleep(wait).await;
+    let checkout = client.checkout(&buyer, show_id, hold.hold_id, Some(&sdk.key("late"))).await;
+    expect_rejected("a late checkout", checkout, Code::DeadlineExceeded, "hold_expired")?;
+    let read = expect_ok("read the hold", client.get_hold(&buyer, show_id, hold.hold_id).await)?;
+    ensure!(read.state == "expired", "{read:?}");
+    let map = sdk.seat_map_as_of(show_id, read.as_of_log_index).await?;
+    ensure!(
+        seats_in(&map, SeatStatus::Free).len() == 20,
+        "seat 4 free again: {:?}",
+        seat_statuses(&map)
+    );
+    Ok(())
+}
+
+/// While a show's admission lane is on, a hold without a grant is FAILED_PRECONDITION
+/// `grant_required`, and holds nothing.
+async fn lane_requires_a_grant(sdk: &Sdk) -> io::Result<()> {
+    let show = NewShow {
+        group_id: 1,
+        admission_window: Some(1),
+        ..NewShow::uniform(SHOWS + 4, 20, 1_000, "EUR")
+    };
+    let show_id = open_show(sdk, show).await?;
+    let client = &sdk.client;
+    let buyer = sdk.session().await?;
+    let hold = client.hold(&buyer, show_id, &[1], PRICE_VERSION, Some(&sdk.key("hold"))).await;
+    expect_rejected("a hold without a grant", hold, Code::FailedPrecondition, "grant_required")?;
+    let ticket = expect_ok("join the lane", client.join_queue(&buyer, show_id, None).await)?;
+    ensure!(ticket.state == "granted", "{ticket:?}");
+    let map = sdk.seat_map_as_of(show_id, ticket.as_of_log_index).await?;
+    ensure!(
+        seats_in(&map, SeatStatus::Free).len() == 20,
+        "nothing held: {:?}",
+        seat_statuses(&map)
+    );
+    Ok(())
+}
+
+/// Operator calls (create a show, open sales, release capacity, read an audit trail) from a
+/// client without the operator token are UNAUTHENTICATED `unauthenticated`; with a buyer's
+/// session token in its place they are PERMISSION_DENIED `forbidden`. The show is not created.
+async fn operator_calls_need_the_operator_token(sdk: &Sdk) -> io::Result<()> {
+    let existing =
+        open_show(sdk, NewShow { group_id: 2, ..NewShow::uniform(SHOWS + 5, 20, 1_000, "EUR") })
+            .await?;
+    let buyer = sdk.session().await?;
+    // Two separate clients: `with_operator_token` gives the token to every clone of a client.
+    let anonymous = sdk.client_of(&[1, 2, 3])?;
+    let impostor = expect_ok(
+        "a buyer's token as operator token",
+        sdk.client_of(&[1, 2, 3])?.with_operator_token(&buyer),
+    )?;
+    let new_show = NewShow { open_sales: true, ..NewShow::uniform(SHOWS + 6, 20, 1_000, "EUR") };
+    for (who, client, status, code) in [
+        ("without a token", &anonymous, Code::Unauthenticated, "unauthenticated"),
+        ("with a buyer's token", &impostor, Code::PermissionDenied, "forbidden"),
+    ] {
+        let created = client.create_show(&new_show, Some(&sdk.key("show"))).await;
+        expect_rejected(&format!("create a show {who}"), created, status, code)?;
+        let opened = client.open_sales(existing).await;
+        expect_rejected(&format!("open sales {who}"), opened, status, code)?;
+        let released = client.capacity_released(existing, &sdk.key("evt"), &[1]).await;
+        expect_rejected(&format!("release capacity {who}"), released, status, code)?;
+        let audit = client.get_audit(existing, "hold", 1).await;
+        expect_rejected(&format!("read an audit trail {who}"), audit, status, code)?;
+    }
+    let missing = sdk.client.get_show(new_show.show_id).await;
+    expect_rejected("the show refused", missing, Code::NotFound, "show_not_found")?;
+    Ok(())
+}

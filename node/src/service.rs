@@ -11,6 +11,7 @@
 
 use std::sync::Arc;
 
+use statemachine::limits::ADMISSION_WINDOW_MAX;
 use statemachine::{
     ClientCommand, ClientRequest, Command, Group, IdempotencyKey, METADATA_GROUP, OperatorCommand,
     PaymentOutcome, Rejection, Reply, SessionId, ShowId, ShowSpec,
@@ -27,6 +28,69 @@ pub struct Placed {
     pub show: ShowId,
     /// Its data group.
     pub group: u64,
+}
+
+/// The waitlist policy version a new show's waitlist starts at (a show is created with version
+/// 1, and a version never goes back).
+pub const WAITLIST_POLICY_VERSION_INITIAL: u32 = 1;
+
+/// How a new show is set up once created: the same rules for every API.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShowSetup {
+    /// The admission lane: whether it is on, and its window (outstanding grants).
+    pub admission: Option<(bool, u32)>,
+    /// The waitlist: whether it is on, and its policy version (0: the initial one).
+    pub waitlist: Option<(bool, u32)>,
+    /// Whether sales open at once.
+    pub open_sales: bool,
+}
+
+impl ShowSetup {
+    /// The operator commands that set `show` up, in order (admission, waitlist, opening).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for an admission window out of `1..=ADMISSION_WINDOW_MAX`.
+    pub fn commands(&self, show: ShowId) -> Result<Vec<OperatorCommand>, ApiError> {
+        let mut setup = Vec::new();
+        if let Some((enabled, window)) = self.admission {
+            if window == 0 || window > ADMISSION_WINDOW_MAX {
+                return Err(ApiError::InvalidArgument(format!(
+                    "admission.window: must be 1..={ADMISSION_WINDOW_MAX}"
+                )));
+            }
+            setup.push(OperatorCommand::ConfigureAdmission { show, enabled, window });
+        }
+        if let Some((enabled, policy_version)) = self.waitlist {
+            let policy_version = policy_version.max(WAITLIST_POLICY_VERSION_INITIAL);
+            setup.push(OperatorCommand::ConfigureWaitlist { show, enabled, policy_version });
+        }
+        if self.open_sales {
+            setup.push(OperatorCommand::OpenSales { show });
+        }
+        Ok(setup)
+    }
+}
+
+/// A new show's spec as every API takes it: idempotency records must outlive a hold and its
+/// payment, so hold and payment deadlines longer than the retention stretch it with them; then
+/// the spec is checked completely, so that nothing is proposed for a show that would be refused.
+///
+/// # Errors
+///
+/// `InvalidArgument` naming the first problem.
+pub fn checked_spec(mut spec: ShowSpec) -> Result<ShowSpec, ApiError> {
+    let policy = &mut spec.policy;
+    policy.idempotency_retention_ms = policy
+        .idempotency_retention_ms
+        .max(policy.hold_ttl_ms.saturating_add(policy.payment_grace_ms));
+    match spec.validate() {
+        Ok(_) => Ok(spec),
+        Err(Rejection::InvalidArgument { message }) => {
+            Err(ApiError::InvalidArgument(message.into_owned()))
+        }
+        Err(other) => Err(ApiError::Rejected(other)),
+    }
 }
 
 /// The booking operations of one node. Cheap to clone.
@@ -221,4 +285,57 @@ async fn decide(group: &HostedGroup, command: Command) -> Result<Reply, ApiError
 
 fn unexpected(reply: Reply) -> ApiError {
     ApiError::Internal(format!("unexpected reply {reply:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use statemachine::{Currency, SeatRange, ShowPolicy};
+
+    use super::*;
+
+    fn spec(policy: ShowPolicy) -> ShowSpec {
+        ShowSpec {
+            show: ShowId(1),
+            currency: Currency(*b"EUR"),
+            prices_minor: vec![1_000],
+            layout: vec![SeatRange { count: 10, class: 0 }],
+            policy,
+        }
+    }
+
+    #[test]
+    fn long_hold_and_payment_deadlines_stretch_the_idempotency_retention() {
+        let mut policy = ShowPolicy::default();
+        policy.hold_ttl_ms = policy.idempotency_retention_ms;
+        let checked = checked_spec(spec(policy)).unwrap();
+        assert_eq!(
+            checked.policy.idempotency_retention_ms,
+            policy.hold_ttl_ms + policy.payment_grace_ms
+        );
+        let mut bad = spec(ShowPolicy::default());
+        bad.layout.clear();
+        assert_eq!(checked_spec(bad).unwrap_err().code(), "invalid_argument");
+    }
+
+    #[test]
+    fn setup_runs_admission_then_waitlist_then_opening() {
+        let show = ShowId(1);
+        let setup =
+            ShowSetup { admission: Some((true, 5)), waitlist: Some((true, 0)), open_sales: true };
+        assert_eq!(
+            setup.commands(show).unwrap(),
+            vec![
+                OperatorCommand::ConfigureAdmission { show, enabled: true, window: 5 },
+                OperatorCommand::ConfigureWaitlist {
+                    show,
+                    enabled: true,
+                    policy_version: WAITLIST_POLICY_VERSION_INITIAL
+                },
+                OperatorCommand::OpenSales { show },
+            ]
+        );
+        let closed = ShowSetup { admission: Some((true, 0)), ..ShowSetup::default() };
+        assert_eq!(closed.commands(show).unwrap_err().code(), "invalid_argument");
+        assert!(ShowSetup::default().commands(show).unwrap().is_empty());
+    }
 }

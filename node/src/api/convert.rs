@@ -7,7 +7,7 @@
 //! never routes (the service does).
 
 use proto::booking as pb;
-use statemachine::limits::{ADMISSION_WINDOW_MAX, CAPACITY_EVENT_SEATS_MAX, SEATS_PER_HOLD_MAX};
+use statemachine::limits::{CAPACITY_EVENT_SEATS_MAX, SEATS_PER_HOLD_MAX};
 use statemachine::{
     Actor, AuditRecord, BookingState, BookingView, CapacityEventId, Currency, EntityKind,
     HoldState, HoldView, OfferState, OfferView, OrderKey, Reason, SeatMap, SeatNo, SeatRange,
@@ -17,10 +17,7 @@ use statemachine::{
 
 use crate::api::session;
 use crate::error::ApiError;
-
-/// The waitlist ordering policy version of a new show (the state machine's `Show::create`);
-/// a version may never go back, so a create-show that leaves it at 0 gets this one.
-pub const WAITLIST_POLICY_VERSION_INITIAL: u32 = 1;
+use crate::service::{ShowSetup, checked_spec};
 
 /// The longest capacity event id accepted, in bytes.
 pub const CAPACITY_EVENT_ID_BYTES_MAX: usize = 128;
@@ -177,8 +174,6 @@ pub struct NewShow {
 ///
 /// `InvalidArgument` naming the first problem.
 pub fn new_show(request: &pb::CreateShowRequest) -> Result<NewShow, ApiError> {
-    use statemachine::OperatorCommand;
-
     let show = show_id(request.show_id)?;
     let currency: [u8; 3] = request
         .currency
@@ -202,34 +197,20 @@ pub fn new_show(request: &pb::CreateShowRequest) -> Result<NewShow, ApiError> {
         layout,
         policy,
     };
-    spec.validate().map_err(|rejection| ApiError::InvalidArgument(rejection.to_string()))?;
-    let mut setup = Vec::new();
-    if let Some(admission) = &request.admission
-        && (admission.enabled || admission.window != 0)
-    {
-        if admission.window == 0 || admission.window > ADMISSION_WINDOW_MAX {
-            return Err(ApiError::InvalidArgument(format!(
-                "admission.window: must be 1..={ADMISSION_WINDOW_MAX}"
-            )));
-        }
-        setup.push(OperatorCommand::ConfigureAdmission {
-            show,
-            enabled: admission.enabled,
-            window: admission.window,
-        });
+    let spec = checked_spec(spec)?;
+    // An absent message, or one with everything at zero, leaves the setting alone.
+    let setup = ShowSetup {
+        admission: request
+            .admission
+            .filter(|admission| admission.enabled || admission.window != 0)
+            .map(|admission| (admission.enabled, admission.window)),
+        waitlist: request
+            .waitlist
+            .filter(|waitlist| waitlist.enabled || waitlist.policy_version != 0)
+            .map(|waitlist| (waitlist.enabled, waitlist.policy_version)),
+        open_sales: request.open_sales,
     }
-    if let Some(waitlist) = &request.waitlist
-        && (waitlist.enabled || waitlist.policy_version != 0)
-    {
-        setup.push(OperatorCommand::ConfigureWaitlist {
-            show,
-            enabled: waitlist.enabled,
-            policy_version: waitlist.policy_version.max(WAITLIST_POLICY_VERSION_INITIAL),
-        });
-    }
-    if request.open_sales {
-        setup.push(OperatorCommand::OpenSales { show });
-    }
+    .commands(show)?;
     Ok(NewShow { spec, group: request.group_id, setup })
 }
 

@@ -9,7 +9,6 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use statemachine::limits::ADMISSION_WINDOW_MAX;
 use statemachine::{
     AsOf as StateAsOf, Currency, OperatorCommand, Rejection, SeatRange, Show, ShowPolicy, ShowSpec,
 };
@@ -21,9 +20,7 @@ use crate::rest::error::ErrorBody;
 use crate::rest::extract::{JsonBody, Operator};
 use crate::rest::ids::{parse_show_id, show_id};
 use crate::rest::types::{AsOf, SeatStatusName, ShowStatusName};
-
-/// The waitlist policy version a show created over REST starts with.
-pub const WAITLIST_POLICY_VERSION_INITIAL: u32 = 1;
+use crate::service::{ShowSetup, checked_spec};
 
 /// Seats of a show by status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -183,11 +180,6 @@ impl PolicyRequest {
             self.holds_per_session_max.unwrap_or(policy.holds_per_session_max);
         policy.booking_cancel_allowed =
             self.booking_cancel_allowed.unwrap_or(policy.booking_cancel_allowed);
-        // Idempotency records must outlive a hold and its payment; longer deadlines than the
-        // defaults stretch the retention with them.
-        policy.idempotency_retention_ms = policy
-            .idempotency_retention_ms
-            .max(policy.hold_ttl_ms.saturating_add(policy.payment_grace_ms));
         policy
     }
 }
@@ -244,35 +236,16 @@ impl CreateShowRequest {
                 .collect(),
             policy: self.policy.unwrap_or_default().policy(),
         };
-        spec.validate().map_err(rejected_input)?;
-        let mut setup = Vec::new();
-        if let Some(AdmissionSettings { enabled, window }) = self.admission {
-            if window == 0 || window > ADMISSION_WINDOW_MAX {
-                return Err(ApiError::InvalidArgument(format!(
-                    "admission.window: must be 1..={ADMISSION_WINDOW_MAX}"
-                )));
-            }
-            setup.push(OperatorCommand::ConfigureAdmission { show, enabled, window });
+        let spec = checked_spec(spec)?;
+        let setup = ShowSetup {
+            admission: self
+                .admission
+                .map(|AdmissionSettings { enabled, window }| (enabled, window)),
+            waitlist: self.waitlist.map(|WaitlistSettings { enabled }| (enabled, 0)),
+            open_sales: self.open_sales.unwrap_or(true),
         }
-        if let Some(WaitlistSettings { enabled }) = self.waitlist {
-            setup.push(OperatorCommand::ConfigureWaitlist {
-                show,
-                enabled,
-                policy_version: WAITLIST_POLICY_VERSION_INITIAL,
-            });
-        }
-        if self.open_sales.unwrap_or(true) {
-            setup.push(OperatorCommand::OpenSales { show });
-        }
+        .commands(show)?;
         Ok((spec, setup))
-    }
-}
-
-/// A rejection of client input found before proposing, as the 400 it is.
-fn rejected_input(rejection: Rejection) -> ApiError {
-    match rejection {
-        Rejection::InvalidArgument { message } => ApiError::InvalidArgument(message.into_owned()),
-        other => ApiError::Rejected(other),
     }
 }
 

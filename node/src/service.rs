@@ -167,12 +167,14 @@ impl Service {
     /// Creates a show: places it (group 0), creates it in its data group, then applies `setup`
     /// (admission, waitlist, opening sales) in order.
     ///
-    /// A crash between the steps leaves a placement without a show (a retry completes it) or
-    /// a show without its setup (the operator commands can be sent again).
+    /// Idempotent for an identical spec: a retry after an unknown outcome (or after a failure
+    /// half-way) finds the placement and the show as this request would make them and applies
+    /// the setup again (each setup command sets a value, so applying it twice is applying it
+    /// once). A different show under the same id is `show_exists`.
     ///
     /// # Errors
     ///
-    /// `show_exists` if the id is taken (in another group, or already created), a rejection of
+    /// `show_exists` if the id is taken (in another group, or by another spec), a rejection of
     /// the spec or a setup command, or a routing error.
     pub async fn create_show(
         &self,
@@ -200,7 +202,12 @@ impl Service {
             return Err(ApiError::Rejected(Rejection::ShowExists));
         }
         let hosted = self.shared.group(placed)?;
-        decide(hosted, Command::Operator(OperatorCommand::CreateShow(spec))).await?;
+        match decide(hosted, Command::Operator(OperatorCommand::CreateShow(spec.clone()))).await {
+            Ok(_) => {}
+            Err(ApiError::Rejected(Rejection::ShowExists))
+                if hosted.read_linearizable(|state| made_by(state, &spec)).await? => {}
+            Err(error) => return Err(error),
+        }
         for command in setup {
             decide(hosted, Command::Operator(command)).await?;
         }
@@ -273,6 +280,19 @@ impl Service {
         let hosted = self.group_of(show).await?;
         Ok(hosted.read_local(read)??)
     }
+}
+
+/// Whether the show `spec` names exists in `state` as `spec` would have created it (same
+/// currency, prices, seat classes and policy).
+fn made_by(state: &Group, spec: &ShowSpec) -> bool {
+    let Some(show) = state.show(spec.show) else { return false };
+    let classes = spec.layout.iter().flat_map(|range| {
+        std::iter::repeat_n(range.class, usize::try_from(range.count).unwrap_or(usize::MAX))
+    });
+    show.currency == spec.currency
+        && show.prices_minor == spec.prices_minor
+        && show.policy == spec.policy
+        && show.seat_classes.iter().copied().eq(classes)
 }
 
 /// Proposes `command` on `group`'s leader and returns its reply, or the rejection as an error.

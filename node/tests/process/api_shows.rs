@@ -76,7 +76,8 @@ async fn sessions_are_issued_by_the_cluster(api: &Api) -> io::Result<()> {
     Ok(())
 }
 
-/// A created show is listed, read, and its seat map has every seat free with `as_of`.
+/// A created show is listed, read, and its seat map has every seat free with `as_of`; creating
+/// it again with the identical request succeeds (create is idempotent for an identical spec).
 async fn shows_are_created_listed_and_read(api: &Api) -> io::Result<()> {
     let show_id = SHOWS + 1;
     let fields = json!({
@@ -84,8 +85,12 @@ async fn shows_are_created_listed_and_read(api: &Api) -> io::Result<()> {
         "layout": [{ "count": 6, "class": 0 }, { "count": 4, "class": 1 }],
         "policy": { "hold_ttl_ms": 120_000 },
     });
-    let show = api.create_show(show_id, 10, 2, fields).await?;
+    let show = api.create_show(show_id, 10, 2, fields.clone()).await?;
     ensure!(show.group == 2, "placed in {show:?}");
+    // The same request again (a retry after a lost answer, on another node's admission) is
+    // the same creation, not a conflict.
+    let retried = api.create_show(show_id, 10, 2, fields).await?;
+    ensure!(retried.group == show.group, "the retry placed it in {retried:?}");
 
     let listed = api.on(2, Method::GET, "/v1/shows").send().await?;
     let list = listed.expect(200)?;

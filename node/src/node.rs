@@ -26,6 +26,7 @@ use crate::api::{AdminApi, BookingApi};
 use crate::config::{Config, initial_voters};
 use crate::group::HostedGroup;
 use crate::rest::limits::Limits;
+use crate::rest::metrics::Metrics;
 use crate::service::Service;
 
 /// Why the node could not start.
@@ -140,12 +141,16 @@ impl Node {
         let sessions = Sessions::new(&secret, config.operator_token.clone());
         let shared = Arc::new(Shared { config, groups, sessions });
         let (stop, stopped) = oneshot::channel::<()>();
+        let limits = Limits::from_config(&shared.config);
+        let metrics = Metrics::new();
         let grpc = tonic::service::Routes::new(RaftService::new(registry).into_server())
-            .add_service(BookingApi::new(Service::new(shared.clone())).into_server())
+            .add_service(
+                BookingApi::new(Service::new(shared.clone()), metrics.clone()).into_server(),
+            )
             .add_service(AdminApi::new(shared.clone()).into_server())
             .into_axum_router();
-        let limits = Limits::from_config(&shared.config);
-        let rest = crate::rest::router(Service::new(shared.clone()), limits.clone());
+        let rest =
+            crate::rest::router(Service::new(shared.clone()), limits.clone(), metrics.clone());
         let server = tonic::transport::Server::builder()
             .accept_http1(true)
             .add_routes(tonic::service::Routes::from(one_port(rest, grpc, limits)))

@@ -28,6 +28,7 @@ use tonic::{Request, Response, Status};
 use crate::api::convert;
 use crate::api::session;
 use crate::error::ApiError;
+use crate::rest::metrics::{HoldOutcome, Metrics};
 use crate::service::Service;
 use crate::watch;
 
@@ -37,12 +38,14 @@ pub type WatchStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 
 /// The booking API of one node.
 pub struct BookingApi {
     service: Service,
+    metrics: Metrics,
 }
 
 impl BookingApi {
-    /// The API over this node's booking operations.
-    pub fn new(service: Service) -> BookingApi {
-        BookingApi { service }
+    /// The API over this node's booking operations, recording hold outcomes in `metrics` (the
+    /// same registry `/metrics` serves).
+    pub fn new(service: Service, metrics: Metrics) -> BookingApi {
+        BookingApi { service, metrics }
     }
 
     /// The tonic service.
@@ -244,7 +247,12 @@ impl BookingService for BookingApi {
         let seats = convert::seat_set(&request.seats)?;
         let grant = (request.grant_ticket_id != 0).then_some(TicketId(request.grant_ticket_id));
         let hold = ClientRequest::Hold { seats, price_version: request.price_version, grant };
-        let receipt = match self.service.client(show, session, key, hold).await? {
+        let decided = self.service.client(show, session, key, hold).await;
+        // A hold sent on to the leader is counted where it is decided, not here.
+        if !matches!(decided, Err(ApiError::NotLeader { .. })) {
+            self.metrics.record_hold(HoldOutcome::of(&decided));
+        }
+        let receipt = match decided? {
             Reply::Held(receipt) => receipt,
             other => return Err(unexpected(other).into()),
         };

@@ -53,10 +53,10 @@ pub struct RestState {
 /// The REST routes of a node.
 ///
 /// `limits` are the node's token buckets, shared with the gRPC booking calls so that mixing
-/// the two APIs does not double a caller's rate.
-pub fn router(service: Service, limits: limits::Limits) -> Router {
+/// the two APIs does not double a caller's rate; `metrics` is the registry both APIs record in.
+pub fn router(service: Service, limits: limits::Limits, metrics: metrics::Metrics) -> Router {
     let router = routes().router.with_state(RestState { service });
-    let router = metrics::layer(router, metrics::Metrics::new());
+    let router = metrics::layer(router, metrics);
     let router = limits::layer(router, limits);
     forward::layer(router)
 }

@@ -54,6 +54,25 @@ pub struct Sdk {
 }
 
 impl Sdk {
+    /// The sum over every node of the `/metrics` counter of hold outcomes `outcome`
+    /// (`held`, `seat_unavailable`, `other`), which gRPC holds record as REST holds do.
+    ///
+    /// # Errors
+    ///
+    /// When a node does not serve its metrics.
+    pub async fn hold_outcomes(&self, outcome: &str) -> io::Result<u64> {
+        let mut total = 0;
+        for id in self.cluster.running() {
+            let address = self.cluster.address(id);
+            let answer = self.http.call(Method::GET, &address, "/metrics").send().await?;
+            let line = format!("booking_hold_outcomes_total{{outcome=\"{outcome}\"}} ");
+            for value in answer.text.lines().filter_map(|row| row.strip_prefix(&line)) {
+                total += value.trim().parse::<u64>().map_err(io::Error::other)?;
+            }
+        }
+        Ok(total)
+    }
+
     /// Starts a cluster of three nodes with the operator credential [`OPERATOR_TOKEN`] and the
     /// webhook secret [`WEBHOOK_SECRET`], and an SDK client of every node.
     ///

@@ -106,6 +106,10 @@ async fn two_sessions_race_for_one_seat(sdk: &Sdk) -> io::Result<()> {
     let map = sdk.seat_map_as_of(show_id, last_index).await?;
     let held = seats_in(&map, SeatStatus::Held);
     ensure!(held == [0, 1, 2, 3, 10, 11, 12, 13], "four winners of two seats: {held:?}");
+    // The SDK speaks gRPC: its holds show in the nodes' metrics as the REST ones do.
+    let (winners, conflicts) =
+        (sdk.hold_outcomes("held").await?, sdk.hold_outcomes("seat_unavailable").await?);
+    ensure!(winners >= 4 && conflicts >= 4, "metrics: {winners} held, {conflicts} conflicts");
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use axum::http::Method;
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use crate::harness::Options;
+use crate::harness::{Options, WAIT, wait_for};
 use crate::rest::{Api, Report, ensure, seats_of, string_field};
 
 /// The first show id of this file (each scenario uses its own).
@@ -250,7 +250,18 @@ async fn expired_hold_cannot_be_checked_out(api: &Api) -> io::Result<()> {
     let hold_id = string_field(&hold, "hold_id")?;
     let deadline = hold["deadline_ms"].as_u64().unwrap_or(0);
     ensure!(deadline > 0 && deadline <= now_ms() + 1_500, "a 1 s hold: {hold}");
-    tokio::time::sleep(Duration::from_millis(deadline.saturating_sub(now_ms()) + 300)).await;
+    // Waits for the hold to read expired (the leader's tick worker expires it by log time),
+    // rather than sleeping for its TTL.
+    wait_for("the 1 s hold to expire", WAIT, async || {
+        let read = api
+            .to_leader(show.group, Method::GET, &hold_path(&hold_id))
+            .await?
+            .token(&buyer)
+            .send()
+            .await?;
+        Ok(if read.body["state"] == "expired" { Ok(()) } else { Err(read.describe()) })
+    })
+    .await?;
     let checkout = api
         .to_leader(show.group, Method::POST, &format!("/v1/holds/{hold_id}/checkout"))
         .await?

@@ -23,7 +23,7 @@
 use std::fmt::Debug;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ::client::{Client, Error, NewShow, SeatMapReply, SeatStatus, ShowPlacement, Watch};
 use axum::http::Method;
@@ -282,12 +282,6 @@ pub fn seat_statuses(map: &SeatMapReply) -> Vec<SeatStatus> {
 /// The seats of a seat map in status `status`.
 pub fn seats_in(map: &SeatMapReply, status: SeatStatus) -> Vec<u32> {
     (0u32..).zip(seat_statuses(map)).filter(|(_, s)| *s == status).map(|(seat, _)| seat).collect()
-}
-
-/// Milliseconds since the epoch on this machine (the nodes stamp log time with the same clock).
-pub fn now_ms() -> u64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

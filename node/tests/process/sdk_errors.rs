@@ -10,23 +10,19 @@
 //! (a hold needs a grant while the lane is on).
 
 use std::io;
-use std::time::Duration;
 
 use ::client::{Error, NewShow, SeatStatus};
 use tonic::Code;
 
+use crate::harness::{WAIT, wait_for};
 use crate::rest::{PRICE_VERSION, Report, ensure};
-use crate::sdk::{Sdk, expect_ok, expect_rejected, now_ms, seat_statuses, seats_in};
+use crate::sdk::{Sdk, expect_ok, expect_rejected, seat_statuses, seats_in};
 
 /// The first show id of this file (each scenario uses its own).
 const SHOWS: u64 = 930;
 
 /// A show id no scenario creates.
 const MISSING_SHOW: u64 = 999_999;
-
-/// How long after a hold's deadline (by this machine's clock, which the nodes share) its
-/// checkout is sent: margin for the leader to stamp a log time past it.
-const PAST_DEADLINE: Duration = Duration::from_millis(300);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_error_codes() -> io::Result<()> {
@@ -161,8 +157,15 @@ async fn expired_hold_cannot_be_checked_out(sdk: &Sdk) -> io::Result<()> {
         client.hold(&buyer, show_id, &[4], PRICE_VERSION, Some(&sdk.key("hold"))).await,
     )?;
     ensure!(hold.deadline_ms > 0, "{hold:?}");
-    let wait = Duration::from_millis(hold.deadline_ms.saturating_sub(now_ms())) + PAST_DEADLINE;
-    tokio::time::sleep(wait).await;
+    // Waits for the hold to read expired (the leader's tick worker expires it by log time),
+    // rather than sleeping for its TTL.
+    wait_for("the 1 s hold to expire", WAIT, async || {
+        Ok(match client.get_hold(&buyer, show_id, hold.hold_id).await {
+            Ok(read) if read.state == "expired" => Ok(()),
+            other => Err(format!("{other:?}")),
+        })
+    })
+    .await?;
     let checkout = client.checkout(&buyer, show_id, hold.hold_id, Some(&sdk.key("late"))).await;
     expect_rejected("a late checkout", checkout, Code::DeadlineExceeded, "hold_expired")?;
     let read = expect_ok("read the hold", client.get_hold(&buyer, show_id, hold.hold_id).await)?;

@@ -16,9 +16,10 @@
 //!   [`Client::leave_waitlist`], [`Client::get_offer`], [`Client::accept_offer`],
 //!   [`Client::decline_offer`]) and watches ([`Client::watch_hold`], [`Client::watch_ticket`]).
 //! - Shows (`shows.rs`): [`Client::list_shows`], [`Client::get_show`],
-//!   [`Client::get_seat_map`], and the operator's [`Client::create_show`],
-//!   [`Client::open_sales`], [`Client::close_sales`], [`Client::capacity_released`],
-//!   [`Client::get_audit`] (with [`Client::with_operator_token`]).
+//!   [`Client::get_seat_map`], [`Client::get_seat_map_linearizable`], and the operator's
+//!   [`Client::create_show`], [`Client::open_sales`], [`Client::close_sales`],
+//!   [`Client::capacity_released`], [`Client::get_audit`] (with
+//!   [`Client::with_operator_token`]).
 //! - Cluster operations (`client.rs`): [`Client::status`], membership, leadership.
 //! - [`Error`]: `Rejected` (final, with its code), `Unavailable` (budget spent; a mutation's
 //!   outcome may be unknown), `Transport` (one node unreachable), `InvalidArgument`.

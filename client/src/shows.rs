@@ -2,18 +2,21 @@
 //! sales, capacity events, audit trails).
 //!
 //! Owns building these requests and routing them: reads any replica answers go to the show's
-//! cached leader or the next node without caching who answered; operator mutations go to the
-//! show's group leader (create: the metadata group's) with one idempotency key and the operator
-//! token. Never interprets a reply beyond the placement it names.
+//! cached leader or the next node without caching who answered; the linearizable seat map and
+//! the audit trail go to the show's group leader (following hints, caching who answered);
+//! operator mutations go to the show's group leader (create: the metadata group's) with one
+//! idempotency key and the operator token. Never interprets a reply beyond the placement it
+//! names and whether a seat map is the linearizable one asked for.
 
 use proto::booking::{
     AdmissionConfig, AuditReply, CapacityReleasedReply, CapacityReleasedRequest, CreateShowRequest,
-    GetAuditRequest, ListShowsRequest, SeatMapReply, SeatRange, ShowPlacement, ShowPolicy, ShowRef,
-    ShowReply, WaitlistConfig,
+    GetAuditRequest, ListShowsRequest, SeatMapReply, SeatMapRequest, SeatRange, ShowPlacement,
+    ShowPolicy, ShowRef, ShowReply, WaitlistConfig,
 };
+use tonic::Code;
 
 use crate::client::{Client, Kind};
-use crate::error::Result;
+use crate::error::{Error, Result, code_name};
 use crate::key::CallMetadata;
 use crate::route::Route;
 
@@ -168,10 +171,52 @@ impl Client {
                 Route::Show(show_id),
                 Kind::LocalRead,
                 &metadata,
-                ShowRef { show_id },
+                SeatMapRequest { show_id, linearizable: false },
                 |mut c, r| async move { c.get_seat_map(r).await },
             )
             .await?;
+        Ok(reply)
+    }
+
+    /// One show's seat map read linearizably, on the leader of its group after it confirmed
+    /// its leadership with a quorum (ReadIndex): it reflects every write acknowledged before
+    /// the call, as [`Client::get_hold`] does. Routed like `get_hold`: to the show's cached
+    /// leader, following a follower's leader hint. Costs a quorum round trip, so browsing
+    /// should use [`Client::get_seat_map`].
+    ///
+    /// ```no_run
+    /// # async fn run(client: client::Client) -> client::Result<()> {
+    /// let map = client.get_seat_map_linearizable(42).await?;
+    /// assert!(map.linearizable);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Rejected`] with `show_not_found`, or with `unimplemented` when the node
+    /// that answered predates linearizable seat maps (it served its replica's map instead);
+    /// [`crate::Error::Unavailable`].
+    pub async fn get_seat_map_linearizable(&self, show_id: u64) -> Result<SeatMapReply> {
+        let metadata = CallMetadata::default();
+        let (reply, address) = self
+            .booking_call(
+                Route::Show(show_id),
+                Kind::Read,
+                &metadata,
+                SeatMapRequest { show_id, linearizable: true },
+                |mut c, r| async move { c.get_seat_map(r).await },
+            )
+            .await?;
+        // A node that does not know the request's `linearizable` field ignores it and serves
+        // its replica's map; handing that out as linearizable would be a silent stale read.
+        if !reply.linearizable {
+            return Err(Error::Rejected {
+                status: Code::Unimplemented,
+                code: code_name(Code::Unimplemented).into(),
+                message: format!("{address} served a replica's seat map, not a linearizable one"),
+            });
+        }
         Ok(reply)
     }
 

@@ -18,14 +18,18 @@ use proto::booking::{
     CapacityReleasedRequest, CheckoutReply, CreateSessionRequest, CreateShowRequest, EntryRef,
     GetAuditRequest, GetHoldRequest, GroupStatus, HoldRef, HoldReply, HoldRequest,
     JoinWaitlistRequest, ListShowsReply, ListShowsRequest, MembershipReply, MoveReplicaRequest,
-    NodesRequest, OfferRef, OfferReply, SeatMapReply, SessionReply, ShowPlacement, ShowRef,
-    ShowReply, StatusReply, StatusRequest, TicketRef, TicketReply, TransferLeaderRequest,
+    NodesRequest, OfferRef, OfferReply, SeatMapReply, SeatMapRequest, SessionReply, ShowPlacement,
+    ShowRef, ShowReply, StatusReply, StatusRequest, TicketRef, TicketReply, TransferLeaderRequest,
     WaitlistEntryReply,
 };
 use tonic::metadata::MetadataMap;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
+
+/// A show whose seat map the fake nodes serve as a node older than
+/// `SeatMapRequest.linearizable` would: from the replica, whatever the request asked.
+const SHOW_OF_AN_OLD_NODE: u64 = 13;
 
 /// How a fake node answers one call.
 #[derive(Clone, Debug)]
@@ -224,12 +228,14 @@ impl BookingService for Service {
 
     async fn get_seat_map(
         &self,
-        request: Request<ShowRef>,
+        request: Request<SeatMapRequest>,
     ) -> Result<Response<SeatMapReply>, Status> {
         self.0.answer("get_seat_map", request.metadata()).await?;
+        let SeatMapRequest { show_id, linearizable } = *request.get_ref();
         Ok(Response::new(SeatMapReply {
-            show_id: request.get_ref().show_id,
+            show_id,
             seats: vec![1, 2, 3],
+            linearizable: linearizable && show_id != SHOW_OF_AN_OLD_NODE,
             ..SeatMapReply::default()
         }))
     }
@@ -809,6 +815,24 @@ async fn local_reads_do_not_make_the_answering_node_the_cached_leader() {
     // A linearizable read caches: the hold's answer made node 2 the show's leader.
     client.get_seat_map(7).await.unwrap();
     assert_eq!(leader.calls("get_seat_map").len(), 1);
+}
+
+#[tokio::test]
+async fn a_linearizable_seat_map_is_read_on_the_leader_the_hint_names() {
+    let leader = Fake::start(2, Answer::Serve).await;
+    let follower = Fake::start(1, Answer::NotLeader(2, leader.address.clone())).await;
+    let client = client(&[&follower], 5_000);
+
+    let map = client.get_seat_map_linearizable(7).await.unwrap();
+    assert!(map.linearizable && map.show_id == 7, "{map:?}");
+    let counts = || (follower.calls("get_seat_map").len(), leader.calls("get_seat_map").len());
+    assert_eq!(counts(), (1, 1));
+    // The leader that answered is cached, as for any read only the leader serves.
+    client.get_seat_map_linearizable(7).await.unwrap();
+    assert_eq!(counts(), (1, 2));
+    // A replica's map handed out as linearizable would be a silent stale read: refused.
+    let error = client.get_seat_map_linearizable(SHOW_OF_AN_OLD_NODE).await.unwrap_err();
+    assert_eq!(error.booking_code(), Some("unimplemented"), "{error:?}");
 }
 
 #[tokio::test]

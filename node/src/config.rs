@@ -184,6 +184,13 @@ pub struct Config {
     pub rate_per_session: u32,
     /// Requests per second per client address.
     pub rate_per_address: u32,
+    /// Deliberately unsafe, for the Jepsen suite only: every read that should be linearizable
+    /// is served from this node's replica, without ReadIndex and without checking leadership,
+    /// so an old leader that has not yet noticed it was deposed serves stale reads. Set only by
+    /// `bookingd-unsafe --unsafe-stale-reads`, never by the command line of `bookingd` or by
+    /// the config file; the field does not exist without the `unsafe-modes` feature.
+    #[cfg(feature = "unsafe-modes")]
+    pub unsafe_stale_reads: bool,
 }
 
 impl Config {
@@ -279,6 +286,8 @@ impl Config {
                 .or(file.rate_per_address)
                 .unwrap_or(20_000)
                 .max(1),
+            #[cfg(feature = "unsafe-modes")]
+            unsafe_stale_reads: false,
         })
     }
 

@@ -7,10 +7,12 @@
 //! placement, proposing on the leader, reading), `group.rs` (one hosted group: writes with a deadline, ReadIndex reads,
 //! leader hints, leadership watch), `workers.rs` (leader-only workers: the tick proposer),
 //! `error.rs` (API errors and their gRPC mapping), `api/` (the gRPC services), `rest/` (the REST API on the same port). Nothing imports this
-//! crate; the daemon is `src/main.rs`.
+//! crate; the daemon is `src/main.rs`, a thin shell over `daemon.rs` (logging, start, signals,
+//! stop), which the test-only `src/bin/bookingd-unsafe.rs` shares (the `unsafe-modes` feature).
 
 pub mod api;
 pub mod config;
+pub mod daemon;
 pub mod error;
 pub mod group;
 pub mod node;

@@ -138,6 +138,14 @@ impl Node {
         if config.operator_token.is_none() {
             tracing::warn!("no --operator-token: operator calls are open to every caller");
         }
+        #[cfg(feature = "unsafe-modes")]
+        if config.unsafe_stale_reads {
+            tracing::warn!(
+                "UNSAFE MODE --unsafe-stale-reads: reads that should be linearizable are served \
+                 from this replica without ReadIndex or a leadership check, and may be stale; \
+                 for testing the Jepsen suite only, never for real sales"
+            );
+        }
         let sessions = Sessions::new(&secret, config.operator_token.clone());
         let shared = Arc::new(Shared { config, groups, sessions });
         let (stop, stopped) = oneshot::channel::<()>();

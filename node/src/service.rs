@@ -252,6 +252,9 @@ impl Service {
 
     /// Reads `show`'s group linearizably on its leader.
     ///
+    /// With the test-only `unsafe-modes` feature and `Config::unsafe_stale_reads` on, reads this
+    /// node's replica instead, whether it leads or not (see [`Service::read_local`]).
+    ///
     /// # Errors
     ///
     /// The read's rejection, or a routing error (`NotLeader` on another node).
@@ -260,6 +263,13 @@ impl Service {
         show: ShowId,
         read: impl FnOnce(&Group) -> Result<T, Rejection>,
     ) -> Result<T, ApiError> {
+        #[cfg(feature = "unsafe-modes")]
+        if self.shared.config.unsafe_stale_reads {
+            // The planted bug the Jepsen suite must catch: no ReadIndex and no leadership
+            // check, so a deposed leader that has not heard of its successor answers from the
+            // state it had, missing writes acknowledged since.
+            return self.read_local(show, read).await;
+        }
         let hosted = self.group_of(show).await?;
         if !hosted.is_leader() {
             return Err(hosted.not_leader());

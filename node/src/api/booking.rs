@@ -15,8 +15,8 @@ use proto::booking::{
     AuditReply, BookingRef, BookingReply, CapacityReleasedReply, CapacityReleasedRequest,
     CheckoutReply, CreateSessionRequest, CreateShowRequest, EntryRef, GetAuditRequest,
     GetHoldRequest, HoldRef, HoldReply, HoldRequest, JoinWaitlistRequest, ListShowsReply,
-    ListShowsRequest, OfferRef, OfferReply, SeatMapReply, SessionReply, ShowPlacement, ShowRef,
-    ShowReply, TicketRef, TicketReply, WaitlistEntryReply,
+    ListShowsRequest, OfferRef, OfferReply, SeatMapReply, SeatMapRequest, SessionReply,
+    ShowPlacement, ShowRef, ShowReply, TicketRef, TicketReply, WaitlistEntryReply,
 };
 use statemachine::{
     BookingId, ClientRequest, EntityKind, EntryId, Group, HoldId, IdempotencyKey, OfferId,
@@ -204,11 +204,17 @@ impl BookingService for BookingApi {
 
     async fn get_seat_map(
         &self,
-        request: Request<ShowRef>,
+        request: Request<SeatMapRequest>,
     ) -> Result<Response<SeatMapReply>, Status> {
-        let show = convert::show_id(request.into_inner().show_id)?;
-        let map = self.service.read_local(show, |state| state.seat_map(show)).await?;
-        Ok(Response::new(convert::seat_map_reply(&map)))
+        let request = request.into_inner();
+        let show = convert::show_id(request.show_id)?;
+        let read = |state: &Group| state.seat_map(show);
+        let map = if request.linearizable {
+            self.service.read_linearizable(show, read).await?
+        } else {
+            self.service.read_local(show, read).await?
+        };
+        Ok(Response::new(convert::seat_map_reply(&map, request.linearizable)))
     }
 
     async fn create_show(

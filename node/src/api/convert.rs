@@ -283,8 +283,8 @@ pub fn show_reply(group: u64, show: &Show, map: &SeatMap) -> pb::ShowReply {
     }
 }
 
-/// A seat map.
-pub fn seat_map_reply(map: &SeatMap) -> pb::SeatMapReply {
+/// A seat map, read linearizably or from a replica as `linearizable` says.
+pub fn seat_map_reply(map: &SeatMap, linearizable: bool) -> pb::SeatMapReply {
     pb::SeatMapReply {
         show_id: map.show.0,
         status: show_status_name(map.status).to_owned(),
@@ -295,6 +295,7 @@ pub fn seat_map_reply(map: &SeatMap) -> pb::SeatMapReply {
         seats: map.seats.iter().map(|seat| seat_status(*seat) as i32).collect(),
         as_of_log_index: map.as_of.log_index,
         as_of_log_time_ms: map.as_of.log_time_ms,
+        linearizable,
     }
 }
 
@@ -763,8 +764,9 @@ mod tests {
             ],
             as_of: AS_OF,
         };
-        let reply = seat_map_reply(&map);
+        let reply = seat_map_reply(&map, true);
         assert_eq!(reply.status, "on_sale");
+        assert!(reply.linearizable);
         assert_eq!(reply.seats, [1, 2, 3, 4]);
         assert_eq!(reply.classes, [0, 0, 0, 0]);
         assert_eq!(reply.as_of_log_index, 7);

@@ -202,12 +202,25 @@ mod tests {
         let value = serde_json::to_value(document()).unwrap();
         assert!(value["openapi"].as_str().unwrap().starts_with("3."));
         let schemas = &value["components"]["schemas"];
-        for name in ["ErrorBody", "Hold", "HoldRequest", "ShowSummary", "SeatMap", "AuditTrail"] {
+        for name in [
+            "ErrorBody",
+            "Hold",
+            "HoldRequest",
+            "ShowSummary",
+            "SeatMap",
+            "Consistency",
+            "AuditTrail",
+        ] {
             assert!(schemas.get(name).is_some(), "schema {name} missing");
         }
         assert!(value["components"]["securitySchemes"]["session"].is_object());
         let hold = &value["paths"]["/v1/shows/{show_id}/holds"]["post"];
         assert!(hold["responses"]["201"].is_object());
         assert!(hold["responses"]["409"].is_object());
+        let seats = &value["paths"]["/v1/shows/{show_id}/seats"]["get"];
+        let parameters = seats["parameters"].as_array().unwrap();
+        let consistency = parameters.iter().find(|p| p["name"] == "consistency").unwrap();
+        assert_eq!(consistency["in"], "query");
+        assert_eq!(consistency["schema"]["enum"], serde_json::json!(["replica", "linearizable"]));
     }
 }

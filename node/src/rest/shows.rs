@@ -1,18 +1,22 @@
 //! Shows over REST: the list and one show's summary (from this replica, with `as_of`), the
-//! seat map (this replica, stale allowed, labelled `as_of`), and creating a show (operator).
+//! seat map (this replica, stale allowed, labelled `as_of`; or, with
+//! `?consistency=linearizable`, the group leader's after ReadIndex), and creating a show
+//! (operator).
 //!
 //! Owns the show JSON shapes and checking a new show completely before anything is proposed
 //! (so a bad layout never leaves a placement behind). Never judges sales rules: the state
 //! machine does, and the service routes.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use statemachine::{
-    AsOf as StateAsOf, Currency, OperatorCommand, Rejection, SeatRange, Show, ShowPolicy, ShowSpec,
+    AsOf as StateAsOf, Currency, Group, OperatorCommand, Rejection, SeatRange, Show, ShowPolicy,
+    ShowSpec,
 };
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
 use crate::rest::RestState;
@@ -117,7 +121,34 @@ pub struct ShowList {
     pub shows: Vec<ShowSummary>,
 }
 
-/// A show's seat map, from one replica.
+/// How fresh a seat map must be.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Consistency {
+    /// The answering node's replica: any node serves it, possibly a little stale (see
+    /// `as_of`).
+    #[default]
+    Replica,
+    /// The show's group leader, after confirming its leadership with a quorum (ReadIndex): the
+    /// map reflects every write acknowledged before the request. A follower forwards the
+    /// request to the leader.
+    Linearizable,
+}
+
+/// The query of `GET /v1/shows/{show_id}/seats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SeatsQuery {
+    /// `replica` (the default) or `linearizable`. An unknown parameter or value is refused
+    /// rather than ignored, so that a misspelt request never gets a staler map than it asked
+    /// for.
+    #[serde(default)]
+    #[param(inline)]
+    pub consistency: Consistency,
+}
+
+/// A show's seat map, from one replica or (when asked for) read linearizably.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SeatMap {
     /// The show.
@@ -134,7 +165,10 @@ pub struct SeatMap {
     pub classes: Vec<u8>,
     /// Each seat's status, by seat number (a hold past its deadline reads as free).
     pub seats: Vec<SeatStatusName>,
-    /// The replica state this map was read from (stale by at most a few seconds).
+    /// How it was read: as asked for.
+    pub consistency: Consistency,
+    /// The replica state this map was read from (for a `replica` read, stale by at most a few
+    /// seconds).
     pub as_of: AsOf,
 }
 
@@ -302,22 +336,32 @@ pub async fn get_show(
     Ok(Json(summary.ok_or(Rejection::ShowNotFound)?))
 }
 
-/// A show's seat map from this node's replica (stale allowed, labelled `as_of`).
+/// A show's seat map: from this node's replica (stale allowed, labelled `as_of`), or with
+/// `consistency=linearizable` from the show's group leader after ReadIndex.
 #[utoipa::path(
     get, path = "/v1/shows/{show_id}/seats", tag = "shows",
-    params(("show_id" = u64, Path, description = "The show")),
+    params(("show_id" = u64, Path, description = "The show"), SeatsQuery),
     responses(
         (status = 200, description = "The seat map", body = SeatMap),
-        (status = 400, description = "Malformed show id", body = ErrorBody),
+        (status = 400, description = "Malformed show id or query", body = ErrorBody),
         (status = 404, description = "`show_not_found`", body = ErrorBody),
+        (status = 503, description = "No leader, or leadership not confirmed in time", body = ErrorBody),
     )
 )]
 pub async fn get_seats(
     State(state): State<RestState>,
     Path(show_id): Path<String>,
+    query: Result<Query<SeatsQuery>, QueryRejection>,
 ) -> Result<Json<SeatMap>, ApiError> {
     let show = parse_show_id("show_id", &show_id)?;
-    let map = state.service.read_local(show, |group| group.seat_map(show)).await?;
+    let Query(query) = query.map_err(|rejection| {
+        ApiError::InvalidArgument(format!("query: {}", rejection.body_text()))
+    })?;
+    let read = |group: &Group| group.seat_map(show);
+    let map = match query.consistency {
+        Consistency::Replica => state.service.read_local(show, read).await?,
+        Consistency::Linearizable => state.service.read_linearizable(show, read).await?,
+    };
     Ok(Json(SeatMap {
         show_id: map.show.0,
         status: map.status.into(),
@@ -326,6 +370,7 @@ pub async fn get_seats(
         prices_minor: map.prices_minor,
         classes: map.classes,
         seats: map.seats.into_iter().map(SeatStatusName::from).collect(),
+        consistency: query.consistency,
         as_of: map.as_of.into(),
     }))
 }
@@ -434,6 +479,18 @@ mod tests {
             let error = request(body.clone()).unwrap().into_commands().unwrap_err();
             assert_eq!(error.http_status(), 400, "{body}: {error}");
         }
+    }
+
+    #[test]
+    fn seat_maps_are_read_from_the_replica_unless_linearizable_is_asked_for() {
+        let query = |uri: &str| Query::<SeatsQuery>::try_from_uri(&uri.parse().unwrap());
+        let read = |uri: &str| query(uri).unwrap().0.consistency;
+        assert_eq!(read("/v1/shows/1/seats"), Consistency::Replica);
+        assert_eq!(read("/v1/shows/1/seats?consistency=replica"), Consistency::Replica);
+        assert_eq!(read("/v1/shows/1/seats?consistency=linearizable"), Consistency::Linearizable);
+        // A misspelt value or parameter must not quietly give a replica's map.
+        assert!(query("/v1/shows/1/seats?consistency=strong").is_err());
+        assert!(query("/v1/shows/1/seats?consistancy=linearizable").is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! each request to its show's group leader) and shared/DESIGN.md "Errors" (401 without a token,
 //! 403 without the operator credential).
 
+use std::collections::BTreeMap;
 use std::io;
 
 use axum::http::Method;
@@ -218,7 +219,12 @@ fn first_array(value: &Value) -> Option<Vec<Value>> {
 }
 
 /// Every request sent to a follower of the show's group is forwarded to its leader and
-/// answered as the leader would: create a show, hold, read, cancel.
+/// answered as the leader would: create a show, hold, read, cancel. A linearizable seat map
+/// asked of the follower (forwarded too) shows the hold acknowledged just before, and then its
+/// cancellation, at once: no waiting for the follower's replica to catch up.
+///
+/// Reference: Raft §6.4 (ReadIndex: a leader confirms its leadership with a quorum and serves
+/// a read at or after the commit index it saw, so the read reflects every acknowledged write).
 async fn a_follower_forwards_to_the_leader(api: &Api) -> io::Result<()> {
     let show_id = SHOWS + 6;
     let metadata_follower = api.follower(0).await?;
@@ -246,6 +252,15 @@ async fn a_follower_forwards_to_the_leader(api: &Api) -> io::Result<()> {
     let hold = held.expect(201)?;
     let hold_id = string_field(hold, "hold_id")?;
     ensure!(hold_id.starts_with(&format!("{show_id}-")), "hold id {hold_id}");
+    let map = linearizable_map_via(api, follower, show_id).await?;
+    let held = |seat: u32| map.get(&seat).is_some_and(|state| state == "held");
+    ensure!(held(3) && held(4), "the hold just acknowledged: {map:?}");
+    ensure!(map.values().filter(|state| *state == "free").count() == 18, "{map:?}");
+    let misspelt = api
+        .on(follower, Method::GET, &format!("/v1/shows/{show_id}/seats?consistency=strong"))
+        .send_once()
+        .await?;
+    misspelt.expect_error(400, "invalid_argument")?;
 
     let read = api
         .on(follower, Method::GET, &format!("/v1/holds/{hold_id}"))
@@ -278,10 +293,36 @@ async fn a_follower_forwards_to_the_leader(api: &Api) -> io::Result<()> {
         .send_once()
         .await?;
     ensure!(matches!(cancel.status, 200 | 204), "{}", cancel.describe());
+    let map = linearizable_map_via(api, follower, show_id).await?;
+    ensure!(map.values().all(|state| state == "free"), "the cancellation just made: {map:?}");
     let show = crate::rest::Show { id: show_id, group: 1 };
     let states = api.seat_states(&show).await?;
     ensure!(states.values().all(|state| state == "free"), "{states:?}");
     Ok(())
+}
+
+/// The seat states of `GET /v1/shows/{show_id}/seats?consistency=linearizable` sent once to
+/// `follower`, checking that the follower forwarded it and the answer says `linearizable`.
+///
+/// # Errors
+///
+/// When the answer is not a forwarded 200 linearizable seat map.
+async fn linearizable_map_via(
+    api: &Api,
+    follower: u64,
+    show_id: u64,
+) -> io::Result<BTreeMap<u32, String>> {
+    let path = format!("/v1/shows/{show_id}/seats?consistency=linearizable");
+    let answer = api.on(follower, Method::GET, &path).send_once().await?;
+    let body = answer.expect(200)?;
+    ensure!(body["consistency"] == "linearizable", "{}", answer.describe());
+    let follower_address = api.cluster.address(follower);
+    ensure!(
+        answer.header("booking-forwarded-to").is_some_and(|to| to != follower_address),
+        "a follower forwards a linearizable read to the leader: {:?}",
+        answer.headers
+    );
+    seat_states(body)
 }
 
 /// The paths of issue 4, with their parameters written as `{}`.

@@ -1,20 +1,26 @@
 //! Routing through the Rust SDK against a real 3-node cluster: a client that knows only a
-//! follower of the show's group reaches the group's leader by following the follower's hint,
-//! and a client whose first address is a killed node moves on to the next; every call succeeds.
-//! The killed node, restarted, converges with the others.
+//! follower of the show's group reaches the group's leader by following the follower's hint
+//! (for a linearizable seat map too, which then shows the hold acknowledged just before), and a
+//! client whose first address is a killed node moves on to the next; every call succeeds. The
+//! killed node, restarted, converges with the others.
 //!
 //! Reference: issue 4 "Tests that must exist" (a request sent to a follower) and "SDK and CLI"
 //! (connects to any node, learns and caches group leaders, retries with the same idempotency
 //! key); README "Errors a client sees" (a node that does not lead the show's group answers
-//! UNAVAILABLE with `booking-leader-id`/`booking-leader-addr`); Raft §5.3 for the convergence.
+//! UNAVAILABLE with `booking-leader-id`/`booking-leader-addr`); Raft §6.4 (ReadIndex) for the
+//! linearizable seat map; Raft §5.3 for the convergence.
 
 use std::io;
 
-use ::client::NewShow;
+use ::client::{NewShow, SeatStatus};
+use proto::booking::SeatMapRequest;
+use proto::booking::booking_service_client::BookingServiceClient;
+use tonic::Code;
 
+use crate::client::booking_code;
 use crate::harness::assert_converged;
 use crate::rest::{PRICE_VERSION, ensure};
-use crate::sdk::{Sdk, expect_ok};
+use crate::sdk::{Sdk, expect_ok, seat_statuses, seats_in};
 
 /// The show of this file.
 const SHOW: u64 = 920;
@@ -28,7 +34,9 @@ async fn sdk_follows_leader_hints_and_skips_a_dead_node() -> io::Result<()> {
 
 /// A show in data group 1. A client of only a follower of group 1 makes a session, holds,
 /// reads the hold (a linearizable read: the leader's) and checks out; it has learned the
-/// leader's address from the hint. Then the other follower is killed: a client that lists it
+/// leader's address from the hint. The follower refuses a linearizable seat map with the
+/// leader's hint, and a fresh client of only the follower follows it: the map shows the hold.
+/// Then the other follower is killed: a client that lists it
 /// first makes a session, holds and reads, moving on to the live nodes. The killed node is
 /// restarted and every group's replicas converge.
 async fn follows_leader_hints_and_skips_a_dead_node(sdk: &mut Sdk) -> io::Result<()> {
@@ -60,6 +68,23 @@ async fn follows_leader_hints_and_skips_a_dead_node(sdk: &mut Sdk) -> io::Result
         via_follower.get_hold(&buyer, show_id, hold.hold_id).await,
     )?;
     ensure!(read.state == "held" && read.hold_id == hold.hold_id, "{read:?}");
+    follower_refuses_a_linearizable_seat_map(sdk, follower, show_id, &leader_address).await?;
+    let maps_via_follower = sdk.client_of(&[follower])?;
+    let map = expect_ok(
+        "a linearizable seat map via the follower",
+        maps_via_follower.get_seat_map_linearizable(show_id).await,
+    )?;
+    ensure!(map.linearizable && map.as_of_log_index >= hold.as_of_log_index, "{map:?}");
+    ensure!(
+        seats_in(&map, SeatStatus::Held) == [1, 2],
+        "the hold acknowledged just before: {:?}",
+        seat_statuses(&map)
+    );
+    ensure!(
+        maps_via_follower.addresses().contains(&leader_address),
+        "the seat map came from the leader {leader_address}: {:?}",
+        maps_via_follower.addresses()
+    );
     let checkout = expect_ok(
         "a checkout via the follower",
         via_follower.checkout(&buyer, show_id, hold.hold_id, Some(&sdk.key("checkout"))).await,
@@ -85,4 +110,37 @@ async fn follows_leader_hints_and_skips_a_dead_node(sdk: &mut Sdk) -> io::Result
     sdk.cluster.restart(doomed).await?;
     assert_converged(&sdk.cluster).await?;
     Ok(())
+}
+
+/// Asks `follower` (not the leader of the show's group) for a linearizable seat map once,
+/// without the SDK: it must refuse with UNAVAILABLE `not_leader` and the leader's address, as
+/// it refuses every read only the leader may serve.
+///
+/// # Errors
+///
+/// When the follower cannot be reached or answers otherwise.
+async fn follower_refuses_a_linearizable_seat_map(
+    sdk: &Sdk,
+    follower: u64,
+    show_id: u64,
+    leader_address: &str,
+) -> io::Result<()> {
+    let address = format!("http://{}", sdk.cluster.address(follower));
+    let mut direct = BookingServiceClient::connect(address).await.map_err(io::Error::other)?;
+    let request = SeatMapRequest { show_id, linearizable: true };
+    match direct.get_seat_map(request).await {
+        Err(status)
+            if status.code() == Code::Unavailable
+                && booking_code(&status) == "not_leader"
+                && status
+                    .metadata()
+                    .get("booking-leader-addr")
+                    .is_some_and(|hint| hint.to_str().ok() == Some(leader_address)) =>
+        {
+            Ok(())
+        }
+        other => Err(io::Error::other(format!(
+            "a follower must refuse a linearizable seat map with the leader's hint: {other:?}"
+        ))),
+    }
 }

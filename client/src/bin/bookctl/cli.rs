@@ -463,7 +463,8 @@ pub enum ShowCommand {
         show: u64,
     },
     /// Draw a show's seat map as a grid: `.` free, `h` held, `#` booked, `r` reserved for the
-    /// waitlist. Served by any replica: the `as of` line says which log position it shows.
+    /// waitlist. Served by any replica (the `as of` line says which log position it shows),
+    /// unless --linearizable.
     Seats {
         /// The show's id.
         #[arg(long, value_name = "ID")]
@@ -471,6 +472,10 @@ pub enum ShowCommand {
         /// Seats per row.
         #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=200))]
         width: u32,
+        /// Read the map on the group's leader after it confirmed its leadership (ReadIndex),
+        /// so it shows every write acknowledged before; costs a quorum round trip.
+        #[arg(long)]
+        linearizable: bool,
     },
     /// Create a show of N seats of one price class (idempotent by show id).
     Create {
@@ -685,7 +690,11 @@ mod tests {
         }
         assert!(matches!(
             parse("show seats --show 9").unwrap().command,
-            Command::Show(ShowCommand::Seats { show: 9, width: 20 })
+            Command::Show(ShowCommand::Seats { show: 9, width: 20, linearizable: false })
+        ));
+        assert!(matches!(
+            parse("show seats --show 9 --linearizable").unwrap().command,
+            Command::Show(ShowCommand::Seats { show: 9, width: 20, linearizable: true })
         ));
         assert!(parse("show seats --show 9 --width 0").is_err());
         assert!(matches!(parse("show list").unwrap().command, Command::Show(ShowCommand::List)));

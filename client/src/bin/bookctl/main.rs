@@ -328,11 +328,16 @@ async fn show(client: &Client, json: bool, command: ShowCommand) -> ExitCode {
                 render::show_text(show).trim_end().to_owned()
             });
         }
-        ShowCommand::Seats { show, width } => {
+        ShowCommand::Seats { show, width, linearizable } => {
             let width = width as usize;
+            let map = if linearizable {
+                client.get_seat_map_linearizable(show).await
+            } else {
+                client.get_seat_map(show).await
+            };
             return report(
                 json,
-                client.get_seat_map(show).await,
+                map,
                 |map| {
                     json!({
                         "show_id": map.show_id,
@@ -346,6 +351,7 @@ async fn show(client: &Client, json: bool, command: ShowCommand) -> ExitCode {
                         "seats": seats::glyphs(map),
                         "as_of_log_index": map.as_of_log_index,
                         "as_of_log_time_ms": map.as_of_log_time_ms,
+                        "linearizable": map.linearizable,
                     })
                 },
                 |map| seats::draw(map, width).trim_end().to_owned(),

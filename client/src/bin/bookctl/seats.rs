@@ -71,9 +71,10 @@ pub fn draw(map: &SeatMapReply, width: usize) -> String {
     );
     let _ = writeln!(
         out,
-        "as of log index {}, log time {}",
+        "as of log index {}, log time {}{}",
         map.as_of_log_index,
-        time(map.as_of_log_time_ms)
+        time(map.as_of_log_time_ms),
+        if map.linearizable { " (linearizable: read on the group's leader)" } else { "" }
     );
     out
 }
@@ -93,6 +94,7 @@ mod tests {
             seats: seats.iter().map(|status| *status as i32).collect(),
             as_of_log_index: 42,
             as_of_log_time_ms: 0,
+            linearizable: false,
         }
     }
 
@@ -125,5 +127,7 @@ mod tests {
         assert_eq!(glyphs(&reply), "...?");
         let empty = draw(&map(&[]), 20);
         assert!(empty.contains("0 seats") && empty.contains("free (0)"), "{empty}");
+        let linearizable = draw(&SeatMapReply { linearizable: true, ..map(&[]) }, 20);
+        assert!(linearizable.ends_with("(linearizable: read on the group's leader)\n"));
     }
 }

@@ -1,0 +1,71 @@
+//! The `bookingd` process around a [`Node`]: logs on stderr, start-up, the line that says it
+//! serves, and a clean stop on SIGINT or SIGTERM.
+//!
+//! Owns what the daemon binaries share, so that `bookingd` and the test-only
+//! `bookingd-unsafe` (the `unsafe-modes` feature) run the same code and differ only in the
+//! configuration they pass. Never parses a command line: each binary parses its own.
+
+use std::process::ExitCode;
+
+use tracing_subscriber::EnvFilter;
+
+use crate::config::{Config, ConfigError};
+use crate::node::Node;
+
+/// The log filter unless `RUST_LOG` says otherwise: the daemon's events, and only openraft's
+/// warnings.
+const LOG_FILTER_DEFAULT: &str = "info,openraft=warn";
+
+/// Runs a node with `config` until SIGINT or SIGTERM, then stops it cleanly. Prints
+/// `bookingd node=<id> listening=<address>` on stdout once it serves (scripts and tests wait
+/// for that line).
+///
+/// Returns exit code 2 for an unusable configuration, 1 when the node cannot start, and 0
+/// after a clean stop.
+pub async fn run(config: Result<Config, ConfigError>) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new(LOG_FILTER_DEFAULT)),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let config = match config {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("bookingd: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let id = config.id;
+    let node = match Node::start(config).await {
+        Ok(node) => node,
+        Err(error) => {
+            eprintln!("bookingd: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("bookingd node={id} listening={}", node.address());
+    wait_for_signal().await;
+    tracing::info!("stopping");
+    node.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+/// Waits for SIGINT or SIGTERM.
+async fn wait_for_signal() {
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::warn!(%error, "cannot watch SIGTERM; stopping on SIGINT only");
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}

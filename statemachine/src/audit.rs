@@ -80,6 +80,57 @@ pub enum StateName {
     Withdrawn,
 }
 
+impl StateName {
+    /// Every state name, for parsing.
+    pub const ALL: [StateName; 17] = [
+        StateName::Held,
+        StateName::Processing,
+        StateName::Confirmed,
+        StateName::Cancelled,
+        StateName::Expired,
+        StateName::Pending,
+        StateName::Unknown,
+        StateName::Succeeded,
+        StateName::Declined,
+        StateName::Waiting,
+        StateName::Granted,
+        StateName::Consumed,
+        StateName::Left,
+        StateName::Offered,
+        StateName::Open,
+        StateName::Accepted,
+        StateName::Withdrawn,
+    ];
+
+    /// The wire name every API uses for the state (`held`, `processing`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateName::Held => "held",
+            StateName::Processing => "processing",
+            StateName::Confirmed => "confirmed",
+            StateName::Cancelled => "cancelled",
+            StateName::Expired => "expired",
+            StateName::Pending => "pending",
+            StateName::Unknown => "unknown",
+            StateName::Succeeded => "succeeded",
+            StateName::Declined => "declined",
+            StateName::Waiting => "waiting",
+            StateName::Granted => "granted",
+            StateName::Consumed => "consumed",
+            StateName::Left => "left",
+            StateName::Offered => "offered",
+            StateName::Open => "open",
+            StateName::Accepted => "accepted",
+            StateName::Withdrawn => "withdrawn",
+        }
+    }
+
+    /// The state of a wire name, if it names one.
+    pub fn from_wire(name: &str) -> Option<StateName> {
+        StateName::ALL.into_iter().find(|state| state.as_str() == name)
+    }
+}
+
 /// Why a transition happened: a stable reason code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Reason {

@@ -15,6 +15,7 @@
 mod admission;
 mod audit;
 mod booking;
+pub mod check;
 mod command;
 mod expiry;
 mod hold;

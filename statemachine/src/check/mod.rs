@@ -1,0 +1,42 @@
+//! Checkers of histories, shared by the Jepsen suite (real processes) and the simulator (one
+//! process), so that both judge a run by the same code.
+//!
+//! Owns the history format (`history.rs`), the model (`model.rs`: this crate's state machine),
+//! the linearizability checker (`linearizable.rs`) and the model-free booking checks
+//! (`booking.rs`). Pure like the rest of the crate: no clock, no I/O; a caller that wants a
+//! time limit passes a `keep_going` callback. Never records a history: recorders are the
+//! suite's and the simulator's.
+
+pub mod booking;
+pub mod history;
+pub mod linearizable;
+pub mod model;
+
+use serde::{Deserialize, Serialize};
+
+/// A checker's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The history has the property.
+    Valid,
+    /// The history lacks it: a bug.
+    Invalid,
+    /// The checker could not decide (out of budget).
+    Unknown,
+}
+
+impl Verdict {
+    /// The combined verdict of several checks: invalid if any is, else unknown if any is.
+    pub fn combine(verdicts: impl IntoIterator<Item = Verdict>) -> Verdict {
+        let mut combined = Verdict::Valid;
+        for verdict in verdicts {
+            combined = match (combined, verdict) {
+                (Verdict::Invalid, _) | (_, Verdict::Invalid) => Verdict::Invalid,
+                (Verdict::Unknown, _) | (_, Verdict::Unknown) => Verdict::Unknown,
+                _ => Verdict::Valid,
+            };
+        }
+        combined
+    }
+}

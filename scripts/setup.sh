@@ -7,6 +7,8 @@ need_apt=()
 # RocksDB's bindings (from issue 3 on) need libclang and a C++ compiler.
 if ! ldconfig -p 2>/dev/null | grep -q -E 'libclang(-[0-9]+)?\.so'; then need_apt+=(libclang-dev); fi
 if ! command -v c++ >/dev/null 2>&1; then need_apt+=(g++); fi
+# The Jepsen suite's clock-skew nemesis runs nodes under libfaketime (LD_PRELOAD).
+if ! compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null; then need_apt+=(libfaketime); fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing ${need_apt[*]}" >&2

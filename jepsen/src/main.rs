@@ -1,0 +1,192 @@
+//! `jepsen`: runs one test of the suite against real `bookingd` processes and prints its verdict.
+//!
+//! `cargo run -p jepsen --release -- test --nodes 3 --workload holds --nemesis kill-leader
+//! --time-limit 30 --rate 50 --seed 7`. Exit codes: 0 valid, 1 invalid, 2 unknown, 3 the test
+//! could not run (a harness problem). Builds nothing: `cargo build --release --workspace --bins`
+//! first (and `cargo build --release -p node --features unsafe-modes --bin bookingd-unsafe` for
+//! the unsafe mode).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use jepsen::nemesis::Nemesis;
+use jepsen::runner::{self, TestOptions};
+use jepsen::workload::Workload;
+use statemachine::check::Verdict;
+
+#[derive(Parser)]
+#[command(name = "jepsen", about = "The booking cluster's fault-injection suite")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs one test: cluster, clients, nemesis, recovery, final reads, checks, report.
+    Test(TestArgs),
+}
+
+#[derive(clap::Args)]
+struct TestArgs {
+    /// Nodes in the cluster (3 or 5).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..=5))]
+    nodes: u64,
+    /// holds, admission, waitlist or register.
+    #[arg(long, default_value = "holds")]
+    workload: Workload,
+    /// none, kill-one, kill-minority, kill-leader, kill-all, pause-one, pause-leader,
+    /// partition-leader, partition-halves, partition-bridge, partition-ring, transfer-leader,
+    /// membership, clock-skew or combined.
+    #[arg(long, default_value = "none")]
+    nemesis: Nemesis,
+    /// Seconds of clients and faults.
+    #[arg(long, default_value_t = 30)]
+    time_limit: u64,
+    /// Client operations per second, in all.
+    #[arg(long, default_value_t = 40.0)]
+    rate: f64,
+    /// Client processes.
+    #[arg(long, default_value_t = 8)]
+    concurrency: u64,
+    /// The seed of every random choice.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The report folder (default: jepsen-reports/<workload>-<nemesis>-n<nodes>-s<seed>).
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// The cluster's data folder (default: a temporary folder, removed afterwards).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Where bookingd is (default: next to this executable).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Run the test-only bookingd-unsafe with --unsafe-stale-reads: the suite must catch it.
+    #[arg(long)]
+    unsafe_stale_reads: bool,
+    /// The first loopback port to use.
+    #[arg(long, default_value_t = 7600)]
+    port_base: u16,
+    /// Seconds the linearizability checker may search before answering unknown.
+    #[arg(long, default_value_t = 60)]
+    check_time: u64,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,jepsen=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let Command::Test(args) = Cli::parse().command;
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime starts");
+    runtime.block_on(test(args))
+}
+
+async fn test(args: TestArgs) -> ExitCode {
+    let name = format!(
+        "{}-{}-n{}-s{}{}",
+        args.workload,
+        args.nemesis,
+        args.nodes,
+        args.seed,
+        if args.unsafe_stale_reads { "-unsafe" } else { "" }
+    );
+    let report_dir =
+        args.report.clone().unwrap_or_else(|| PathBuf::from("jepsen-reports").join(&name));
+    let temporary = match &args.data {
+        Some(_) => None,
+        None => match tempfile::Builder::new().prefix("jepsen-").tempdir() {
+            Ok(dir) => Some(dir),
+            Err(error) => {
+                eprintln!("cannot make a data folder: {error}");
+                return ExitCode::from(3);
+            }
+        },
+    };
+    let data_dir = args
+        .data
+        .clone()
+        .or_else(|| temporary.as_ref().map(|dir| dir.path().to_path_buf()))
+        .unwrap_or_default();
+    let (binary, node_args) = if args.unsafe_stale_reads {
+        ("bookingd-unsafe".to_owned(), vec!["--unsafe-stale-reads".to_owned()])
+    } else {
+        ("bookingd".to_owned(), Vec::new())
+    };
+    let options = TestOptions {
+        nodes: args.nodes,
+        workload: args.workload,
+        nemesis: args.nemesis,
+        time_limit: Duration::from_secs(args.time_limit),
+        rate: args.rate,
+        concurrency: args.concurrency,
+        seed: args.seed,
+        report_dir,
+        data_dir,
+        bin_dir: args.bin_dir.clone(),
+        binary,
+        node_args,
+        port_base: args.port_base,
+        check_time: Duration::from_secs(args.check_time),
+    };
+    let reproduce = format!(
+        "cargo run -p jepsen --release -- test --nodes {} --workload {} --nemesis {} \
+         --time-limit {} --rate {} --concurrency {} --seed {}{}",
+        args.nodes,
+        args.workload,
+        args.nemesis,
+        args.time_limit,
+        args.rate,
+        args.concurrency,
+        args.seed,
+        if args.unsafe_stale_reads { " --unsafe-stale-reads" } else { "" }
+    );
+    // On Ctrl-C (or the matrix script's timeout) the test's future is dropped, and with it the
+    // cluster, which kills the processes it started.
+    let outcome = tokio::select! {
+        outcome = runner::run(&options) => outcome,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("{name}: interrupted; the cluster was stopped");
+            return ExitCode::from(3);
+        }
+    };
+    match outcome {
+        Ok(result) => {
+            let verdict = result.verdict;
+            println!(
+                "{name}: {} (linearizability {}, booking {}, convergence {}); report: {}",
+                verdict_name(verdict),
+                result.results["linearizability"]["verdict"],
+                result.results["booking"]["verdict"],
+                result.results["convergence"]["verdict"],
+                result.report_dir.join("timeline.html").display()
+            );
+            if verdict != Verdict::Valid {
+                println!("reproduce: {reproduce}");
+            }
+            ExitCode::from(match verdict {
+                Verdict::Valid => 0,
+                Verdict::Invalid => 1,
+                Verdict::Unknown => 2,
+            })
+        }
+        Err(error) => {
+            eprintln!("{name}: the test could not run: {error}");
+            eprintln!("reproduce: {reproduce}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+fn verdict_name(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Valid => "valid",
+        Verdict::Invalid => "INVALID",
+        Verdict::Unknown => "unknown",
+    }
+}

@@ -1,0 +1,842 @@
+//! The nemeses: what faults a run injects into a [`Cluster`], when, and the timeline of what
+//! was done.
+//!
+//! A [`Schedule`] alternates quiet and fault periods of seeded random lengths until the run's
+//! stop signal: each fault period installs one fault (targeting the given data group's leader
+//! where the nemesis is about a leader), and the step after it undoes that fault. Every step is
+//! recorded as a [`NemesisEvent`] whose [`StepStatus`] separates what was done (`installed`),
+//! what could not apply (`skipped`: a ring on three nodes, no leader to kill, a refused call)
+//! and what may or may not have happened (`indeterminate`: a membership call that timed out).
+//! Whatever happened, the run ends with [`Cluster::heal_all`].
+//!
+//! Owns the choice and order of faults. Never judges the cluster (a failed step is recorded,
+//! not raised) and never touches a process or link except through [`Cluster`].
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::{Cluster, ClusterError, GroupId, NodeId};
+
+/// The longest clock skew a [`Nemesis::ClockSkew`] step sets, ms (either way).
+pub const SKEW_MAX_MS: i64 = 30_000;
+
+/// The shortest clock skew a [`Nemesis::ClockSkew`] step sets, ms: less would hide in the
+/// noise of scheduling.
+pub const SKEW_MIN_MS: i64 = 1_000;
+
+/// A kind of fault, or a mix of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Nemesis {
+    /// No fault: the baseline.
+    None,
+    /// kill -9 one random node, then restart it.
+    KillOne,
+    /// kill -9 a random minority (1 of 3, 2 of 5) at once, then restart them.
+    KillMinority,
+    /// kill -9 the group's leader, then restart it.
+    KillLeader,
+    /// kill -9 every node, then restart them all.
+    KillAll,
+    /// SIGSTOP one random node, then SIGCONT it.
+    PauseOne,
+    /// SIGSTOP the group's leader, then SIGCONT it.
+    PauseLeader,
+    /// Cut the group's leader off from every peer, then heal.
+    PartitionLeader,
+    /// Split the nodes into a random majority and minority, then heal.
+    PartitionHalves,
+    /// Two halves joined by one node that sees both (5 nodes), then heal.
+    PartitionBridge,
+    /// Each node sees only its two neighbours on a random ring (5 nodes), then heal.
+    PartitionRing,
+    /// Hand the group's leadership to a random other voter.
+    TransferLeader,
+    /// Remove a random follower from the group, then readmit it.
+    Membership,
+    /// Skew the group leader's wall clock by 1-30 s either way (libfaketime), then reset it.
+    ClockSkew,
+    /// Each fault period picks one of the others that applies.
+    Combined,
+}
+
+impl Nemesis {
+    /// Every nemesis, in the order of the matrix.
+    pub const ALL: [Nemesis; 15] = [
+        Nemesis::None,
+        Nemesis::KillOne,
+        Nemesis::KillMinority,
+        Nemesis::KillLeader,
+        Nemesis::KillAll,
+        Nemesis::PauseOne,
+        Nemesis::PauseLeader,
+        Nemesis::PartitionLeader,
+        Nemesis::PartitionHalves,
+        Nemesis::PartitionBridge,
+        Nemesis::PartitionRing,
+        Nemesis::TransferLeader,
+        Nemesis::Membership,
+        Nemesis::ClockSkew,
+        Nemesis::Combined,
+    ];
+
+    /// The command-line name (kebab-case).
+    pub fn name(self) -> &'static str {
+        match self {
+            Nemesis::None => "none",
+            Nemesis::KillOne => "kill-one",
+            Nemesis::KillMinority => "kill-minority",
+            Nemesis::KillLeader => "kill-leader",
+            Nemesis::KillAll => "kill-all",
+            Nemesis::PauseOne => "pause-one",
+            Nemesis::PauseLeader => "pause-leader",
+            Nemesis::PartitionLeader => "partition-leader",
+            Nemesis::PartitionHalves => "partition-halves",
+            Nemesis::PartitionBridge => "partition-bridge",
+            Nemesis::PartitionRing => "partition-ring",
+            Nemesis::TransferLeader => "transfer-leader",
+            Nemesis::Membership => "membership",
+            Nemesis::ClockSkew => "clock-skew",
+            Nemesis::Combined => "combined",
+        }
+    }
+
+    /// Whether the nemesis can do anything on `nodes` nodes, with clock skew available or not
+    /// (a bridge and a ring need five nodes; clock skew needs libfaketime).
+    pub fn applies(self, nodes: u64, skew_supported: bool) -> bool {
+        match self {
+            Nemesis::PartitionBridge | Nemesis::PartitionRing => nodes >= 5,
+            Nemesis::ClockSkew => skew_supported,
+            _ => true,
+        }
+    }
+
+    /// The nemeses [`Nemesis::Combined`] picks from: every fault that applies.
+    pub fn mix(nodes: u64, skew_supported: bool) -> Vec<Nemesis> {
+        Nemesis::ALL
+            .into_iter()
+            .filter(|nemesis| !matches!(nemesis, Nemesis::None | Nemesis::Combined))
+            .filter(|nemesis| nemesis.applies(nodes, skew_supported))
+            .collect()
+    }
+}
+
+impl fmt::Display for Nemesis {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.name())
+    }
+}
+
+/// A name that is no nemesis's.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown nemesis `{0}`; expected one of: {names}", names = names())]
+pub struct UnknownNemesis(pub String);
+
+/// Every nemesis's name, comma-separated.
+fn names() -> String {
+    Nemesis::ALL.iter().map(|nemesis| nemesis.name()).collect::<Vec<_>>().join(", ")
+}
+
+impl FromStr for Nemesis {
+    type Err = UnknownNemesis;
+
+    fn from_str(text: &str) -> Result<Nemesis, UnknownNemesis> {
+        let text = text.trim();
+        Nemesis::ALL
+            .into_iter()
+            .find(|nemesis| nemesis.name().eq_ignore_ascii_case(text))
+            .ok_or_else(|| UnknownNemesis(text.to_owned()))
+    }
+}
+
+/// What became of a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepStatus {
+    /// It was done.
+    Installed,
+    /// It did not apply or was refused: nothing changed.
+    Skipped,
+    /// Its effect is not known (a call timed out, a process did not come back in time).
+    Indeterminate,
+}
+
+/// Whether a step injects a fault or undoes one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Injects a fault.
+    Fault,
+    /// Undoes one (or, for `heal-all`, every one).
+    Heal,
+}
+
+/// One step of the nemesis, as `nemesis.jsonl` records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NemesisEvent {
+    /// When the step began, ns since the run's start (monotonic).
+    pub time_ns: u64,
+    /// When it finished, ns since the run's start.
+    pub end_ns: u64,
+    /// The number of the fault the step injects or undoes: a fault and its heal share it.
+    pub step: u64,
+    /// The nemesis that chose the step (under `combined`, the one it picked).
+    pub nemesis: Nemesis,
+    /// Fault or heal.
+    pub phase: Phase,
+    /// What was done: `kill`, `restart`, `pause`, `resume`, `isolate`, `partition`, `heal`,
+    /// `transfer-leader`, `remove`, `readmit`, `skew`, `unskew`, `heal-all`.
+    pub action: String,
+    /// To what, for a human: `node 2`, `[1] | [2 3]`, `node 3 +12.500 s`.
+    pub target: String,
+    /// The nodes the step acted on.
+    pub nodes: Vec<NodeId>,
+    /// Installed, skipped or indeterminate.
+    pub status: StepStatus,
+    /// Why a step was skipped or is indeterminate, or what an installed one found (the new
+    /// leader after a transfer); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// When and where a nemesis strikes.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// The nemesis.
+    pub nemesis: Nemesis,
+    /// The data group whose leader the leader-targeting faults aim at.
+    pub group: GroupId,
+    /// The seed of every random choice (targets, period lengths, skews).
+    pub seed: u64,
+    /// The shortest fault period.
+    pub fault_min: Duration,
+    /// The longest fault period.
+    pub fault_max: Duration,
+    /// The shortest quiet period (one comes first, and after each heal).
+    pub quiet_min: Duration,
+    /// The longest quiet period.
+    pub quiet_max: Duration,
+    /// The largest clock skew, ms (up to [`SKEW_MAX_MS`]).
+    pub skew_max_ms: i64,
+    /// How long a step waits for the group's leader to be known before it is skipped.
+    pub leader_wait: Duration,
+}
+
+impl Schedule {
+    /// `nemesis` aimed at data group `group`: faults of 3-6 s after quiet periods of 3-6 s
+    /// (long enough for an election, which takes up to about 1.2 s, and some work under the new
+    /// leader), skews up to 30 s.
+    pub fn new(nemesis: Nemesis, group: GroupId, seed: u64) -> Schedule {
+        Schedule {
+            nemesis,
+            group,
+            seed,
+            fault_min: Duration::from_secs(3),
+            fault_max: Duration::from_secs(6),
+            quiet_min: Duration::from_secs(3),
+            quiet_max: Duration::from_secs(6),
+            skew_max_ms: SKEW_MAX_MS,
+            leader_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+/// How to undo an installed (or maybe installed) fault.
+#[derive(Clone, Debug)]
+enum Undo {
+    /// Start these killed nodes again.
+    Restart(Vec<NodeId>),
+    /// Continue these paused nodes.
+    Resume(Vec<NodeId>),
+    /// Open every link.
+    HealLinks,
+    /// Make the node a voter of the group again.
+    Readmit(GroupId, NodeId),
+    /// Set the node's clock right.
+    Unskew(NodeId),
+}
+
+/// What installing a fault did.
+struct Installed {
+    action: &'static str,
+    target: String,
+    nodes: Vec<NodeId>,
+    status: StepStatus,
+    detail: String,
+    undo: Option<Undo>,
+}
+
+impl Installed {
+    /// A step that did not apply.
+    fn skipped(action: &'static str, detail: impl Into<String>) -> Installed {
+        Installed {
+            action,
+            target: String::new(),
+            nodes: Vec::new(),
+            status: StepStatus::Skipped,
+            detail: detail.into(),
+            undo: None,
+        }
+    }
+}
+
+/// The run's stop signal, polled only until it fires.
+struct StopSignal<F> {
+    future: Pin<Box<F>>,
+    fired: bool,
+}
+
+impl<F: Future<Output = ()>> StopSignal<F> {
+    /// Sleeps `period`, or less if the signal fires; says whether it has fired.
+    async fn sleep(&mut self, period: Duration) -> bool {
+        if !self.fired {
+            tokio::select! {
+                () = &mut self.future => self.fired = true,
+                () = tokio::time::sleep(period) => {}
+            }
+        }
+        self.fired
+    }
+}
+
+/// Runs `schedule` against `cluster` until `stop` completes, then heals everything; returns
+/// the timeline, with times measured from `t0`.
+pub async fn run(
+    cluster: &Cluster,
+    schedule: &Schedule,
+    t0: Instant,
+    stop: impl Future<Output = ()>,
+) -> Vec<NemesisEvent> {
+    run_with(cluster, schedule, t0, stop, |_| {}).await
+}
+
+/// As [`run`], calling `on_event` with each step as soon as it is done (to log it, or to
+/// interleave it with the history).
+pub async fn run_with(
+    cluster: &Cluster,
+    schedule: &Schedule,
+    t0: Instant,
+    stop: impl Future<Output = ()>,
+    mut on_event: impl FnMut(&NemesisEvent),
+) -> Vec<NemesisEvent> {
+    let mut rng = StdRng::seed_from_u64(schedule.seed);
+    let mut stop = StopSignal { future: Box::pin(stop), fired: false };
+    let mut events = Vec::new();
+    let mut record = |event: NemesisEvent, events: &mut Vec<NemesisEvent>| {
+        tracing::info!(
+            action = %event.action,
+            target = %event.target,
+            status = ?event.status,
+            detail = %event.detail,
+            "nemesis"
+        );
+        on_event(&event);
+        events.push(event);
+    };
+    let nodes = cluster.options().nodes;
+    let mix = Nemesis::mix(nodes, cluster.skew_supported());
+    let mut step = 0;
+    if schedule.nemesis != Nemesis::None {
+        loop {
+            if stop.sleep(between(&mut rng, schedule.quiet_min, schedule.quiet_max)).await {
+                break;
+            }
+            step += 1;
+            let nemesis = match schedule.nemesis {
+                Nemesis::Combined => mix.choose(&mut rng).copied().unwrap_or(Nemesis::None),
+                other => other,
+            };
+            let started = since(t0);
+            let installed = install(cluster, schedule, nemesis, &mut rng).await;
+            let event = NemesisEvent {
+                time_ns: started,
+                end_ns: since(t0),
+                step,
+                nemesis,
+                phase: Phase::Fault,
+                action: installed.action.to_owned(),
+                target: installed.target,
+                nodes: installed.nodes,
+                status: installed.status,
+                detail: installed.detail,
+            };
+            record(event, &mut events);
+            if let Some(undo) = installed.undo {
+                // The fault lasts its period, or less when the stop signal comes: the run is
+                // over, and the fault is undone at once.
+                stop.sleep(between(&mut rng, schedule.fault_min, schedule.fault_max)).await;
+                let started = since(t0);
+                let (action, nodes, status, detail) = heal(cluster, &undo).await;
+                let event = NemesisEvent {
+                    time_ns: started,
+                    end_ns: since(t0),
+                    step,
+                    nemesis,
+                    phase: Phase::Heal,
+                    action: action.to_owned(),
+                    target: describe_nodes(&nodes),
+                    nodes,
+                    status,
+                    detail,
+                };
+                record(event, &mut events);
+            }
+            if stop.fired {
+                break;
+            }
+        }
+    } else {
+        stop.sleep(Duration::MAX).await;
+    }
+    let started = since(t0);
+    let healed = cluster.heal_all().await;
+    let (status, detail) = match healed {
+        Ok(()) => (StepStatus::Installed, String::new()),
+        Err(error) => (StepStatus::Indeterminate, error.to_string()),
+    };
+    let event = NemesisEvent {
+        time_ns: started,
+        end_ns: since(t0),
+        step: step + 1,
+        nemesis: schedule.nemesis,
+        phase: Phase::Heal,
+        action: "heal-all".to_owned(),
+        target: "every node and link".to_owned(),
+        nodes: cluster.node_ids(),
+        status,
+        detail,
+    };
+    record(event, &mut events);
+    events
+}
+
+/// Installs one fault of `nemesis` (never `Combined` or `None`).
+async fn install(
+    cluster: &Cluster,
+    schedule: &Schedule,
+    nemesis: Nemesis,
+    rng: &mut StdRng,
+) -> Installed {
+    let all = cluster.node_ids();
+    let n = all.len();
+    match nemesis {
+        Nemesis::None | Nemesis::Combined => Installed::skipped("none", "nothing to do"),
+        Nemesis::KillOne => match cluster.running().choose(rng).copied() {
+            Some(id) => kill(cluster, vec![id]).await,
+            None => Installed::skipped("kill", "no node runs"),
+        },
+        Nemesis::KillMinority => {
+            let mut running = cluster.running();
+            running.shuffle(rng);
+            running.truncate(n.saturating_sub(1) / 2);
+            running.sort_unstable();
+            kill(cluster, running).await
+        }
+        Nemesis::KillLeader => match leader(cluster, schedule).await {
+            Ok(id) => kill(cluster, vec![id]).await,
+            Err(error) => Installed::skipped("kill", error),
+        },
+        Nemesis::KillAll => kill(cluster, cluster.running()).await,
+        Nemesis::PauseOne => match cluster.available().choose(rng).copied() {
+            Some(id) => pause(cluster, id).await,
+            None => Installed::skipped("pause", "no node runs unpaused"),
+        },
+        Nemesis::PauseLeader => match leader(cluster, schedule).await {
+            Ok(id) => pause(cluster, id).await,
+            Err(error) => Installed::skipped("pause", error),
+        },
+        Nemesis::PartitionLeader => match leader(cluster, schedule).await {
+            Ok(id) => {
+                cluster.isolate(id);
+                let rest: Vec<NodeId> = all.iter().copied().filter(|&other| other != id).collect();
+                partitioned("isolate", vec![vec![id], rest], vec![id])
+            }
+            Err(error) => Installed::skipped("isolate", error),
+        },
+        Nemesis::PartitionHalves => {
+            let mut shuffled = all.clone();
+            shuffled.shuffle(rng);
+            let mut minority = shuffled[..n / 2].to_vec();
+            let mut majority = shuffled[n / 2..].to_vec();
+            minority.sort_unstable();
+            majority.sort_unstable();
+            let sets = vec![minority, majority];
+            cluster.partition(&sets);
+            partitioned("partition", sets, all)
+        }
+        Nemesis::PartitionBridge => {
+            if !nemesis.applies(n as u64, true) {
+                return Installed::skipped("partition", format!("a bridge needs 5 nodes, not {n}"));
+            }
+            let mut shuffled = all.clone();
+            shuffled.shuffle(rng);
+            let bridge = shuffled[0];
+            let half = (n - 1) / 2;
+            let mut left = shuffled[1..=half].to_vec();
+            let mut right = shuffled[half + 1..].to_vec();
+            left.sort_unstable();
+            right.sort_unstable();
+            left.push(bridge);
+            right.insert(0, bridge);
+            let sets = vec![left, right];
+            cluster.partition(&sets);
+            let mut installed = partitioned("partition", sets, all);
+            installed.detail = format!("node {bridge} bridges the halves");
+            installed
+        }
+        Nemesis::PartitionRing => {
+            if !nemesis.applies(n as u64, true) {
+                return Installed::skipped("partition", format!("a ring needs 5 nodes, not {n}"));
+            }
+            let mut ring = all.clone();
+            ring.shuffle(rng);
+            let sets: Vec<Vec<NodeId>> =
+                (0..n).map(|index| vec![ring[index], ring[(index + 1) % n]]).collect();
+            cluster.partition(&sets);
+            let mut installed = partitioned("partition", sets, all);
+            let order: Vec<String> = ring.iter().map(ToString::to_string).collect();
+            installed.target = format!("ring {}", order.join(" - "));
+            installed
+        }
+        Nemesis::TransferLeader => transfer(cluster, schedule, rng).await,
+        Nemesis::Membership => membership(cluster, schedule, rng).await,
+        Nemesis::ClockSkew => {
+            if !cluster.skew_supported() {
+                return Installed::skipped(
+                    "skew",
+                    "libfaketime is not available: the nodes' clocks cannot be skewed",
+                );
+            }
+            let id = match leader(cluster, schedule).await {
+                Ok(id) => id,
+                Err(error) => return Installed::skipped("skew", error),
+            };
+            let largest = schedule.skew_max_ms.clamp(SKEW_MIN_MS, SKEW_MAX_MS);
+            let magnitude = rng.gen_range(SKEW_MIN_MS..=largest);
+            let ms = if rng.gen_bool(0.5) { magnitude } else { -magnitude };
+            let target = format!("node {id} {} s", crate::cluster::skew_text(ms));
+            match cluster.skew(id, ms) {
+                Ok(()) => Installed {
+                    action: "skew",
+                    target,
+                    nodes: vec![id],
+                    status: StepStatus::Installed,
+                    detail: String::new(),
+                    undo: Some(Undo::Unskew(id)),
+                },
+                Err(error) => Installed::skipped("skew", error.to_string()),
+            }
+        }
+    }
+}
+
+/// The group's leader, within the schedule's wait.
+async fn leader(cluster: &Cluster, schedule: &Schedule) -> Result<NodeId, String> {
+    cluster
+        .leader_within(schedule.group, schedule.leader_wait)
+        .await
+        .map_err(|error| format!("no leader of group {}: {error}", schedule.group))
+}
+
+/// Kills `ids` (an empty list is skipped).
+async fn kill(cluster: &Cluster, ids: Vec<NodeId>) -> Installed {
+    if ids.is_empty() {
+        return Installed::skipped("kill", "no node to kill");
+    }
+    let mut failures = Vec::new();
+    let mut killed = Vec::new();
+    for &id in &ids {
+        match cluster.kill(id).await {
+            Ok(()) => killed.push(id),
+            Err(error) => failures.push(error.to_string()),
+        }
+    }
+    let status = if failures.is_empty() {
+        StepStatus::Installed
+    } else if killed.is_empty() {
+        StepStatus::Skipped
+    } else {
+        StepStatus::Indeterminate
+    };
+    Installed {
+        action: "kill",
+        target: describe_nodes(&ids),
+        undo: (!killed.is_empty()).then_some(Undo::Restart(killed)),
+        nodes: ids,
+        status,
+        detail: failures.join("; "),
+    }
+}
+
+/// Pauses node `id`.
+async fn pause(cluster: &Cluster, id: NodeId) -> Installed {
+    let (status, detail, undo) = match cluster.pause(id).await {
+        Ok(()) => (StepStatus::Installed, String::new(), Some(Undo::Resume(vec![id]))),
+        Err(error) => (StepStatus::Skipped, error.to_string(), None),
+    };
+    Installed {
+        action: "pause",
+        target: describe_nodes(&[id]),
+        nodes: vec![id],
+        status,
+        detail,
+        undo,
+    }
+}
+
+/// A partition into `sets` (already installed) that cut off `nodes`.
+fn partitioned(action: &'static str, sets: Vec<Vec<NodeId>>, nodes: Vec<NodeId>) -> Installed {
+    Installed {
+        action,
+        target: describe_sets(&sets),
+        nodes,
+        status: StepStatus::Installed,
+        detail: String::new(),
+        undo: Some(Undo::HealLinks),
+    }
+}
+
+/// Hands the group's leadership to a random other voter.
+async fn transfer(cluster: &Cluster, schedule: &Schedule, rng: &mut StdRng) -> Installed {
+    let (leader, voters) = match leader_and_voters(cluster, schedule).await {
+        Ok(found) => found,
+        Err(error) => return Installed::skipped("transfer-leader", error),
+    };
+    let others: Vec<NodeId> = voters.into_iter().filter(|&voter| voter != leader).collect();
+    let Some(&to) = others.choose(rng) else {
+        return Installed::skipped("transfer-leader", format!("node {leader} is the only voter"));
+    };
+    let target = format!("node {leader} -> node {to}");
+    let (status, detail) = match cluster.transfer_leader(schedule.group, to).await {
+        Ok(reply) => (StepStatus::Installed, format!("leader now {}", reply.leader_id)),
+        Err(error) => (classify(&error), error.to_string()),
+    };
+    Installed {
+        action: "transfer-leader",
+        target,
+        nodes: vec![leader, to],
+        status,
+        detail,
+        undo: None,
+    }
+}
+
+/// Removes a random follower from the group (to be readmitted by the heal).
+async fn membership(cluster: &Cluster, schedule: &Schedule, rng: &mut StdRng) -> Installed {
+    let (leader, voters) = match leader_and_voters(cluster, schedule).await {
+        Ok(found) => found,
+        Err(error) => return Installed::skipped("remove", error),
+    };
+    let followers: Vec<NodeId> = voters.into_iter().filter(|&voter| voter != leader).collect();
+    let Some(&id) = followers.choose(rng) else {
+        return Installed::skipped("remove", format!("group {} has no follower", schedule.group));
+    };
+    let target = format!("node {id} from group {}", schedule.group);
+    let (status, detail) = match cluster.remove(schedule.group, id).await {
+        Ok(reply) => (StepStatus::Installed, format!("voters now {:?}", reply.voters)),
+        Err(error) => (classify(&error), error.to_string()),
+    };
+    // A refused removal changed nothing; any other outcome is undone.
+    let undo = (status != StepStatus::Skipped).then_some(Undo::Readmit(schedule.group, id));
+    Installed { action: "remove", target, nodes: vec![id], status, detail, undo }
+}
+
+/// The group's leader and its voters, as the leader reports them.
+async fn leader_and_voters(
+    cluster: &Cluster,
+    schedule: &Schedule,
+) -> Result<(NodeId, Vec<NodeId>), String> {
+    let leader = leader(cluster, schedule).await?;
+    let view = cluster
+        .group_status(leader, schedule.group, false)
+        .await
+        .map_err(|error| format!("status of leader {leader}: {error}"))?;
+    Ok((leader, view.voters))
+}
+
+/// Undoes a fault: the action, the nodes, and how it went.
+async fn heal(cluster: &Cluster, undo: &Undo) -> (&'static str, Vec<NodeId>, StepStatus, String) {
+    let outcome = |result: Result<(), ClusterError>| match result {
+        Ok(()) => (StepStatus::Installed, String::new()),
+        Err(error) => (StepStatus::Indeterminate, error.to_string()),
+    };
+    match undo {
+        Undo::Restart(ids) => {
+            let (status, detail) = outcome(cluster.restart_all(ids).await);
+            ("restart", ids.clone(), status, detail)
+        }
+        Undo::Resume(ids) => {
+            let mut failures = Vec::new();
+            for &id in ids {
+                if let Err(error) = cluster.resume(id).await {
+                    failures.push(error.to_string());
+                }
+            }
+            let status =
+                if failures.is_empty() { StepStatus::Installed } else { StepStatus::Indeterminate };
+            ("resume", ids.clone(), status, failures.join("; "))
+        }
+        Undo::HealLinks => {
+            cluster.heal();
+            ("heal", cluster.node_ids(), StepStatus::Installed, String::new())
+        }
+        Undo::Readmit(group, id) => {
+            let (status, detail) = match cluster.readmit(*group, *id).await {
+                Ok(reply) => (StepStatus::Installed, format!("voters now {:?}", reply.voters)),
+                Err(error) => (StepStatus::Indeterminate, error.to_string()),
+            };
+            ("readmit", vec![*id], status, detail)
+        }
+        Undo::Unskew(id) => {
+            let (status, detail) = outcome(cluster.skew(*id, 0));
+            ("unskew", vec![*id], status, detail)
+        }
+    }
+}
+
+/// Whether a failed call changed nothing (`Skipped`: refused, or never sent) or may have
+/// (`Indeterminate`: a node may have applied it before the answer was lost).
+fn classify(error: &ClusterError) -> StepStatus {
+    match error {
+        ClusterError::Client(
+            client::Error::Rejected { .. } | client::Error::InvalidArgument(_),
+        ) => StepStatus::Skipped,
+        ClusterError::Client(error @ client::Error::Unavailable { .. }) => {
+            if error.is_outcome_unknown() { StepStatus::Indeterminate } else { StepStatus::Skipped }
+        }
+        ClusterError::Client(client::Error::Transport { .. }) | ClusterError::Timeout { .. } => {
+            StepStatus::Indeterminate
+        }
+        _ => StepStatus::Skipped,
+    }
+}
+
+/// A random duration in `[low, high]` (ms resolution).
+fn between(rng: &mut StdRng, low: Duration, high: Duration) -> Duration {
+    let low = u64::try_from(low.as_millis()).unwrap_or(u64::MAX);
+    let high = u64::try_from(high.as_millis()).unwrap_or(u64::MAX).max(low);
+    Duration::from_millis(rng.gen_range(low..=high))
+}
+
+/// Nanoseconds since `t0` (saturating).
+fn since(t0: Instant) -> u64 {
+    u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// "node 2" or "nodes 1 3".
+fn describe_nodes(ids: &[NodeId]) -> String {
+    let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    match ids.len() {
+        1 => format!("node {}", list[0]),
+        _ => format!("nodes {}", list.join(" ")),
+    }
+}
+
+/// "[1] | [2 3]".
+fn describe_sets(sets: &[Vec<NodeId>]) -> String {
+    let sets: Vec<String> = sets
+        .iter()
+        .map(|set| {
+            let ids: Vec<String> = set.iter().map(ToString::to_string).collect();
+            format!("[{}]", ids.join(" "))
+        })
+        .collect();
+    sets.join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compiles only if a run can be spawned on the runtime (its future is `Send`), as a
+    /// runner does to inject faults while its clients work.
+    #[allow(dead_code)]
+    fn run_is_send<'a>(
+        cluster: &'a Cluster,
+        schedule: &'a Schedule,
+    ) -> impl Future<Output = Vec<NemesisEvent>> + Send + 'a {
+        run(cluster, schedule, Instant::now(), std::future::ready(()))
+    }
+
+    #[test]
+    fn every_nemesis_name_round_trips() {
+        for nemesis in Nemesis::ALL {
+            let name = nemesis.to_string();
+            assert_eq!(name.parse::<Nemesis>().ok(), Some(nemesis), "{name}");
+            // The serialized form is the same kebab-case name.
+            let json = serde_json::to_string(&nemesis).expect("a nemesis serializes");
+            assert_eq!(json, format!("\"{name}\""));
+        }
+        assert_eq!("Partition-Ring".parse::<Nemesis>().ok(), Some(Nemesis::PartitionRing));
+        let error = "partition-moon".parse::<Nemesis>().expect_err("no such nemesis").to_string();
+        assert!(error.contains("partition-moon") && error.contains("kill-leader"), "{error}");
+    }
+
+    #[test]
+    fn names_are_unique() {
+        let mut names: Vec<&str> = Nemesis::ALL.iter().map(|nemesis| nemesis.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Nemesis::ALL.len());
+    }
+
+    #[test]
+    fn the_mix_leaves_out_what_cannot_apply() {
+        let three = Nemesis::mix(3, false);
+        assert!(!three.contains(&Nemesis::PartitionRing));
+        assert!(!three.contains(&Nemesis::PartitionBridge));
+        assert!(!three.contains(&Nemesis::ClockSkew));
+        assert!(!three.contains(&Nemesis::None) && !three.contains(&Nemesis::Combined));
+        let five = Nemesis::mix(5, true);
+        assert_eq!(five.len(), Nemesis::ALL.len() - 2);
+    }
+
+    #[test]
+    fn events_serialize_with_lowercase_statuses() {
+        let event = NemesisEvent {
+            time_ns: 5,
+            end_ns: 7,
+            step: 1,
+            nemesis: Nemesis::KillLeader,
+            phase: Phase::Fault,
+            action: "kill".to_owned(),
+            target: "node 2".to_owned(),
+            nodes: vec![2],
+            status: StepStatus::Indeterminate,
+            detail: String::new(),
+        };
+        let json = serde_json::to_value(&event).expect("an event serializes");
+        assert_eq!(json["status"], "indeterminate");
+        assert_eq!(json["nemesis"], "kill-leader");
+        assert_eq!(json["phase"], "fault");
+        assert!(json.get("detail").is_none(), "an empty detail is left out");
+        let back: NemesisEvent = serde_json::from_value(json).expect("and parses back");
+        assert_eq!(back, event);
+    }
+
+    #[test]
+    fn descriptions_read_naturally() {
+        assert_eq!(describe_nodes(&[2]), "node 2");
+        assert_eq!(describe_nodes(&[1, 3]), "nodes 1 3");
+        assert_eq!(describe_sets(&[vec![1], vec![2, 3]]), "[1] | [2 3]");
+    }
+
+    #[test]
+    fn periods_stay_within_their_bounds() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for _ in 0..100 {
+            let period = between(&mut rng, Duration::from_secs(3), Duration::from_secs(6));
+            assert!((Duration::from_secs(3)..=Duration::from_secs(6)).contains(&period));
+        }
+        let fixed = between(&mut rng, Duration::from_secs(2), Duration::from_secs(1));
+        assert_eq!(fixed, Duration::from_secs(2), "a high bound below the low one is the low");
+    }
+}

@@ -1,0 +1,318 @@
+//! One Jepsen test, end to end: start the cluster, create the workload's shows, run the clients
+//! and the nemesis together, heal, wait for recovery, read everything back, check, and write
+//! the report.
+//!
+//! Owns the order of those phases and the verdict (valid, invalid, unknown) with the exit codes
+//! the command line gives them (0, 1, 2). Separates what the system did from harness failures:
+//! a cluster that cannot start, or shows that cannot be created, is a harness error (exit 3),
+//! never a verdict. Never builds anything: the binaries must exist.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use client::{Client, Config};
+use serde_json::json;
+use statemachine::check::Verdict;
+use statemachine::check::booking::check_bookings;
+use statemachine::check::history::{Completion, History};
+use statemachine::check::linearizable::{Budget, check_history};
+use tokio::sync::watch;
+
+use crate::cluster::{Cluster, ClusterOptions};
+use crate::nemesis::{self, Nemesis, NemesisEvent, Schedule};
+use crate::recorder::Recorder;
+use crate::report::{self, OpOutcome, Report, TimelineOp};
+use crate::workload::{self, Context, Workload};
+
+/// What one test does.
+#[derive(Clone, Debug)]
+pub struct TestOptions {
+    /// Nodes: 3 or 5.
+    pub nodes: u64,
+    /// The workload.
+    pub workload: Workload,
+    /// The nemesis.
+    pub nemesis: Nemesis,
+    /// How long clients and nemesis run.
+    pub time_limit: Duration,
+    /// Client operations per second, in all.
+    pub rate: f64,
+    /// Client processes.
+    pub concurrency: u64,
+    /// The seed of every random choice.
+    pub seed: u64,
+    /// Where the report goes.
+    pub report_dir: PathBuf,
+    /// Where the cluster's data and logs go.
+    pub data_dir: PathBuf,
+    /// Where the bookingd binary is (default: next to this executable).
+    pub bin_dir: Option<PathBuf>,
+    /// The binary's name: `bookingd`, or the test-only `bookingd-unsafe`.
+    pub binary: String,
+    /// Extra arguments for every node (`--unsafe-stale-reads` with `bookingd-unsafe`).
+    pub node_args: Vec<String>,
+    /// The first loopback port the cluster may use.
+    pub port_base: u16,
+    /// How long the linearizability checker may search, in all.
+    pub check_time: Duration,
+}
+
+/// How a test ended.
+#[derive(Clone, Debug)]
+pub struct TestResult {
+    /// The combined verdict.
+    pub verdict: Verdict,
+    /// The results document (also in `results.json`).
+    pub results: serde_json::Value,
+    /// Where the report is.
+    pub report_dir: PathBuf,
+}
+
+/// Why a test could not run (a harness problem, not a verdict on the cluster).
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The cluster did not start or misbehaved outside the test's faults.
+    #[error("cluster: {0}")]
+    Cluster(#[from] crate::cluster::ClusterError),
+    /// A set-up call failed.
+    #[error("set-up: {0}")]
+    Setup(String),
+    /// The report could not be written.
+    #[error("report: {0}")]
+    Report(#[from] std::io::Error),
+}
+
+/// Runs one test.
+///
+/// # Errors
+///
+/// A [`HarnessError`] when the test could not run; the cluster's misbehaviour is a verdict.
+pub async fn run(options: &TestOptions) -> Result<TestResult, HarnessError> {
+    let mut cluster_options = ClusterOptions::new(options.nodes, &options.data_dir);
+    cluster_options.binary = options.binary.clone();
+    cluster_options.bin_dir = options.bin_dir.clone();
+    cluster_options.extra_args = options.node_args.clone();
+    cluster_options.port_base = options.port_base;
+    let cluster = Arc::new(Cluster::start(cluster_options).await?);
+    let outcome = run_on(options, &cluster).await;
+    cluster.stop().await;
+    outcome
+}
+
+async fn run_on(options: &TestOptions, cluster: &Arc<Cluster>) -> Result<TestResult, HarnessError> {
+    let client = cluster.client();
+    let shows = workload::shows_of(options.workload, 1_000 + options.seed % 1_000 * 10);
+    let mut group = 1;
+    for show in &shows {
+        let placement = client
+            .create_show(&show.new_show(), Some(&format!("jepsen-show-{}", show.show)))
+            .await
+            .map_err(|error| HarnessError::Setup(format!("create show {}: {error}", show.show)))?;
+        group = placement.group_id;
+    }
+    let map = client
+        .get_seat_map(shows[0].show)
+        .await
+        .map_err(|error| HarnessError::Setup(format!("seat map: {error}")))?;
+
+    let origin = Instant::now();
+    let recorder = Arc::new(Recorder::new(origin));
+    let context = Arc::new(Context {
+        http: reqwest::Client::new(),
+        nodes: cluster.addresses(),
+        webhook_secret: cluster.options().webhook_secret.clone(),
+        recorder: Arc::clone(&recorder),
+        workload: options.workload,
+        shows: shows.clone(),
+        price_version: map.price_version,
+    });
+    let (stop_clients, stop_clients_rx) = watch::channel(false);
+    let (final_phase, final_phase_rx) = watch::channel(false);
+    // Process p is bound to node p mod n: it asks that node first.
+    let nodes = cluster.node_ids();
+    let mut process_clients = Vec::new();
+    for process in 0..options.concurrency as usize {
+        let mut order = nodes.clone();
+        order.rotate_left(process % nodes.len());
+        let addresses = order.iter().map(|&id| cluster.address(id)).collect::<Result<_, _>>()?;
+        let client = Client::with_config(addresses, client_config())
+            .map_err(|error| HarnessError::Setup(format!("client: {error}")))?;
+        process_clients.push(client);
+    }
+    let clients = tokio::spawn(workload::run(
+        Arc::clone(&context),
+        process_clients,
+        options.rate,
+        options.seed,
+        stop_clients_rx,
+        final_phase_rx,
+    ));
+
+    // The nemesis runs as long as the clients; it heals everything when told to stop.
+    let schedule = Schedule::new(options.nemesis, group, options.seed);
+    let time_limit = options.time_limit;
+    let timeline: Vec<NemesisEvent> =
+        nemesis::run(cluster, &schedule, origin, tokio::time::sleep(time_limit)).await;
+    stop_clients.send_replace(true);
+
+    // Recovery: every group elects a leader and the replicas converge; then the final reads.
+    let mut recovery = Vec::new();
+    cluster.heal_all().await?;
+    for group in cluster.group_ids() {
+        match cluster.leader_within(group, Duration::from_secs(30)).await {
+            Ok(leader) => recovery.push(json!({ "group": group, "leader": leader })),
+            Err(error) => recovery.push(json!({ "group": group, "error": error.to_string() })),
+        }
+    }
+    final_phase.send_replace(true);
+    match tokio::time::timeout(Duration::from_secs(120), clients).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(error))) => return Err(HarnessError::Setup(format!("clients: {error}"))),
+        Ok(Err(error)) => return Err(HarnessError::Setup(format!("client task: {error}"))),
+        Err(_) => return Err(HarnessError::Setup("final reads did not finish in 120 s".into())),
+    }
+    let history = recorder.history();
+
+    // Replica convergence, per group.
+    let mut convergence = Vec::new();
+    let mut converged = Verdict::Valid;
+    for group in cluster.group_ids() {
+        match cluster.wait_converged(group, Duration::from_secs(30)).await {
+            Ok(done) => convergence.push(json!({
+                "group": group,
+                "verdict": "valid",
+                "applied_index": done.applied_index,
+                "digest": done.digest,
+                "members": done.members,
+            })),
+            Err(error) => {
+                converged = Verdict::Invalid;
+                convergence.push(json!({
+                    "group": group, "verdict": "invalid", "error": error.to_string(),
+                }));
+            }
+        }
+    }
+
+    let setups = shows.iter().map(|show| (statemachine::ShowId(show.show), show.model_setup()));
+    let setups: BTreeMap<_, _> = setups.collect();
+    let deadline = Instant::now() + options.check_time;
+    let linearizability =
+        check_history(&history, &setups, 0, Budget::default(), &mut || Instant::now() < deadline);
+    let (linearizable, linearizability) = match linearizability {
+        Ok(shows) => {
+            let verdict = Verdict::combine(shows.iter().map(|show| show.verdict));
+            (verdict, serde_json::to_value(&shows).unwrap_or_default())
+        }
+        Err(error) => (Verdict::Unknown, json!({ "error": error.to_string() })),
+    };
+    let (booking, bookings) = match check_bookings(&history) {
+        Ok(reports) => {
+            let verdict = Verdict::combine(reports.iter().map(|report| report.verdict));
+            (verdict, serde_json::to_value(&reports).unwrap_or_default())
+        }
+        Err(error) => (Verdict::Unknown, json!({ "error": error.to_string() })),
+    };
+    // A node that exited by itself (a panic on a broken invariant, say) is a finding too.
+    let crashes: Vec<_> = cluster
+        .crashes()
+        .into_iter()
+        .map(|(node, why)| json!({ "node": node, "crash": why }))
+        .collect();
+    let stayed_up = if crashes.is_empty() { Verdict::Valid } else { Verdict::Invalid };
+    let verdict = Verdict::combine([linearizable, booking, converged, stayed_up]);
+    let results = json!({
+        "verdict": verdict,
+        "workload": options.workload.to_string(),
+        "nemesis": options.nemesis.to_string(),
+        "nodes": options.nodes,
+        "seed": options.seed,
+        "time_limit_s": options.time_limit.as_secs_f64(),
+        "operations": summary(&history),
+        "linearizability": { "verdict": linearizable, "shows": linearizability },
+        "booking": { "verdict": booking, "checks": bookings },
+        "convergence": { "verdict": converged, "groups": convergence },
+        "recovery": recovery,
+        "unexpected_exits": crashes,
+    });
+
+    let lines: Vec<String> = history
+        .events
+        .iter()
+        .map(|event| serde_json::to_string(event).unwrap_or_default())
+        .collect();
+    let ops = timeline_ops(&history);
+    let title = format!(
+        "jepsen test --nodes {} --workload {} --nemesis {} --seed {}",
+        options.nodes, options.workload, options.nemesis, options.seed
+    );
+    report::write(
+        &options.report_dir,
+        &Report {
+            title: &title,
+            history: &lines,
+            nemesis: &timeline,
+            results: &results,
+            ops: &ops,
+        },
+    )?;
+    Ok(TestResult { verdict, results, report_dir: options.report_dir.clone() })
+}
+
+/// The SDK settings of the client processes: a short retry budget, so that a call caught by a
+/// fault ends (as `info` when its outcome is unknown) instead of riding the fault out, which
+/// keeps indeterminate operations in the histories the checkers judge.
+fn client_config() -> Config {
+    Config {
+        retry_budget: Duration::from_secs(3),
+        attempt_timeout: Duration::from_millis(1_500),
+        ..Config::default()
+    }
+}
+
+/// Counts of operations by completion.
+fn summary(history: &History) -> serde_json::Value {
+    let Ok(operations) = history.operations() else { return json!(null) };
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    for operation in &operations {
+        let kind = match &operation.completion {
+            Completion::Ok { value, .. } if value.rejection().is_some() => "rejected",
+            Completion::Ok { .. } => "ok",
+            Completion::Fail { .. } => "fail",
+            Completion::Unknown => "info",
+        };
+        *counts.entry(kind).or_insert(0) += 1;
+    }
+    json!({ "total": operations.len(), "by_completion": counts })
+}
+
+/// The operations as the timeline draws them.
+fn timeline_ops(history: &History) -> Vec<TimelineOp> {
+    let Ok(operations) = history.operations() else { return Vec::new() };
+    let completed: BTreeMap<u64, u64> = history
+        .events
+        .iter()
+        .filter(|event| event.kind != statemachine::check::history::EventKind::Invoke)
+        .map(|event| (event.op, event.time_ns))
+        .collect();
+    operations
+        .iter()
+        .map(|operation| {
+            let (outcome, label) = match &operation.completion {
+                Completion::Ok { value, .. } => (OpOutcome::Ok, format!("{value:?}")),
+                Completion::Fail { .. } => (OpOutcome::Fail, "fail".to_owned()),
+                Completion::Unknown => (OpOutcome::Info, "unknown".to_owned()),
+            };
+            TimelineOp {
+                process: operation.process,
+                function: operation.call.function().to_owned(),
+                label: format!("{:?} → {label}", operation.call),
+                start_ns: operation.invoke_ns,
+                end_ns: completed.get(&operation.op).copied(),
+                outcome,
+            }
+        })
+        .collect()
+}

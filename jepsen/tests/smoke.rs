@@ -1,0 +1,147 @@
+//! The CI smoke of the Jepsen suite (about two minutes): a few workloads under a few nemeses
+//! against real 3-node clusters must be judged valid, and the deliberately unsafe node
+//! (`bookingd-unsafe --unsafe-stale-reads`) must be judged invalid.
+//!
+//! Runs the `jepsen` binary as a user would. Needs `bookingd` and `bookingd-unsafe` built next
+//! to it (`scripts/test.sh` builds both before the tests); fails, never skips, without them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `target/release`, where the test's own binaries are.
+fn bin_dir() -> PathBuf {
+    let jepsen = PathBuf::from(env!("CARGO_BIN_EXE_jepsen"));
+    jepsen.parent().expect("the jepsen binary has a folder").to_path_buf()
+}
+
+/// Runs one test; returns its exit code and its output.
+fn jepsen(args: &[&str], report: &Path) -> (i32, String) {
+    for binary in ["bookingd", "bookingd-unsafe"] {
+        assert!(
+            bin_dir().join(binary).exists(),
+            "{binary} is not built in {}: run `cargo build --release --workspace --bins` and \
+             `cargo build --release -p node --features unsafe-modes --bin bookingd-unsafe`",
+            bin_dir().display()
+        );
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_jepsen"))
+        .arg("test")
+        .args(args)
+        .arg("--report")
+        .arg(report)
+        .output()
+        .expect("jepsen runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
+}
+
+fn last_lines(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+#[test]
+fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
+    let reports = tempfile::tempdir().expect("a temporary folder");
+    let runs: [(&str, &[&str], i32); 5] = [
+        (
+            "holds under kill-leader",
+            &[
+                "--workload",
+                "holds",
+                "--nemesis",
+                "kill-leader",
+                "--time-limit",
+                "15",
+                "--seed",
+                "11",
+                "--port-base",
+                "7800",
+            ],
+            0,
+        ),
+        (
+            "register under partition-leader",
+            &[
+                "--workload",
+                "register",
+                "--nemesis",
+                "partition-leader",
+                "--time-limit",
+                "15",
+                "--seed",
+                "12",
+                "--port-base",
+                "7820",
+            ],
+            0,
+        ),
+        (
+            "admission under pause-leader",
+            &[
+                "--workload",
+                "admission",
+                "--nemesis",
+                "pause-leader",
+                "--time-limit",
+                "12",
+                "--seed",
+                "13",
+                "--port-base",
+                "7840",
+            ],
+            0,
+        ),
+        (
+            "waitlist under membership",
+            &[
+                "--workload",
+                "waitlist",
+                "--nemesis",
+                "membership",
+                "--time-limit",
+                "12",
+                "--seed",
+                "15",
+                "--port-base",
+                "7880",
+            ],
+            0,
+        ),
+        (
+            "register on bookingd-unsafe --unsafe-stale-reads",
+            &[
+                "--workload",
+                "register",
+                "--nemesis",
+                "partition-leader",
+                "--time-limit",
+                "15",
+                "--seed",
+                "14",
+                "--port-base",
+                "7860",
+                "--unsafe-stale-reads",
+            ],
+            1,
+        ),
+    ];
+    for (what, args, expected) in runs {
+        let report = reports.path().join(what.replace(' ', "-"));
+        let (code, output) = jepsen(args, &report);
+        println!("{what}: exit {code}\n{}", last_lines(&output));
+        assert_eq!(
+            code,
+            expected,
+            "{what}: expected exit {expected}, got {code}:\n{}",
+            last_lines(&output)
+        );
+        for file in ["history.jsonl", "nemesis.jsonl", "results.json", "timeline.html"] {
+            assert!(report.join(file).exists(), "{what}: the report lacks {file}");
+        }
+    }
+}

@@ -43,7 +43,10 @@ mod wire;
 
 pub use error::StoreError;
 pub use log_store::{LogStore, REPLICATION_BATCH_BYTES_MAX};
-pub use network::{GroupNetwork, GrpcTransport, MESSAGE_BYTES_MAX, NetworkConfig, PeerTransport};
+pub use network::{
+    DialFuture, Dialer, DialerRef, GroupNetwork, GrpcTransport, MESSAGE_BYTES_MAX, NetworkConfig,
+    PeerStream, PeerTransport,
+};
 pub use proposer::{ProposeError, Proposer, ProposerConfig};
 pub use service::{Groups, RaftService, SNAPSHOT_BYTES_MAX};
 pub use state_machine::{GroupReader, SnapshotBuilder, StateMachineStore};

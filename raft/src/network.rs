@@ -11,8 +11,10 @@
 //!
 //! The seam is openraft-multi's `GroupRouter` (one shared router, bound to `(target, group)` by
 //! `GroupNetworkAdapter`), extended with [`PeerTransport::on_peer_address`] so that a transport
-//! learns peers' addresses from the groups' memberships. A deterministic simulator implements
-//! `PeerTransport` for its own router and builds groups with `GroupNetwork::new(router, group)`.
+//! learns peers' addresses from the groups' memberships. A second, lower seam is the [`Dialer`]
+//! of [`NetworkConfig`]: the gRPC transport opens its byte streams through it (TCP by default),
+//! so a simulator can run this very transport, tonic and HTTP/2 included, over its own network
+//! (the server side takes any stream of connections through tonic's `serve_with_incoming`).
 //!
 //! Failures map to openraft's errors as follows: a call past its deadline is `Timeout`; anything
 //! else (no address known, connection refused or reset, the peer has no replica of the group,
@@ -20,7 +22,10 @@
 //! openraft backs off instead of retrying at once.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -36,7 +41,8 @@ use proto::raft::raft_service_client::RaftServiceClient;
 use proto::raft::{GroupRequest, SnapshotChunk, SnapshotHeader, snapshot_chunk};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tonic::transport::{Channel, Endpoint};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::types::{GroupId, Node, NodeId, Snapshot, SnapshotData, TypeConfig, Vote};
 use crate::wire;
@@ -47,6 +53,34 @@ use crate::wire;
 pub const MESSAGE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
 const _: () = assert!(crate::log_store::REPLICATION_BATCH_BYTES_MAX < MESSAGE_BYTES_MAX);
+
+/// A byte stream to a peer, as a [`Dialer`] opens it.
+pub trait PeerStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> PeerStream for T {}
+
+/// What [`Dialer::dial`] returns.
+pub type DialFuture = Pin<Box<dyn Future<Output = io::Result<Box<dyn PeerStream>>> + Send>>;
+
+/// Opens connections to peers for the gRPC transport.
+///
+/// An implementation must: open a fresh, ordered, reliable byte stream to the server listening
+/// at `address` (`host:port`) or fail; never block the caller (the future does the waiting);
+/// let the transport bound the attempt (it applies `connect_timeout` around the future).
+pub trait Dialer: Send + Sync + 'static {
+    /// Opens a stream to `address`.
+    fn dial(&self, address: &str) -> DialFuture;
+}
+
+/// A shared [`Dialer`], as [`NetworkConfig`] holds it.
+#[derive(Clone)]
+pub struct DialerRef(pub Arc<dyn Dialer>);
+
+impl fmt::Debug for DialerRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DialerRef(..)")
+    }
+}
 
 /// How the gRPC transport connects and times out.
 #[derive(Clone, Debug)]
@@ -61,6 +95,8 @@ pub struct NetworkConfig {
     /// How often an idle connection is probed with HTTP/2 pings, so a dead peer is noticed
     /// without waiting for a call to time out.
     pub keep_alive_interval: Duration,
+    /// How connections are opened: `None` for TCP (with `TCP_NODELAY`), or a simulator's network.
+    pub dialer: Option<DialerRef>,
 }
 
 impl Default for NetworkConfig {
@@ -70,6 +106,7 @@ impl Default for NetworkConfig {
             call_timeout_default: Duration::from_secs(1),
             snapshot_chunk_bytes: 1024 * 1024,
             keep_alive_interval: Duration::from_secs(5),
+            dialer: None,
         }
     }
 }
@@ -428,15 +465,20 @@ impl GrpcTransport {
         let uri =
             if address.contains("://") { address.to_owned() } else { format!("http://{address}") };
         let channel = match Endpoint::from_shared(uri) {
-            Ok(endpoint) => Some(
-                endpoint
+            Ok(endpoint) => {
+                let endpoint = endpoint
                     .connect_timeout(self.inner.config.connect_timeout)
                     .tcp_nodelay(true)
                     .http2_keep_alive_interval(self.inner.config.keep_alive_interval)
                     .keep_alive_timeout(self.inner.config.keep_alive_interval)
-                    .keep_alive_while_idle(true)
-                    .connect_lazy(),
-            ),
+                    .keep_alive_while_idle(true);
+                Some(match &self.inner.config.dialer {
+                    None => endpoint.connect_lazy(),
+                    Some(DialerRef(dialer)) => {
+                        endpoint.connect_with_connector_lazy(dial_with(Arc::clone(dialer)))
+                    }
+                })
+            }
             Err(error) => {
                 tracing::warn!(peer = target, %address, %error, "invalid peer address");
                 None
@@ -447,6 +489,29 @@ impl GrpcTransport {
             tracing::info!(peer = target, from = %previous.address, to = %address, "peer moved");
         }
     }
+}
+
+/// The tower connector tonic calls to open a channel's connection through `dialer`.
+fn dial_with(
+    dialer: Arc<dyn Dialer>,
+) -> impl tower::Service<
+    Uri,
+    Response = hyper_util::rt::TokioIo<Box<dyn PeerStream>>,
+    Error = io::Error,
+    Future = impl Future<Output = io::Result<hyper_util::rt::TokioIo<Box<dyn PeerStream>>>> + Send,
+> + Clone
++ Send
++ 'static {
+    tower::service_fn(move |uri: Uri| {
+        let dialer = Arc::clone(&dialer);
+        async move {
+            let address = uri.authority().map(|authority| authority.as_str().to_owned());
+            let address = address.ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, format!("no host:port in {uri}"))
+            })?;
+            dialer.dial(&address).await.map(hyper_util::rt::TokioIo::new)
+        }
+    })
 }
 
 fn unreachable_from(error: wire::WireError) -> Unreachable<TypeConfig> {

@@ -1,6 +1,7 @@
 //! Leader-only workers: tasks that run on a group's leader while it leads, and only propose.
 //!
-//! Owns the tick worker, which proposes `Tick` when the leader's clock says something is due
+//! Owns the tick worker, which proposes `Tick` when the leader's clock (the one its proposer
+//! stamps entries with) says something is due
 //! (a hold, grant or offer past its deadline, a retention window past its end), so that
 //! overdue objects are released and the next waiter served on time. Started by
 //! [`crate::group::HostedGroup`] when this node becomes the committed leader and aborted when
@@ -9,7 +10,7 @@
 //! dispatchers of later issues start here too.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use raft::{GroupId, GroupReader, ProposeError, Proposer};
 use statemachine::{Command, Reply};
@@ -26,7 +27,8 @@ async fn tick_worker(group: GroupId, proposer: &Proposer, reader: &GroupReader, 
     loop {
         interval.tick().await;
         loop {
-            let due = match reader.read(|state| state.has_due(now_ms())) {
+            let now_ms = proposer.clock().now_ms();
+            let due = match reader.read(|state| state.has_due(now_ms)) {
                 Ok(due) => due,
                 Err(error) => {
                     tracing::error!(group, %error, "tick worker cannot read the state; stopping");
@@ -55,10 +57,4 @@ async fn tick_worker(group: GroupId, proposer: &Proposer, reader: &GroupReader, 
             }
         }
     }
-}
-
-/// This node's wall clock in milliseconds (the leader's clock is only ever a proposal stamp).
-fn now_ms() -> u64 {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }

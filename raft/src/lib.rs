@@ -5,7 +5,8 @@
 //! Keeps openraft behind this crate so that an upgrade touches one crate. The booking rules are
 //! `statemachine`'s: the stores here persist, replay and snapshot, and never decide.
 //!
-//! One file per concept: `types.rs` (the type config and what an entry carries), `codec.rs` (the
+//! One file per concept: `types.rs` (the type config and what an entry carries), `clock.rs` (the
+//! wall clock that stamps entries: the simulator's seam for time), `codec.rs` (the
 //! on-disk layout), `storage.rs` (the node's database), `flusher.rs` (group commit of WAL syncs),
 //! `log_store.rs` (one group's log and vote), `state_machine.rs` (one group's applied state and
 //! snapshots), `error.rs` (the storage errors), `wire.rs` (the bytes of openraft's messages
@@ -29,6 +30,7 @@
 //! # }
 //! ```
 
+mod clock;
 mod codec;
 mod error;
 mod flusher;
@@ -41,6 +43,7 @@ mod storage;
 mod types;
 mod wire;
 
+pub use clock::{Clock, SystemClock, WallClock};
 pub use error::StoreError;
 pub use log_store::{LogStore, REPLICATION_BATCH_BYTES_MAX};
 pub use network::{

@@ -10,8 +10,6 @@
 //! key, may propose it again (shared/DESIGN.md, "Ordering, acknowledgement and fencing",
 //! "Throughput").
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use openraft::error::ClientWriteError;
 use openraft::impls::ProgressResponder;
 use statemachine::limits::BATCH_COMMANDS_MAX;
@@ -20,6 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::Raft;
+use crate::clock::Clock;
 use crate::types::{NodeId, Proposal};
 
 /// How a [`Proposer`] batches and pipelines.
@@ -98,16 +97,28 @@ struct Request {
 pub struct Proposer {
     queue: mpsc::Sender<Request>,
     task: JoinHandle<()>,
+    clock: Clock,
 }
 
 impl Proposer {
     /// Starts the proposer of `raft`'s group: one tokio task, so it must be called inside a
     /// tokio runtime.
     pub fn new(raft: Raft, config: ProposerConfig) -> Proposer {
+        Proposer::with_clock(raft, config, Clock::system())
+    }
+
+    /// As [`Proposer::new`], stamping entries with `clock` instead of the machine's clock (the
+    /// simulator's seam).
+    pub fn with_clock(raft: Raft, config: ProposerConfig, clock: Clock) -> Proposer {
         let config = config.clamped();
         let (queue, queued) = mpsc::channel(config.queue_commands_max);
-        let task = tokio::spawn(run(raft, config, queued));
-        Proposer { queue, task }
+        let task = tokio::spawn(run(raft, config, clock.clone(), queued));
+        Proposer { queue, task, clock }
+    }
+
+    /// The clock the proposer stamps entries with (the leader-only workers read it too).
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// Proposes `command` on this node, if it leads the group, and returns its outcome once
@@ -134,7 +145,12 @@ impl Proposer {
 
 /// The proposer's task: takes batches off `queued` and proposes each as one entry, with at most
 /// `config.writes_in_flight_max` entries awaiting their outcomes.
-async fn run(raft: Raft, config: ProposerConfig, mut queued: mpsc::Receiver<Request>) {
+async fn run(
+    raft: Raft,
+    config: ProposerConfig,
+    clock: Clock,
+    mut queued: mpsc::Receiver<Request>,
+) {
     let mut in_flight = JoinSet::new();
     // A request that did not fit the previous batch opens the next one.
     let mut carried: Option<Request> = None;
@@ -163,7 +179,7 @@ async fn run(raft: Raft, config: ProposerConfig, mut queued: mpsc::Receiver<Requ
             batch_bytes = batch_bytes.saturating_add(request.encoded_bytes);
             batch.push(request);
         }
-        propose(&raft, batch, &mut in_flight).await;
+        propose(&raft, &clock, batch, &mut in_flight).await;
     }
     while let Some(finished) = in_flight.join_next().await {
         reap(Some(finished));
@@ -179,7 +195,7 @@ fn reap(finished: Option<Result<(), tokio::task::JoinError>>) {
 
 /// Proposes `batch` as one entry fenced by this node's committed leader id, and spawns the wait
 /// for its outcomes into `in_flight`. Fails the batch at once if this node is not the leader.
-async fn propose(raft: &Raft, batch: Vec<Request>, in_flight: &mut JoinSet<()>) {
+async fn propose(raft: &Raft, clock: &Clock, batch: Vec<Request>, in_flight: &mut JoinSet<()>) {
     let leader = match raft.as_leader() {
         Ok(leader) => leader.to_committed_leader_id(),
         Err(forward) => {
@@ -189,7 +205,9 @@ async fn propose(raft: &Raft, batch: Vec<Request>, in_flight: &mut JoinSet<()>) 
     };
     let (commands, replies): (Vec<Command>, Vec<_>) =
         batch.into_iter().map(|request| (request.command, request.reply)).unzip();
-    let proposal = Proposal { time_ms: now_ms(), commands };
+    // The leader's wall clock, as it stamps the entry (apply keeps log time monotonic whatever
+    // the clock does).
+    let proposal = Proposal { time_ms: clock.now_ms(), commands };
     let (responder, answer) = ProgressResponder::complete_only();
     // This only hands the entry to the group's core; the outcome arrives on `answer`.
     if let Err(fatal) = raft.write(proposal).with_leader(leader).responder(responder).await {
@@ -239,11 +257,4 @@ fn answer_all(replies: Vec<oneshot::Sender<Result<Outcome, ProposeError>>>, erro
     for reply in replies {
         let _ = reply.send(Err(error.clone()));
     }
-}
-
-/// The leader's wall clock in milliseconds, as it stamps an entry (apply keeps log time
-/// monotonic whatever the clock does).
-fn now_ms() -> u64 {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }

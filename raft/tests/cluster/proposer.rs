@@ -141,3 +141,35 @@ async fn after_leadership_moves_a_proposer_on_the_new_leader_writes() -> io::Res
     cluster.wait_converged(GROUP).await?;
     cluster.shutdown().await
 }
+
+/// A clock that always reads one time (the simulator gives nodes clocks of their own).
+struct FixedClock(u64);
+
+impl raft::WallClock for FixedClock {
+    fn now_ms(&self) -> u64 {
+        self.0
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_are_stamped_with_the_proposers_clock() -> io::Result<()> {
+    const GROUP: u64 = 11;
+    let mut cluster = Cluster::start(&[1, 2, 3], &[GROUP]).await?;
+    cluster.initialize(GROUP, 1).await?;
+    cluster.write(GROUP, vec![create_show(SHOW, 8), open_sales(SHOW)]).await?;
+    let leader = cluster.leader(GROUP).await?;
+    // A day ahead of every real stamp so far: log time must become exactly this.
+    let skewed = crate::harness::now_ms() + 24 * 60 * 60 * 1_000;
+    let clock = raft::Clock::new(FixedClock(skewed));
+    let proposer =
+        Proposer::with_clock(cluster.raft(leader, GROUP)?, ProposerConfig::default(), clock);
+    assert_eq!(proposer.clock().now_ms(), skewed);
+    assert_held(&proposer.propose(hold(SHOW, 1, 1, 3)).await, 3);
+    cluster.wait_converged(GROUP).await?;
+    for node in [1, 2, 3] {
+        let log_time =
+            cluster.node(node)?.reader(GROUP)?.read(|group| group.as_of().log_time_ms)?;
+        assert_eq!(log_time, skewed, "node {node}");
+    }
+    cluster.shutdown().await
+}

@@ -8,6 +8,7 @@
 #
 # Usage: bash scripts/jepsen.sh [--time-limit S] [--seeds "1 2"] [--workloads "holds ..."]
 #          [--nemeses "kill-one ..."] [--out DIR] [--budget MIN] [--test-timeout S]
+#          [--port-base P]  (two matrices may run at once on port bases 1,500 apart)
 # Exit: 0 all valid, 1 something invalid, 2 something unknown or not run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ nemeses="none kill-one kill-minority kill-leader kill-all pause-one pause-leader
 out="jepsen-reports/matrix-$(date -u +%Y%m%dT%H%M%SZ)"
 budget=240
 test_timeout=""
+port_base=7600
 while [ $# -gt 0 ]; do
   case "$1" in
     --time-limit) time_limit="$2"; shift 2 ;;
@@ -28,7 +30,8 @@ while [ $# -gt 0 ]; do
     --out) out="$2"; shift 2 ;;
     --budget) budget="$2"; shift 2 ;;
     --test-timeout) test_timeout="$2"; shift 2 ;;
-    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+    --port-base) port_base="$2"; shift 2 ;;
+    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -47,7 +50,7 @@ table="$out/matrix.md"
 
 started=$(date +%s)
 worst=0
-port=7600
+port=$port_base
 for seed in $seeds; do
   for workload in $workloads; do
     for nemesis in $nemeses; do
@@ -74,7 +77,7 @@ for seed in $seeds; do
       echo "$line" | tee -a "$table"
       # A fresh port range per test: a killed test's sockets may linger in TIME_WAIT.
       port=$(( port + 40 ))
-      [ "$port" -lt 9000 ] || port=7600
+      [ "$port" -lt $((port_base + 1400)) ] || port=$port_base
     done
   done
 done

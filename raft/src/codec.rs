@@ -1,7 +1,8 @@
 //! The on-disk layout: column family names, key encodings and the versioned value encoding.
 //!
-//! Owns every byte layout this crate writes to RocksDB, so a format change is made (and its
-//! version bumped) in one place. Never touches the database itself.
+//! Owns every byte layout this crate writes to a storage engine (RocksDB, or the simulator's
+//! `SimDisk`, which holds the same bytes), so a format change is made (and its version bumped) in
+//! one place. Never touches an engine itself.
 //!
 //! Keys start with the group id in big-endian so that each group's records are one contiguous,
 //! ordered range of a shared column family (no column family per group: creating one costs a
@@ -24,14 +25,41 @@ use serde::de::DeserializeOwned;
 use crate::error::StoreError;
 use crate::types::{GroupId, SnapshotMeta};
 
-/// The column family of every group's log entries.
-pub(crate) const CF_LOGS: &str = "logs";
-/// The column family of every group's vote, last purged and committed log ids.
-pub(crate) const CF_META: &str = "meta";
-/// The column family of every group's last persisted snapshot.
-pub(crate) const CF_SNAPSHOTS: &str = "snapshots";
-/// Every column family, in the order they are opened.
-pub(crate) const COLUMN_FAMILIES: [&str; 3] = [CF_LOGS, CF_META, CF_SNAPSHOTS];
+/// A column family this crate creates, named by what it holds. Every backend of the storage seam
+/// keeps the same three, each ordered by key bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum ColumnFamily {
+    /// Every group's log entries.
+    Logs,
+    /// Every group's vote, last purged and committed log ids.
+    Meta,
+    /// Every group's last persisted snapshot.
+    Snapshots,
+}
+
+impl ColumnFamily {
+    /// Every column family, in the order they are opened; [`ColumnFamily::position`] indexes it.
+    pub(crate) const ALL: [ColumnFamily; 3] =
+        [ColumnFamily::Logs, ColumnFamily::Meta, ColumnFamily::Snapshots];
+
+    /// The name RocksDB stores it under. It is part of the on-disk format: never change it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ColumnFamily::Logs => "logs",
+            ColumnFamily::Meta => "meta",
+            ColumnFamily::Snapshots => "snapshots",
+        }
+    }
+
+    /// Its position in [`ColumnFamily::ALL`], for per-family arrays.
+    pub(crate) fn position(self) -> usize {
+        match self {
+            ColumnFamily::Logs => 0,
+            ColumnFamily::Meta => 1,
+            ColumnFamily::Snapshots => 2,
+        }
+    }
+}
 
 /// The version of every value this build writes, and the only one it reads.
 pub(crate) const FORMAT_VERSION: u8 = 1;
@@ -237,6 +265,13 @@ mod tests {
         assert_eq!(index_of_log_key(1, &log_key(1, 300)).ok(), Some(300));
         assert!(index_of_log_key(2, &log_key(1, 300)).is_err());
         assert!(index_of_log_key(1, b"short").is_err());
+    }
+
+    #[test]
+    fn column_family_positions_index_all() {
+        for (position, family) in ColumnFamily::ALL.into_iter().enumerate() {
+            assert_eq!(family.position(), position, "{family:?}");
+        }
     }
 
     #[test]

@@ -53,9 +53,14 @@ pub enum StoreError {
     /// The group's in-memory state is unusable: an apply panicked while holding it.
     #[error("the group state is poisoned: an earlier apply panicked")]
     Poisoned,
-    /// The WAL flusher stopped before it could sync this write.
+    /// The flusher stopped (the database closed, or the runtime of the simulated flush task shut
+    /// down) before it could sync this write.
     #[error("the WAL flusher has stopped")]
     FlusherStopped,
+    /// The simulated disk this storage was opened on crashed, or a newer storage was opened on
+    /// it: this storage belongs to a process that no longer exists, and may not touch the disk.
+    #[error("the simulated disk was crashed or reopened since this storage was opened")]
+    Fenced,
     /// An operating-system error (starting the flusher thread, a failed sync).
     #[error("io: {0}")]
     Io(#[from] io::Error),

@@ -1,5 +1,6 @@
-//! Group commit: one background thread per database that makes written data durable by syncing
-//! the RocksDB write-ahead log, and then reports every write waiting on it.
+//! Group commit for the RocksDB backend: one background thread per database that makes written
+//! data durable by syncing the write-ahead log, and then reports every write waiting on it. (The
+//! simulated disk has its own flush task, without threads: see `sim_disk.rs`.)
 //!
 //! Owns the queue of flush callbacks of every group on the node and the thread that drains it.
 //! Writers write first (unsynced: readable at once, durable later), then submit their callback.
@@ -19,7 +20,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use openraft::storage::IOFlushed;
-use openraft::type_config::TypeConfigExt;
 use rocksdb::DB;
 
 use crate::error::StoreError;
@@ -87,20 +87,6 @@ impl Flusher {
         queue.pending.push(callback);
         drop(queue);
         self.shared.wake.notify_one();
-    }
-
-    /// Waits until everything written before this call is durable.
-    ///
-    /// # Errors
-    ///
-    /// The sync's error, or `FlusherStopped`.
-    pub(crate) async fn sync(&self) -> Result<(), io::Error> {
-        let (sender, receiver) = TypeConfig::oneshot();
-        self.submit(IOFlushed::signal(sender));
-        match receiver.await {
-            Ok(result) => result,
-            Err(_) => Err(io::Error::other(StoreError::FlusherStopped)),
-        }
     }
 
     /// WAL syncs done so far.

@@ -1,18 +1,21 @@
-//! openraft glue for the booking cluster: the type config, the RocksDB log and state-machine
-//! stores of many groups sharing one database per node, and the gRPC peer network (one channel
-//! per peer node shared by every group, and the service routing peers' requests to the groups).
+//! openraft glue for the booking cluster: the type config, the log and state-machine stores of
+//! many groups sharing one database per node (RocksDB, or a simulated disk under the simulator,
+//! behind one storage seam), and the gRPC peer network (one channel per peer node shared by
+//! every group, and the service routing peers' requests to the groups).
 //!
 //! Keeps openraft behind this crate so that an upgrade touches one crate. The booking rules are
 //! `statemachine`'s: the stores here persist, replay and snapshot, and never decide.
 //!
 //! One file per concept: `types.rs` (the type config and what an entry carries), `clock.rs` (the
 //! wall clock that stamps entries: the simulator's seam for time), `codec.rs` (the
-//! on-disk layout), `storage.rs` (the node's database), `flusher.rs` (group commit of WAL syncs),
-//! `log_store.rs` (one group's log and vote), `state_machine.rs` (one group's applied state and
-//! snapshots), `error.rs` (the storage errors), `wire.rs` (the bytes of openraft's messages
-//! between nodes), `network.rs` (sending them: the transport seam and its gRPC implementation),
-//! `service.rs` (receiving them: the Raft service and the registry of hosted groups),
-//! `proposer.rs` (the write path of a group on its leader: batching, log time, fencing).
+//! on-disk layout), `storage.rs` (the node's storage), `engine.rs` (the storage seam: what the
+//! stores need from a key-value engine), `rocks.rs` (its RocksDB backend), `flusher.rs` (group
+//! commit of RocksDB's WAL syncs), `sim_disk.rs` (the simulated disk, its crash model and flush
+//! task), `log_store.rs` (one group's log and vote), `state_machine.rs` (one group's applied
+//! state and snapshots), `error.rs` (the storage errors), `wire.rs` (the bytes of openraft's
+//! messages between nodes), `network.rs` (sending them: the transport seam and its gRPC
+//! implementation), `service.rs` (receiving them: the Raft service and the registry of hosted
+//! groups), `proposer.rs` (the write path of a group on its leader: batching, log time, fencing).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), raft::StoreError> {
@@ -32,12 +35,15 @@
 
 mod clock;
 mod codec;
+mod engine;
 mod error;
 mod flusher;
 mod log_store;
 mod network;
 mod proposer;
+mod rocks;
 mod service;
+mod sim_disk;
 mod state_machine;
 mod storage;
 mod types;
@@ -52,6 +58,7 @@ pub use network::{
 };
 pub use proposer::{ProposeError, Proposer, ProposerConfig};
 pub use service::{Groups, RaftService, SNAPSHOT_BYTES_MAX};
+pub use sim_disk::SimDisk;
 pub use state_machine::{GroupReader, SnapshotBuilder, StateMachineStore};
 pub use storage::Storage;
 pub use types::{

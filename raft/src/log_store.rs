@@ -1,20 +1,23 @@
-//! The Raft log and vote of one group, stored in the node's shared RocksDB.
+//! The Raft log and vote of one group, stored in the node's shared storage engine (RocksDB, or
+//! the simulator's `SimDisk`: the code here is the same for both).
 //!
 //! Owns the group's range of the `logs` column family and its `meta` records (vote, last purged,
-//! committed). Never touches another group's keys, and never reports a write durable before the
-//! WAL sync that covers it.
+//! committed). Never touches another group's keys, never reports a write durable before the sync
+//! that covers it, and never calls an engine directly: only through the seam of `engine.rs`.
 //!
 //! What an implementation of `RaftLogStorage` must do, and how this one does it:
 //!
-//! - Entries are readable when `append` returns: they are written to RocksDB (memtable and WAL,
-//!   unsynced) before it returns.
-//! - The flush callback is called only once the entries are durable: it is queued on the node's
-//!   flusher, which syncs the WAL once for everything queued (group commit, see `flusher.rs`).
+//! - Entries are readable when `append` returns: they are written to the engine (for RocksDB,
+//!   memtable and WAL, unsynced) before it returns.
+//! - The flush callback is called only once the entries are durable: it is queued on the
+//!   engine's flusher, which syncs once for everything queued (group commit, see `flusher.rs`
+//!   and `sim_disk.rs`).
 //! - `save_vote` is durable before it returns: it writes, then waits for the flusher's next sync.
 //! - `truncate_after` and `purge` are durable before they return, the same way.
 //! - Writes are never reordered: openraft calls one group's store sequentially, each call writes
-//!   to RocksDB before returning, and the WAL is replayed in write order, so a durable write
-//!   implies that every earlier write is durable too.
+//!   to the engine before returning, and every engine makes writes durable in write order (the
+//!   WAL is replayed in write order), so a durable write implies that every earlier write is
+//!   durable too.
 //! - No holes: a truncation removes a suffix and a purge a prefix, each as one atomic range
 //!   deletion (a purge together with its last-purged record, in one write batch).
 //! - `save_committed` is not synced: by the previous point, a committed log id that survives a
@@ -23,19 +26,18 @@
 
 use std::fmt::Debug;
 use std::io;
-use std::ops::{Bound, RangeBounds};
+use std::ops::{Bound, ControlFlow, RangeBounds};
 
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader};
-use rocksdb::{IteratorMode, ReadOptions, WriteBatch};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::codec::{
-    self, CF_LOGS, CF_META, MetaKey, index_of_log_key, log_key, log_key_after, log_keys_end,
-    meta_key,
+    self, ColumnFamily, MetaKey, index_of_log_key, log_key, log_key_after, log_keys_end, meta_key,
 };
+use crate::engine::Batch;
 use crate::error::StoreError;
 use crate::storage::Storage;
 use crate::types::{Entry, GroupId, LogId, TypeConfig, Vote};
@@ -62,8 +64,7 @@ impl LogStore {
     }
 
     fn read_meta<T: DeserializeOwned>(&self, record: MetaKey) -> Result<Option<T>, StoreError> {
-        let cf = self.storage.cf(CF_META)?;
-        match self.storage.db().get_pinned_cf(cf, meta_key(self.group, record))? {
+        match self.storage.engine().get(ColumnFamily::Meta, &meta_key(self.group, record))? {
             None => Ok(None),
             Some(bytes) => codec::decode(record.what(), &bytes).map(Some),
         }
@@ -71,18 +72,12 @@ impl LogStore {
 
     fn put_meta<T: Serialize>(
         &self,
-        batch: &mut WriteBatch,
+        batch: &mut Batch<'_>,
         record: MetaKey,
         value: &T,
     ) -> Result<(), StoreError> {
         let bytes = codec::encode(record.what(), value)?;
-        batch.put_cf(self.storage.cf(CF_META)?, meta_key(self.group, record), bytes);
-        Ok(())
-    }
-
-    /// Writes `batch` unsynced: readable at once, durable at the flusher's next sync.
-    fn write(&self, batch: WriteBatch) -> Result<(), StoreError> {
-        self.storage.db().write(batch)?;
+        batch.put(ColumnFamily::Meta, &meta_key(self.group, record), bytes);
         Ok(())
     }
 
@@ -103,28 +98,13 @@ impl LogStore {
             Bound::Excluded(&index) => log_key(self.group, index).to_vec(),
             Bound::Unbounded => log_keys_end(self.group).to_vec(),
         };
-        if start >= end {
-            return Ok(Vec::new());
-        }
-        let mut options = ReadOptions::default();
-        options.set_iterate_upper_bound(end);
-        let cf = self.storage.cf(CF_LOGS)?;
-        let iterator = self.storage.db().iterator_cf_opt(
-            cf,
-            options,
-            IteratorMode::From(&start, rocksdb::Direction::Forward),
-        );
         let mut entries = Vec::new();
         let mut bytes = 0;
-        for item in iterator {
-            let (key, value) = item?;
-            let entry = self.decode_entry(&key, &value)?;
-            entries.push(entry);
+        self.storage.engine().scan(ColumnFamily::Logs, &start, &end, |key, value| {
+            entries.push(self.decode_entry(key, value)?);
             bytes += value.len();
-            if bytes >= bytes_max {
-                break;
-            }
-        }
+            Ok(if bytes >= bytes_max { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+        })?;
         Ok(entries)
     }
 
@@ -144,18 +124,12 @@ impl LogStore {
 
     /// The log id of the group's last present entry.
     fn last_entry_log_id(&self) -> Result<Option<LogId>, StoreError> {
-        let mut options = ReadOptions::default();
-        options.set_iterate_lower_bound(log_key(self.group, 0).to_vec());
-        options.set_iterate_upper_bound(log_keys_end(self.group).to_vec());
-        let cf = self.storage.cf(CF_LOGS)?;
-        let mut iterator = self.storage.db().iterator_cf_opt(cf, options, IteratorMode::End);
-        match iterator.next() {
-            None => Ok(None),
-            Some(item) => {
-                let (key, value) = item?;
-                Ok(Some(self.decode_entry(&key, &value)?.log_id()))
-            }
-        }
+        self.storage.engine().last(
+            ColumnFamily::Logs,
+            &log_key(self.group, 0),
+            &log_keys_end(self.group),
+            |key, value| Ok(self.decode_entry(key, value)?.log_id()),
+        )
     }
 }
 
@@ -197,21 +171,19 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
-        let mut batch = WriteBatch::default();
+        let mut batch = self.storage.engine().batch()?;
         self.put_meta(&mut batch, MetaKey::Vote, vote)?;
-        self.write(batch)?;
+        batch.write()?;
         self.storage.sync().await
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
-        let mut batch = WriteBatch::default();
+        let mut batch = self.storage.engine().batch()?;
         match committed {
             Some(committed) => self.put_meta(&mut batch, MetaKey::Committed, &committed)?,
-            None => {
-                batch.delete_cf(self.storage.cf(CF_META)?, meta_key(self.group, MetaKey::Committed))
-            }
+            None => batch.delete(ColumnFamily::Meta, &meta_key(self.group, MetaKey::Committed)),
         }
-        Ok(self.write(batch)?)
+        Ok(batch.write()?)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
@@ -227,13 +199,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let cf = self.storage.cf(CF_LOGS)?;
-        let mut batch = WriteBatch::default();
+        let mut batch = self.storage.engine().batch()?;
         for entry in entries {
             let bytes = codec::encode("log entry", &entry)?;
-            batch.put_cf(cf, log_key(self.group, entry.index()), bytes);
+            batch.put(ColumnFamily::Logs, &log_key(self.group, entry.index()), bytes);
         }
-        self.write(batch)?;
+        batch.write()?;
         self.storage.on_durable(callback);
         Ok(())
     }
@@ -243,21 +214,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             Some(last) => log_key_after(self.group, last.index()).to_vec(),
             None => log_key(self.group, 0).to_vec(),
         };
-        let mut batch = WriteBatch::default();
-        batch.delete_range_cf(self.storage.cf(CF_LOGS)?, from, log_keys_end(self.group).to_vec());
-        self.write(batch)?;
+        let mut batch = self.storage.engine().batch()?;
+        batch.delete_range(ColumnFamily::Logs, &from, &log_keys_end(self.group));
+        batch.write()?;
         self.storage.sync().await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
-        let mut batch = WriteBatch::default();
+        let mut batch = self.storage.engine().batch()?;
         self.put_meta(&mut batch, MetaKey::LastPurged, &log_id)?;
-        batch.delete_range_cf(
-            self.storage.cf(CF_LOGS)?,
-            log_key(self.group, 0).to_vec(),
-            log_key_after(self.group, log_id.index()).to_vec(),
+        batch.delete_range(
+            ColumnFamily::Logs,
+            &log_key(self.group, 0),
+            &log_key_after(self.group, log_id.index()),
         );
-        self.write(batch)?;
+        batch.write()?;
         self.storage.sync().await
     }
 }

@@ -35,7 +35,7 @@ use openraft::type_config::TypeConfigExt;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use statemachine::Group;
 
-use crate::codec::{self, CF_SNAPSHOTS, snapshot_key};
+use crate::codec::{self, ColumnFamily, snapshot_key};
 use crate::error::StoreError;
 use crate::storage::Storage;
 use crate::types::{
@@ -295,7 +295,9 @@ async fn persist(
         {
             return Ok(());
         }
-        storage.db().put_cf(storage.cf(CF_SNAPSHOTS)?, snapshot_key(group_id), record)?;
+        let mut batch = storage.engine().batch()?;
+        batch.put(ColumnFamily::Snapshots, &snapshot_key(group_id), record);
+        batch.write()?;
         *last = Some(meta.last_log_id);
     }
     storage.sync().await?;
@@ -307,8 +309,7 @@ fn read_snapshot(
     storage: &Storage,
     group_id: GroupId,
 ) -> Result<Option<(SnapshotMeta, SnapshotData)>, StoreError> {
-    let cf = storage.cf(CF_SNAPSHOTS)?;
-    match storage.db().get_pinned_cf(cf, snapshot_key(group_id))? {
+    match storage.engine().get(ColumnFamily::Snapshots, &snapshot_key(group_id))? {
         None => Ok(None),
         Some(bytes) => codec::decode_snapshot_record(&bytes).map(Some),
     }

@@ -1,72 +1,58 @@
-//! The node's one RocksDB: opening it with the shared column families, and handing out the
-//! per-group stores that live in it.
+//! The node's storage: the engine every group's stores live in (one RocksDB per node, or a
+//! simulated disk under the simulator), and handing out the per-group stores.
 //!
-//! Owns the database handle and its WAL flusher (see `flusher.rs`), both shared by every group on
-//! the node. Never interprets a group's records: the log store and the state-machine store do.
-//! Each group must have at most one [`LogStore`] and one [`StateMachineStore`] open at a time.
+//! Owns the engine handle (see `engine.rs`), shared by every group on the node, and the one way
+//! to wait for durability. Never interprets a group's records: the log store and the
+//! state-machine store do. Each group must have at most one [`LogStore`] and one
+//! [`StateMachineStore`] open at a time.
 
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
 use openraft::storage::IOFlushed;
-use rocksdb::{
-    ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, DBRecoveryMode, Options,
-};
+use openraft::type_config::TypeConfigExt;
 
-use crate::codec::COLUMN_FAMILIES;
+use crate::engine::Engine;
 use crate::error::StoreError;
-use crate::flusher::Flusher;
 use crate::log_store::LogStore;
+use crate::rocks::RocksEngine;
+use crate::sim_disk::{SimDisk, SimEngine};
 use crate::state_machine::StateMachineStore;
 use crate::types::{GroupId, TypeConfig};
 
-/// The node's database, shared by every group. Cheap to clone.
+/// The node's storage, shared by every group. Cheap to clone.
 ///
-/// The database closes when the last clone, and the last store made from it, is dropped; the
-/// flusher makes everything written so far durable before that.
+/// On RocksDB, the database closes when the last clone, and the last store made from it, is
+/// dropped; the flusher makes everything written so far durable before that. On a [`SimDisk`],
+/// dropping changes nothing on the disk: writes not yet synced stay volatile, as after a process
+/// exit they would stay in the operating system's cache.
 #[derive(Clone)]
 pub struct Storage {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    // Declared first so that it is dropped first: its last sync needs the database open.
-    flusher: Flusher,
-    db: Arc<DB>,
+    engine: Arc<Engine>,
 }
 
 impl Storage {
-    /// Opens the database in `path`, creating it and its column families if missing, and starts
-    /// its WAL flusher thread.
+    /// Opens the RocksDB database in `path`, creating it and its column families if missing,
+    /// and starts its WAL flusher thread.
     ///
     /// # Errors
     ///
     /// `Rocks` if RocksDB cannot open the directory (for instance another process holds it),
     /// `Io` if the flusher thread cannot start.
     pub fn open(path: impl AsRef<Path>) -> Result<Storage, StoreError> {
-        let mut options = Options::default();
-        options.create_if_missing(true);
-        options.create_missing_column_families(true);
-        // Recovery replays a prefix of the WAL, never a later write without an earlier one: the
-        // log store relies on this for writes it does not sync (see `log_store.rs`). It is the
-        // default; it is set here because correctness depends on it.
-        options.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
-        let column_families = COLUMN_FAMILIES.map(|name| {
-            let mut cf_options = Options::default();
-            // RocksDB is built without compression libraries; say so rather than rely on the
-            // default falling back.
-            cf_options.set_compression_type(DBCompressionType::None);
-            ColumnFamilyDescriptor::new(name, cf_options)
-        });
-        let db = Arc::new(DB::open_cf_descriptors(&options, path, column_families)?);
-        for name in COLUMN_FAMILIES {
-            if db.cf_handle(name).is_none() {
-                return Err(StoreError::MissingColumnFamily(name));
-            }
-        }
-        let flusher = Flusher::start(Arc::clone(&db))?;
-        Ok(Storage { inner: Arc::new(Inner { flusher, db }) })
+        let engine = RocksEngine::open(path.as_ref())?;
+        Ok(Storage { engine: Arc::new(Engine::Rocks(engine)) })
+    }
+
+    /// Opens a storage on a simulated disk, as a restarted node's process opens its database:
+    /// everything on the disk becomes durable (RocksDB's recovery does the same), and the storage
+    /// opened on it before, if any, is fenced off (its every operation fails with `Fenced`).
+    ///
+    /// Uses no thread and no clock: syncs run in a task spawned on the caller's tokio runtime
+    /// when a write first waits for durability (see [`SimDisk`] for the crash model).
+    pub fn simulated(disk: SimDisk) -> Storage {
+        Storage { engine: Arc::new(Engine::Sim(SimEngine::open(disk))) }
     }
 
     /// The log store of `group`.
@@ -84,34 +70,39 @@ impl Storage {
         StateMachineStore::open(self.clone(), group)
     }
 
-    /// WAL syncs done since the database was opened. Each completes every write queued before
-    /// it, from every group, so under load this grows much slower than the number of writes.
+    /// Syncs (of RocksDB's WAL, or of the simulated disk) done since the storage was opened.
+    /// Each completes every write queued before it, from every group, so under load this grows
+    /// much slower than the number of writes.
     pub fn wal_sync_count(&self) -> u64 {
-        self.inner.flusher.sync_count()
+        self.engine.sync_count()
     }
 
     /// Durability waits (appends, votes, truncations, purges, snapshots) completed so far.
     pub fn flush_completed_count(&self) -> u64 {
-        self.inner.flusher.completed_count()
+        self.engine.completed_count()
     }
 
-    /// The database.
-    pub(crate) fn db(&self) -> &DB {
-        &self.inner.db
+    /// The engine the stores read and write.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
     }
 
-    /// A column family this crate created on open.
-    pub(crate) fn cf(&self, name: &'static str) -> Result<&ColumnFamily, StoreError> {
-        self.inner.db.cf_handle(name).ok_or(StoreError::MissingColumnFamily(name))
-    }
-
-    /// Queues `callback` for the next WAL sync; everything written before this call is covered.
+    /// Queues `callback` for the next sync; everything written before this call is covered.
     pub(crate) fn on_durable(&self, callback: IOFlushed<TypeConfig>) {
-        self.inner.flusher.submit(callback);
+        self.engine.on_durable(callback);
     }
 
     /// Waits until everything written before this call is durable.
+    ///
+    /// # Errors
+    ///
+    /// The sync's error, or `FlusherStopped` if the flusher went away without answering.
     pub(crate) async fn sync(&self) -> Result<(), io::Error> {
-        self.inner.flusher.sync().await
+        let (sender, receiver) = TypeConfig::oneshot();
+        self.on_durable(IOFlushed::signal(sender));
+        match receiver.await {
+            Ok(result) => result,
+            Err(_) => Err(io::Error::other(StoreError::FlusherStopped)),
+        }
     }
 }

@@ -1,7 +1,9 @@
-//! Helpers shared by the storage tests: log ids, entries with real booking commands, and an
-//! append that waits for its flush callback the way openraft does.
+//! Helpers shared by the storage tests: log ids, entries with real booking commands, an append
+//! that waits for its flush callback the way openraft does, and running one check on each
+//! storage backend.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::io;
 
 use openraft::entry::RaftEntry;
@@ -9,7 +11,7 @@ use openraft::storage::{EntryResponder, IOFlushed, RaftLogStorage};
 use openraft::type_config::TypeConfigExt;
 use openraft::vote::RaftLeaderIdExt;
 use openraft::{Membership, RaftLogReader};
-use raft::{Entry, LogId, LogStore, Node, Proposal, TypeConfig, Vote};
+use raft::{Entry, LogId, LogStore, Node, Proposal, SimDisk, Storage, TypeConfig, Vote};
 use statemachine::Command;
 
 pub use crate::commands::{create_show, hold, open_sales};
@@ -96,4 +98,24 @@ pub fn to_apply(
 /// The entries of `log` with index in `range`.
 pub fn slice(log: &[Entry], range: std::ops::RangeInclusive<u64>) -> Vec<Entry> {
     log.iter().filter(|entry| range.contains(&entry.index())).cloned().collect()
+}
+
+/// Runs `check` on a fresh RocksDB database and then on a fresh simulated disk: the stores are
+/// the same code on both, and must behave the same.
+pub async fn on_each_backend<F, Fut>(check: F) -> io::Result<()>
+where
+    F: Fn(Storage) -> Fut,
+    Fut: Future<Output = io::Result<()>>,
+{
+    let labelled = |backend: &str, error: io::Error| {
+        io::Error::new(error.kind(), format!("on {backend}: {error}"))
+    };
+    // Printed so that a failed assertion (whose output the harness shows) names its backend.
+    println!("on RocksDB");
+    let dir = tempfile::tempdir()?;
+    check(Storage::open(dir.path())?).await.map_err(|error| labelled("RocksDB", error))?;
+    println!("on a simulated disk");
+    check(Storage::simulated(SimDisk::new()))
+        .await
+        .map_err(|error| labelled("a simulated disk", error))
 }

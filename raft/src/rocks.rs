@@ -1,0 +1,178 @@
+//! The RocksDB backend of the storage seam: the node's one database with the shared column
+//! families, and its WAL flusher thread (see `flusher.rs`).
+//!
+//! Owns the database handle, the options it is opened with, and the translation of the seam's
+//! operations (`engine.rs`) into RocksDB calls. Never interprets keys or values, and never syncs
+//! on the write path: durability is the flusher's job, once for everything queued.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use openraft::storage::IOFlushed;
+use rocksdb::{
+    ColumnFamilyDescriptor, DB, DBCompressionType, DBPinnableSlice, DBRecoveryMode, Options,
+    ReadOptions, WriteBatch,
+};
+
+use crate::codec::ColumnFamily;
+use crate::error::StoreError;
+use crate::flusher::Flusher;
+use crate::types::TypeConfig;
+
+/// A RocksDB database and its flusher.
+pub(crate) struct RocksEngine {
+    // Declared first so that it is dropped first: its last sync needs the database open.
+    flusher: Flusher,
+    db: Arc<DB>,
+}
+
+impl RocksEngine {
+    /// Opens the database in `path`, creating it and its column families if missing, and starts
+    /// its WAL flusher thread.
+    ///
+    /// # Errors
+    ///
+    /// `Rocks` if RocksDB cannot open the directory (for instance another process holds it),
+    /// `Io` if the flusher thread cannot start.
+    pub(crate) fn open(path: &Path) -> Result<RocksEngine, StoreError> {
+        let mut options = Options::default();
+        options.create_if_missing(true);
+        options.create_missing_column_families(true);
+        // Recovery replays a prefix of the WAL, never a later write without an earlier one: the
+        // log store relies on this for writes it does not sync (see `log_store.rs`). It is the
+        // default; it is set here because correctness depends on it.
+        options.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
+        let column_families = ColumnFamily::ALL.map(|family| {
+            let mut cf_options = Options::default();
+            // RocksDB is built without compression libraries; say so rather than rely on the
+            // default falling back.
+            cf_options.set_compression_type(DBCompressionType::None);
+            ColumnFamilyDescriptor::new(family.name(), cf_options)
+        });
+        let db = Arc::new(DB::open_cf_descriptors(&options, path, column_families)?);
+        for family in ColumnFamily::ALL {
+            if db.cf_handle(family.name()).is_none() {
+                return Err(StoreError::MissingColumnFamily(family.name()));
+            }
+        }
+        let flusher = Flusher::start(Arc::clone(&db))?;
+        Ok(RocksEngine { flusher, db })
+    }
+
+    /// The handle of a column family created on open.
+    fn handle(&self, family: ColumnFamily) -> Result<&rocksdb::ColumnFamily, StoreError> {
+        self.db.cf_handle(family.name()).ok_or(StoreError::MissingColumnFamily(family.name()))
+    }
+
+    /// An empty batch, with the column family handles resolved once for all its writes.
+    pub(crate) fn batch(&self) -> Result<RocksBatch<'_>, StoreError> {
+        let [logs, meta, snapshots] = ColumnFamily::ALL;
+        let handles = [self.handle(logs)?, self.handle(meta)?, self.handle(snapshots)?];
+        Ok(RocksBatch { engine: self, batch: WriteBatch::default(), handles })
+    }
+
+    /// See [`Engine::get`](crate::engine::Engine::get).
+    pub(crate) fn get(
+        &self,
+        family: ColumnFamily,
+        key: &[u8],
+    ) -> Result<Option<DBPinnableSlice<'_>>, StoreError> {
+        Ok(self.db.get_pinned_cf(self.handle(family)?, key)?)
+    }
+
+    /// See [`Engine::scan`](crate::engine::Engine::scan).
+    pub(crate) fn scan(
+        &self,
+        family: ColumnFamily,
+        start: &[u8],
+        end: &[u8],
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<std::ops::ControlFlow<()>, StoreError>,
+    ) -> Result<(), StoreError> {
+        if start >= end {
+            return Ok(());
+        }
+        let mut options = ReadOptions::default();
+        options.set_iterate_upper_bound(end.to_vec());
+        // A raw iterator lends its key and value in place; the boxed iterator would copy both.
+        let mut iterator = self.db.raw_iterator_cf_opt(self.handle(family)?, options);
+        iterator.seek(start);
+        while let (Some(key), Some(value)) = (iterator.key(), iterator.value()) {
+            if visit(key, value)?.is_break() {
+                return Ok(());
+            }
+            iterator.next();
+        }
+        // An invalid iterator is either the end of the range or a failed read: tell them apart.
+        Ok(iterator.status()?)
+    }
+
+    /// See [`Engine::last`](crate::engine::Engine::last).
+    pub(crate) fn last<T>(
+        &self,
+        family: ColumnFamily,
+        start: &[u8],
+        end: &[u8],
+        read: impl FnOnce(&[u8], &[u8]) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        if start >= end {
+            return Ok(None);
+        }
+        let mut options = ReadOptions::default();
+        options.set_iterate_lower_bound(start.to_vec());
+        options.set_iterate_upper_bound(end.to_vec());
+        let mut iterator = self.db.raw_iterator_cf_opt(self.handle(family)?, options);
+        iterator.seek_to_last();
+        match (iterator.key(), iterator.value()) {
+            (Some(key), Some(value)) => read(key, value).map(Some),
+            _ => {
+                iterator.status()?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Queues `callback` on the flusher thread for its next WAL sync.
+    pub(crate) fn on_durable(&self, callback: IOFlushed<TypeConfig>) {
+        self.flusher.submit(callback);
+    }
+
+    /// Syncs done since this engine was opened.
+    pub(crate) fn sync_count(&self) -> u64 {
+        self.flusher.sync_count()
+    }
+
+    /// `on_durable` callbacks completed since this engine was opened.
+    pub(crate) fn completed_count(&self) -> u64 {
+        self.flusher.completed_count()
+    }
+}
+
+/// A RocksDB write batch and the column family handles it writes to.
+pub(crate) struct RocksBatch<'a> {
+    engine: &'a RocksEngine,
+    batch: WriteBatch,
+    /// Indexed by `ColumnFamily::position`.
+    handles: [&'a rocksdb::ColumnFamily; 3],
+}
+
+impl RocksBatch<'_> {
+    /// Stores `value` under `key` when the batch is written.
+    pub(crate) fn put(&mut self, family: ColumnFamily, key: &[u8], value: &[u8]) {
+        self.batch.put_cf(self.handles[family.position()], key, value);
+    }
+
+    /// Removes `key` when the batch is written.
+    pub(crate) fn delete(&mut self, family: ColumnFamily, key: &[u8]) {
+        self.batch.delete_cf(self.handles[family.position()], key);
+    }
+
+    /// Removes every key with `start <= key < end` when the batch is written.
+    pub(crate) fn delete_range(&mut self, family: ColumnFamily, start: &[u8], end: &[u8]) {
+        self.batch.delete_range_cf(self.handles[family.position()], start, end);
+    }
+
+    /// Writes the batch to the memtable and the WAL, unsynced.
+    pub(crate) fn write(self) -> Result<(), StoreError> {
+        Ok(self.engine.db.write(self.batch)?)
+    }
+}

@@ -1,0 +1,585 @@
+//! The simulated disk: an in-memory, deterministic stand-in for a node's RocksDB directory with
+//! an honest crash model, and the backend of the storage seam (`engine.rs`) that runs on it.
+//!
+//! Owns the disk's column families (`BTreeMap`s, so every scan is in key order, as in RocksDB),
+//! the record of which writes are not yet durable, and the flush task that makes them durable.
+//! Never uses an OS thread, the wall clock or a source of randomness: on a single-threaded
+//! (simulated) runtime, the same calls in the same order leave the same disk and complete the
+//! same callbacks in the same order. Every choice a fault needs (how much a crash keeps) is an
+//! argument, so the simulator draws it from its seed.
+//!
+//! The crash model follows what RocksDB, as `rocks.rs` opens it, can leave after a power loss:
+//!
+//! - A write batch is readable at once and volatile until a sync. The flush task syncs
+//!   everything written so far, so one sync covers every write before it, as `flush_wal(true)`
+//!   does.
+//! - A crash keeps every batch a completed sync covered, and of the later ones a prefix in write
+//!   order, of a length the caller chooses ([`SimDisk::crash`]). RocksDB appends batches to its
+//!   WAL in write order and the operating system may have written any part of the unsynced tail
+//!   back; `PointInTime` recovery replays records up to the first one that is missing or fails
+//!   its checksum, so what survives is always a prefix. Memtable flushes do not change that: a
+//!   flush persists a prefix of the sequence too.
+//! - No torn batches. A RocksDB write batch is one WAL record (checksummed per fragment), and
+//!   recovery drops a record it cannot read whole; it never applies part of a batch. A torn
+//!   write is therefore a lost batch, which the prefix already covers, and the disk offers no
+//!   separate tear.
+//! - A process that dies without a power loss loses nothing: the operating system still holds
+//!   what it wrote. The simulator models it by dropping the node and opening a new `Storage` on
+//!   the same disk without calling `crash`.
+//! - Opening a `Storage` recovers the disk: everything on it becomes durable, because RocksDB's
+//!   recovery writes the replayed WAL to synced table files before it serves (its default
+//!   `avoid_flush_during_recovery = false`). Without this, a node could vote or acknowledge on
+//!   the strength of entries a later crash would take back, which a real node cannot.
+//! - One process at a time: opening a `Storage`, or crashing the disk, fences off the storage
+//!   opened before. Its reads, writes and syncs fail with `Fenced`, so a stale task of a dead
+//!   process can neither change the disk nor learn that a write is durable.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::mem;
+use std::ops::{Bound, ControlFlow};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use openraft::storage::IOFlushed;
+
+use crate::codec::ColumnFamily;
+use crate::error::StoreError;
+use crate::types::TypeConfig;
+
+/// One column family of the simulated disk. Values are shared with readers, so a read copies
+/// nothing while the disk is locked.
+type Family = BTreeMap<Vec<u8>, Arc<Vec<u8>>>;
+
+/// A simulated disk: what one node's database directory holds, outliving the node's process.
+/// Cheap to clone; the clones are the same disk.
+///
+/// The simulator keeps a handle per node, opens the node's storage on it with
+/// [`Storage::simulated`](crate::Storage::simulated), and on a power loss calls
+/// [`SimDisk::crash`] before opening a new storage on it for the restarted node. See the module
+/// documentation of `sim_disk.rs` for the crash model and why it matches RocksDB.
+///
+/// The constructor takes no options today; faults the seed should drive later (such as a sync
+/// latency) will come as a builder, so that `new` keeps meaning "a perfect disk".
+#[derive(Clone, Default)]
+pub struct SimDisk {
+    disk: Arc<Mutex<Disk>>,
+}
+
+/// The contents of a simulated disk.
+#[derive(Default)]
+struct Disk {
+    /// Indexed by `ColumnFamily::position`; what a read sees, synced or not.
+    families: [Family; 3],
+    /// The batches written since the last sync or recovery, oldest first, each kept as the list
+    /// of changes that undo it. Undoing the newest ones restores exactly what a crash leaves.
+    unsynced: Vec<Vec<Undo>>,
+    /// Bumped by every crash and every open: a storage opened at another generation is fenced.
+    generation: u64,
+}
+
+/// How to take back one change of a batch.
+enum Undo {
+    /// Puts back what `key` held before a put or a delete (`None`: it was absent).
+    Restore { family: ColumnFamily, key: Vec<u8>, previous: Option<Arc<Vec<u8>>> },
+    /// Puts back the pairs a range deletion removed.
+    Reinsert { family: ColumnFamily, pairs: Vec<(Vec<u8>, Arc<Vec<u8>>)> },
+}
+
+impl SimDisk {
+    /// An empty disk.
+    pub fn new() -> SimDisk {
+        SimDisk::default()
+    }
+
+    /// Loses power: keeps every write batch a completed sync covered and the first
+    /// `keep_unsynced` of the later ones in write order, and discards the rest (0 is the strictest
+    /// crash; `usize::MAX` keeps everything, as a process kill without power loss would). No
+    /// batch is ever kept in part. The storage opened on the disk before is fenced off; open a
+    /// new one with `Storage::simulated` to restart the node.
+    ///
+    /// Returns how many batches were discarded.
+    pub fn crash(&self, keep_unsynced: usize) -> usize {
+        let mut disk = self.lock();
+        let keep = keep_unsynced.min(disk.unsynced.len());
+        let discarded = disk.unsynced.split_off(keep);
+        let lost = discarded.len();
+        // Newest first, and within a batch last change first: each undo then sees the disk as
+        // it was right after the change it takes back.
+        for batch in discarded.into_iter().rev() {
+            for undo in batch.into_iter().rev() {
+                disk.undo(undo);
+            }
+        }
+        // The kept batches reached the medium before the power went: a second crash before the
+        // next open cannot take them back.
+        disk.unsynced.clear();
+        disk.generation += 1;
+        lost
+    }
+
+    /// How many write batches a crash now could discard: those written since the last sync or
+    /// recovery. A simulator draws `keep_unsynced` for [`SimDisk::crash`] from `0..=` this.
+    pub fn unsynced_batches(&self) -> usize {
+        self.lock().unsynced.len()
+    }
+
+    /// Locks the disk. Every change under the lock is a map insert or removal that cannot panic
+    /// half-way (short of an allocation failure, which aborts), and readers change nothing, so
+    /// a lock poisoned by a panicking reader still guards a consistent disk.
+    fn lock(&self) -> MutexGuard<'_, Disk> {
+        self.disk.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Locks the disk for the storage opened at `generation`.
+    ///
+    /// # Errors
+    ///
+    /// `Fenced` if the disk crashed or was opened again since.
+    fn lock_for(&self, generation: u64) -> Result<MutexGuard<'_, Disk>, StoreError> {
+        let disk = self.lock();
+        if disk.generation != generation {
+            return Err(StoreError::Fenced);
+        }
+        Ok(disk)
+    }
+
+    /// Recovers the disk for a new storage: everything on it becomes durable and every storage
+    /// opened before is fenced off. Returns the new storage's generation.
+    fn recover(&self) -> u64 {
+        let mut disk = self.lock();
+        disk.unsynced.clear();
+        disk.generation += 1;
+        disk.generation
+    }
+}
+
+impl fmt::Debug for SimDisk {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let disk = self.lock();
+        let mut debug = formatter.debug_struct("SimDisk");
+        for family in ColumnFamily::ALL {
+            debug.field(family.name(), &disk.families[family.position()].len());
+        }
+        debug
+            .field("unsynced_batches", &disk.unsynced.len())
+            .field("generation", &disk.generation)
+            .finish()
+    }
+}
+
+impl Disk {
+    fn family(&self, family: ColumnFamily) -> &Family {
+        &self.families[family.position()]
+    }
+
+    fn family_mut(&mut self, family: ColumnFamily) -> &mut Family {
+        &mut self.families[family.position()]
+    }
+
+    /// Applies one change and returns how to take it back.
+    fn apply(&mut self, operation: Operation) -> Undo {
+        match operation {
+            Operation::Put { family, key, value } => {
+                let previous = self.family_mut(family).insert(key.clone(), Arc::new(value));
+                Undo::Restore { family, key, previous }
+            }
+            Operation::Delete { family, key } => {
+                let previous = self.family_mut(family).remove(&key);
+                Undo::Restore { family, key, previous }
+            }
+            Operation::DeleteRange { family, start, end } => {
+                let map = self.family_mut(family);
+                let keys: Vec<Vec<u8>> =
+                    range(map, &start, &end).map(|(key, _)| key.clone()).collect();
+                let pairs = keys
+                    .into_iter()
+                    .filter_map(|key| map.remove(&key).map(|value| (key, value)))
+                    .collect();
+                Undo::Reinsert { family, pairs }
+            }
+        }
+    }
+
+    fn undo(&mut self, undo: Undo) {
+        match undo {
+            Undo::Restore { family, key, previous: Some(previous) } => {
+                self.family_mut(family).insert(key, previous);
+            }
+            Undo::Restore { family, key, previous: None } => {
+                self.family_mut(family).remove(&key);
+            }
+            Undo::Reinsert { family, pairs } => self.family_mut(family).extend(pairs),
+        }
+    }
+}
+
+/// The pairs of `map` with `start <= key < end`; none if `start >= end` (where `BTreeMap::range`
+/// would panic instead).
+fn range<'a>(
+    map: &'a Family,
+    start: &[u8],
+    end: &[u8],
+) -> impl DoubleEndedIterator<Item = (&'a Vec<u8>, &'a Arc<Vec<u8>>)> {
+    let bounds = (start < end).then_some((Bound::Included(start), Bound::Excluded(end)));
+    bounds.into_iter().flat_map(move |bounds| map.range::<[u8], _>(bounds))
+}
+
+/// One change of a simulated batch.
+enum Operation {
+    Put { family: ColumnFamily, key: Vec<u8>, value: Vec<u8> },
+    Delete { family: ColumnFamily, key: Vec<u8> },
+    DeleteRange { family: ColumnFamily, start: Vec<u8>, end: Vec<u8> },
+}
+
+/// The storage-seam backend on a [`SimDisk`]: one per `Storage::simulated`.
+pub(crate) struct SimEngine {
+    shared: Arc<SimShared>,
+}
+
+/// What the engine and its flush task share.
+struct SimShared {
+    disk: SimDisk,
+    /// The disk's generation when this engine opened it.
+    generation: u64,
+    queue: Mutex<FlushQueue>,
+    /// Syncs done so far.
+    syncs: AtomicU64,
+    /// Callbacks completed so far.
+    completed: AtomicU64,
+}
+
+/// Callbacks waiting for the next sync.
+#[derive(Default)]
+struct FlushQueue {
+    pending: Vec<IOFlushed<TypeConfig>>,
+    /// A flush task is spawned and has not yet drained the queue: the next callbacks join it.
+    scheduled: bool,
+}
+
+impl SimEngine {
+    /// Opens `disk`: recovers it (everything on it becomes durable) and fences off the engine
+    /// opened on it before.
+    pub(crate) fn open(disk: SimDisk) -> SimEngine {
+        let generation = disk.recover();
+        let shared = SimShared {
+            disk,
+            generation,
+            queue: Mutex::new(FlushQueue::default()),
+            syncs: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+        };
+        SimEngine { shared: Arc::new(shared) }
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Disk>, StoreError> {
+        self.shared.disk.lock_for(self.shared.generation)
+    }
+
+    /// An empty batch.
+    pub(crate) fn batch(&self) -> SimBatch<'_> {
+        SimBatch { engine: self, operations: Vec::new() }
+    }
+
+    /// See [`Engine::get`](crate::engine::Engine::get).
+    pub(crate) fn get(
+        &self,
+        family: ColumnFamily,
+        key: &[u8],
+    ) -> Result<Option<Arc<Vec<u8>>>, StoreError> {
+        Ok(self.lock()?.family(family).get(key).cloned())
+    }
+
+    /// See [`Engine::scan`](crate::engine::Engine::scan).
+    pub(crate) fn scan(
+        &self,
+        family: ColumnFamily,
+        start: &[u8],
+        end: &[u8],
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<ControlFlow<()>, StoreError>,
+    ) -> Result<(), StoreError> {
+        let disk = self.lock()?;
+        for (key, value) in range(disk.family(family), start, end) {
+            if visit(key, value)?.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// See [`Engine::last`](crate::engine::Engine::last).
+    pub(crate) fn last<T>(
+        &self,
+        family: ColumnFamily,
+        start: &[u8],
+        end: &[u8],
+        read: impl FnOnce(&[u8], &[u8]) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let disk = self.lock()?;
+        match range(disk.family(family), start, end).next_back() {
+            None => Ok(None),
+            Some((key, value)) => read(key, value).map(Some),
+        }
+    }
+
+    /// Queues `callback` for the flush task, spawning one on the current runtime if none is
+    /// pending. The sync happens when that task runs, not now: until then a crash can still
+    /// discard the write, as on a real disk, and every callback queued meanwhile shares the
+    /// sync (group commit).
+    pub(crate) fn on_durable(&self, callback: IOFlushed<TypeConfig>) {
+        let mut queue = self.shared.lock_queue();
+        queue.pending.push(callback);
+        if queue.scheduled {
+            return;
+        }
+        queue.scheduled = true;
+        drop(queue);
+        let task = FlushTask { shared: Some(Arc::clone(&self.shared)) };
+        match tokio::runtime::Handle::try_current() {
+            // A later fault hook (a seeded sync latency) would wait here, on the runtime's
+            // simulated clock, before the sync.
+            Ok(runtime) => drop(runtime.spawn(async move { task.run() })),
+            // Outside a runtime there is nothing to defer to: syncing now is still correct.
+            Err(_) => task.run(),
+        }
+    }
+
+    /// Syncs done since this engine was opened.
+    pub(crate) fn sync_count(&self) -> u64 {
+        self.shared.syncs.load(Ordering::Relaxed)
+    }
+
+    /// `on_durable` callbacks completed since this engine was opened.
+    pub(crate) fn completed_count(&self) -> u64 {
+        self.shared.completed.load(Ordering::Relaxed)
+    }
+}
+
+impl SimShared {
+    /// Locks the flush queue; every critical section is a push, a take or a flag, so a poisoned
+    /// lock still guards a consistent queue.
+    fn lock_queue(&self) -> MutexGuard<'_, FlushQueue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Syncs and completes callbacks until the queue is empty, then lets the next callback spawn
+    /// a new task.
+    fn flush(&self) {
+        loop {
+            let callbacks = {
+                let mut queue = self.lock_queue();
+                if queue.pending.is_empty() {
+                    queue.scheduled = false;
+                    return;
+                }
+                mem::take(&mut queue.pending)
+            };
+            let synced = self.maybe_sync();
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+            // Counted before completing, so that whoever sees a completion also sees it counted.
+            self.completed.fetch_add(callbacks.len() as u64, Ordering::Relaxed);
+            for callback in callbacks {
+                callback.io_completed(if synced {
+                    Ok(())
+                } else {
+                    Err(io::Error::other(StoreError::Fenced))
+                });
+            }
+        }
+    }
+
+    /// Makes everything written so far durable, and says whether it did: not if this engine
+    /// was fenced off, since whatever it wrote may be gone and its callbacks must not hear
+    /// otherwise.
+    fn maybe_sync(&self) -> bool {
+        match self.disk.lock_for(self.generation) {
+            Ok(mut disk) => {
+                disk.unsynced.clear();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Completes every queued callback with an error, without a sync.
+    fn fail_pending(&self) {
+        let callbacks = {
+            let mut queue = self.lock_queue();
+            queue.scheduled = false;
+            mem::take(&mut queue.pending)
+        };
+        self.completed.fetch_add(callbacks.len() as u64, Ordering::Relaxed);
+        for callback in callbacks {
+            callback.io_completed(Err(io::Error::other(StoreError::FlusherStopped)));
+        }
+    }
+}
+
+/// A spawned flush. If its runtime drops it before it runs (the simulated process is gone), it
+/// fails the queued callbacks instead of dropping them, and never syncs: a dying process must
+/// not make its writes durable behind the crash model's back.
+struct FlushTask {
+    /// `None` once the task ran.
+    shared: Option<Arc<SimShared>>,
+}
+
+impl FlushTask {
+    fn run(mut self) {
+        if let Some(shared) = self.shared.take() {
+            shared.flush();
+        }
+    }
+}
+
+impl Drop for FlushTask {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            shared.fail_pending();
+        }
+    }
+}
+
+/// The changes of one simulated write batch, applied together by [`SimBatch::write`].
+pub(crate) struct SimBatch<'a> {
+    engine: &'a SimEngine,
+    operations: Vec<Operation>,
+}
+
+impl SimBatch<'_> {
+    /// Stores `value` under `key` when the batch is written.
+    pub(crate) fn put(&mut self, family: ColumnFamily, key: &[u8], value: Vec<u8>) {
+        self.operations.push(Operation::Put { family, key: key.to_vec(), value });
+    }
+
+    /// Removes `key` when the batch is written.
+    pub(crate) fn delete(&mut self, family: ColumnFamily, key: &[u8]) {
+        self.operations.push(Operation::Delete { family, key: key.to_vec() });
+    }
+
+    /// Removes every key with `start <= key < end` when the batch is written.
+    pub(crate) fn delete_range(&mut self, family: ColumnFamily, start: &[u8], end: &[u8]) {
+        let (start, end) = (start.to_vec(), end.to_vec());
+        self.operations.push(Operation::DeleteRange { family, start, end });
+    }
+
+    /// Applies every change under one lock (atomic for readers), and records the batch as
+    /// unsynced. An empty batch records nothing, as it would write nothing to a WAL.
+    pub(crate) fn write(self) -> Result<(), StoreError> {
+        let mut disk = self.engine.lock()?;
+        if self.operations.is_empty() {
+            return Ok(());
+        }
+        let undo = self.operations.into_iter().map(|operation| disk.apply(operation)).collect();
+        disk.unsynced.push(undo);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::type_config::TypeConfigExt;
+
+    use super::*;
+
+    const LOGS: ColumnFamily = ColumnFamily::Logs;
+
+    /// Every pair of the `logs` family, as strings.
+    fn contents(engine: &SimEngine) -> Vec<(String, String)> {
+        let mut pairs = Vec::new();
+        engine
+            .scan(LOGS, b"", b"\xff", |key, value| {
+                let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+                pairs.push((text(key), text(value)));
+                Ok(ControlFlow::Continue(()))
+            })
+            .expect("the engine is open");
+        pairs
+    }
+
+    fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+        expected.iter().map(|&(key, value)| (key.to_owned(), value.to_owned())).collect()
+    }
+
+    /// A disk holding a=1, b=2, c=3 durably, then three unsynced batches: (a=10, a=11, delete b),
+    /// (delete a..d), (b=20).
+    fn disk_with_three_unsynced_batches() -> Result<(SimDisk, SimEngine), StoreError> {
+        let disk = SimDisk::new();
+        let first = SimEngine::open(disk.clone());
+        let mut batch = first.batch();
+        for (key, value) in [("a", "1"), ("b", "2"), ("c", "3")] {
+            batch.put(LOGS, key.as_bytes(), value.as_bytes().to_vec());
+        }
+        batch.write()?;
+        // Opening again recovers the disk: the three pairs are durable.
+        let engine = SimEngine::open(disk.clone());
+        let mut batch = engine.batch();
+        batch.put(LOGS, b"a", b"10".to_vec());
+        batch.put(LOGS, b"a", b"11".to_vec());
+        batch.delete(LOGS, b"b");
+        batch.write()?;
+        let mut batch = engine.batch();
+        batch.delete_range(LOGS, b"a", b"d");
+        batch.write()?;
+        let mut batch = engine.batch();
+        batch.put(LOGS, b"b", b"20".to_vec());
+        batch.write()?;
+        engine.batch().write()?;
+        Ok((disk, engine))
+    }
+
+    #[test]
+    fn a_crash_undoes_overwrites_deletes_and_range_deletes_newest_first() -> Result<(), StoreError>
+    {
+        let expected = [
+            pairs(&[("a", "1"), ("b", "2"), ("c", "3")]),
+            pairs(&[("a", "11"), ("c", "3")]),
+            pairs(&[]),
+            pairs(&[("b", "20")]),
+        ];
+        for (keep, expected) in expected.iter().enumerate() {
+            let (disk, engine) = disk_with_three_unsynced_batches()?;
+            assert_eq!(contents(&engine), pairs(&[("b", "20")]), "every write is readable");
+            assert_eq!(disk.unsynced_batches(), 3, "an empty batch is no batch");
+            assert_eq!(disk.crash(keep), 3 - keep);
+            assert!(matches!(engine.get(LOGS, b"b"), Err(StoreError::Fenced)));
+            let recovered = SimEngine::open(disk);
+            assert_eq!(&contents(&recovered), expected, "keep {keep}");
+        }
+        let (disk, _engine) = disk_with_three_unsynced_batches()?;
+        assert_eq!(disk.crash(usize::MAX), 0);
+        assert_eq!(contents(&SimEngine::open(disk)), pairs(&[("b", "20")]));
+        Ok(())
+    }
+
+    #[test]
+    fn empty_or_inverted_ranges_read_nothing() -> Result<(), StoreError> {
+        let (_disk, engine) = disk_with_three_unsynced_batches()?;
+        for (start, end) in [(&b"b"[..], &b"b"[..]), (b"c", b"a")] {
+            let mut visited = 0;
+            engine.scan(LOGS, start, end, |_, _| {
+                visited += 1;
+                Ok(ControlFlow::Continue(()))
+            })?;
+            assert_eq!(visited, 0);
+            assert_eq!(engine.last(LOGS, start, end, |_, _| Ok(()))?, None);
+        }
+        assert_eq!(engine.last(LOGS, b"a", b"c", |key, _| Ok(key.to_vec()))?, Some(b"b".to_vec()));
+        Ok(())
+    }
+
+    #[test]
+    fn a_sync_makes_every_earlier_batch_durable() -> Result<(), StoreError> {
+        let (disk, engine) = disk_with_three_unsynced_batches()?;
+        // Outside a runtime, `on_durable` syncs at once.
+        let (sender, receiver) = TypeConfig::oneshot();
+        engine.on_durable(IOFlushed::signal(sender));
+        assert_eq!(disk.unsynced_batches(), 0, "synced before `on_durable` returned");
+        let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+        assert!(matches!(runtime.block_on(receiver), Ok(Ok(()))));
+        assert_eq!((engine.sync_count(), engine.completed_count()), (1, 1));
+        assert_eq!(disk.crash(0), 0);
+        assert_eq!(contents(&SimEngine::open(disk)), pairs(&[("b", "20")]));
+        Ok(())
+    }
+}

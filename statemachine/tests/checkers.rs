@@ -361,3 +361,68 @@ fn histories_round_trip_through_serde() {
         serde_json::to_string(&history.events[0]).expect("encodes").contains(r#""type":"invoke""#)
     );
 }
+
+#[test]
+fn unknown_attempts_settled_by_a_retry_are_one_operation() {
+    // Four sessions each hold a seat of a four-seat show, with an unknown first attempt that a
+    // retry under the same key settles.
+    let mut history = Builder::default();
+    for session in 0..4_u32 {
+        let seat = session;
+        let start = u64::from(session) * 100;
+        history.op(
+            u64::from(session),
+            hold(u128::from(session), 1, &[seat]),
+            start,
+            start + 10,
+            Outcome::Info,
+        );
+    }
+    // Every unknown attempt is retried after the others began; the answers are the stored ones.
+    for session in 0..4_u32 {
+        let start = 1_000 + u64::from(session) * 10;
+        let hold_id = u64::from(session) + 1;
+        history.op(
+            u64::from(session),
+            hold(u128::from(session), 1, &[session]),
+            start,
+            start + 5,
+            Outcome::Ok(held(hold_id, &[session])),
+        );
+    }
+    history.op(9, read_seats(), 2_000, 2_010, Outcome::Ok(seats(&[SeatStatus::Held; 4])));
+    let history = history.history();
+    let verdict = linearizability(&history, false);
+    assert_eq!(verdict.verdict, Verdict::Valid, "{verdict:?}");
+    // Four operations, not eight: each settled attempt folded into its answer.
+    assert_eq!(verdict.operations, 5, "{verdict:?}");
+
+    // A settled retry still has to agree with the reads: the seat was held by the answer.
+    let mut history = Builder::default();
+    history.op(1, hold(1, 1, &[2]), 10, 20, Outcome::Info);
+    history.op(1, hold(1, 1, &[2]), 50, 60, Outcome::Ok(held(1, &[2])));
+    history.op(2, read_seats(), 70, 80, Outcome::Ok(seats(&[SeatStatus::Free; 4])));
+    assert_eq!(linearizability(&history.history(), false).verdict, Verdict::Invalid);
+}
+
+#[test]
+fn a_rejection_is_not_stored_so_its_retry_may_succeed() {
+    // The first attempt found the seat taken; the hold was cancelled; the retry under the same
+    // key is judged afresh and succeeds. Only a stored success must be replayed.
+    let mut history = Builder::default();
+    history.op(1, hold(1, 1, &[0]), 10, 20, Outcome::Ok(held(1, &[0])));
+    history.op(2, hold(2, 7, &[0]), 30, 40, Outcome::Ok(Observed::rejected("seat_unavailable")));
+    history.op(
+        1,
+        client(1, 2, ClientRequest::CancelHold { hold: HoldId(1) }),
+        50,
+        60,
+        Outcome::Ok(Observed::Done),
+    );
+    history.op(2, hold(2, 7, &[0]), 70, 80, Outcome::Ok(held(2, &[0])));
+    // And a success replayed: the same answer again.
+    history.op(2, hold(2, 7, &[0]), 90, 100, Outcome::Ok(held(2, &[0])));
+    let history = history.history();
+    assert_eq!(linearizability(&history, false).verdict, Verdict::Valid);
+    assert_eq!(booking_check(&history, "retries_answer_alike").verdict, Verdict::Valid);
+}

@@ -461,8 +461,10 @@ pub fn offers_in_fifo_order(operations: &[Operation]) -> CheckReport {
 /// A read that saw an offer open: when it was invoked, when it answered, and the offer's seats.
 type OpenRead = (u64, u64, Vec<SeatNo>);
 
-/// Operations with the same session and idempotency key and the same request got the same
-/// answer, except `seat_unavailable` (never stored: a retry of it is judged afresh, by design).
+/// Once an operation with a session, idempotency key and request was answered with a success,
+/// every later one with the same three got the same answer (the cluster stores successes and
+/// replays them; a rejection changed nothing and is not stored, so a retry of it is judged
+/// afresh and may differ).
 pub fn retries_answer_alike(operations: &[Operation]) -> CheckReport {
     let mut first: BTreeMap<(u128, u128), &Operation> = BTreeMap::new();
     let mut problems = Vec::new();
@@ -472,10 +474,8 @@ pub fn retries_answer_alike(operations: &[Operation]) -> CheckReport {
         else {
             continue;
         };
-        if value.rejection() == Some("seat_unavailable") {
-            continue;
-        }
         match first.get(&(session.0, key)) {
+            None if value.rejection().is_some() => {}
             None => {
                 first.insert((session.0, key), operation);
             }

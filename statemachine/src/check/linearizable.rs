@@ -135,11 +135,12 @@ pub fn check_show(
     budget: Budget,
     keep_going: &mut dyn FnMut() -> bool,
 ) -> ShowLinearizability {
+    let operations = merge_retries(operations);
     // Ends sorted by time; a call sorts before a return at the same instant (they overlap), and
     // the returns of unknown operations come after every definite one.
     let mut ops: Vec<SearchOp<'_>> = Vec::new();
     let mut ends: Vec<(u64, u8, usize)> = Vec::new();
-    for operation in operations {
+    for operation in &operations {
         let (expected, return_at) = match &operation.completion {
             Completion::Fail { .. } => continue,
             Completion::Ok { time_ns, value } => (Some(value), (*time_ns, 1)),
@@ -259,6 +260,53 @@ pub fn check_show(
         }
     }
     result
+}
+
+/// Folds unknown attempts of a mutation into the answered retry that settled them.
+///
+/// A client that does not know whether a mutation happened retries it with the same idempotency
+/// key, and the cluster answers a retry with the outcome it stored for the key. So when an
+/// attempt is unknown and a later attempt with the same session, key and request is answered
+/// with a stored outcome, the two are one operation: it took effect at most once, no earlier
+/// than the first attempt's invocation and no later than the answer, and the answer is its
+/// outcome. The answered attempt is kept with the first attempt's invocation time, and the
+/// unknown ones invoked before its answer are dropped. Only successes are stored: a rejection
+/// changed nothing and a retry of it is judged afresh, so a rejected retry settles nothing.
+/// Without this, every unknown attempt could take effect anywhere or never, and the search
+/// grows exponentially with them.
+fn merge_retries(operations: &[Operation]) -> Vec<Operation> {
+    let mut settled_by: BTreeMap<usize, usize> = BTreeMap::new();
+    for (index, operation) in operations.iter().enumerate() {
+        let Completion::Unknown = operation.completion else { continue };
+        let Some(key) = operation.call.idempotency() else { continue };
+        let settling = operations.iter().enumerate().find(|(_, later)| {
+            later.call == operation.call
+                && later.call.idempotency() == Some(key)
+                && later.invoke_ns >= operation.invoke_ns
+                && matches!(&later.completion, Completion::Ok { value, .. }
+                    if value.rejection().is_none())
+        });
+        if let Some((answer, _)) = settling {
+            settled_by.insert(index, answer);
+        }
+    }
+    let mut merged: Vec<Operation> = Vec::with_capacity(operations.len());
+    let mut first_invoke: BTreeMap<usize, u64> = BTreeMap::new();
+    for (&unknown, &answer) in &settled_by {
+        let earliest = first_invoke.entry(answer).or_insert(operations[answer].invoke_ns);
+        *earliest = (*earliest).min(operations[unknown].invoke_ns);
+    }
+    for (index, operation) in operations.iter().enumerate() {
+        if settled_by.contains_key(&index) {
+            continue;
+        }
+        let mut operation = operation.clone();
+        if let Some(&earliest) = first_invoke.get(&index) {
+            operation.invoke_ns = earliest;
+        }
+        merged.push(operation);
+    }
+    merged
 }
 
 /// Takes an operation's call and return out of the list.

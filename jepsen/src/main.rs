@@ -27,6 +27,17 @@ struct Cli {
 enum Command {
     /// Runs one test: cluster, clients, nemesis, recovery, final reads, checks, report.
     Test(TestArgs),
+    /// Checks a report's history again (say with more time for the linearizability search).
+    Check(CheckArgs),
+}
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// The report folder (with history.jsonl and results.json).
+    report: PathBuf,
+    /// Seconds the linearizability checker may search before answering unknown.
+    #[arg(long, default_value_t = 300)]
+    check_time: u64,
 }
 
 #[derive(clap::Args)]
@@ -70,7 +81,7 @@ struct TestArgs {
     #[arg(long, default_value_t = 7600)]
     port_base: u16,
     /// Seconds the linearizability checker may search before answering unknown.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 120)]
     check_time: u64,
 }
 
@@ -82,9 +93,48 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let Command::Test(args) = Cli::parse().command;
-    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime starts");
-    runtime.block_on(test(args))
+    match Cli::parse().command {
+        Command::Test(args) => {
+            let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime starts");
+            runtime.block_on(test(args))
+        }
+        Command::Check(args) => check(&args),
+    }
+}
+
+fn check(args: &CheckArgs) -> ExitCode {
+    let read = |name: &str| std::fs::read_to_string(args.report.join(name));
+    let (Ok(results), Ok(lines)) = (read("results.json"), read("history.jsonl")) else {
+        eprintln!("{}: no results.json and history.jsonl", args.report.display());
+        return ExitCode::from(3);
+    };
+    let results: serde_json::Value = serde_json::from_str(&results).unwrap_or_default();
+    let workload = results["workload"].as_str().and_then(|name| name.parse::<Workload>().ok());
+    let (Some(workload), Some(seed)) = (workload, results["seed"].as_u64()) else {
+        eprintln!("{}: results.json names no workload and seed", args.report.display());
+        return ExitCode::from(3);
+    };
+    let events: Result<Vec<_>, _> = lines.lines().map(serde_json::from_str).collect();
+    let Ok(events) = events else {
+        eprintln!("{}: history.jsonl does not parse", args.report.display());
+        return ExitCode::from(3);
+    };
+    let history = statemachine::check::history::History { events };
+    let began = std::time::Instant::now();
+    let checked = runner::check(&history, workload, seed, Duration::from_secs(args.check_time));
+    println!(
+        "linearizability {} ({:.1} s): {}",
+        verdict_name(checked.linearizable),
+        began.elapsed().as_secs_f64(),
+        checked.linearizability
+    );
+    println!("booking {}: {}", verdict_name(checked.booking), checked.bookings);
+    let verdict = Verdict::combine([checked.linearizable, checked.booking]);
+    ExitCode::from(match verdict {
+        Verdict::Valid => 0,
+        Verdict::Invalid => 1,
+        Verdict::Unknown => 2,
+    })
 }
 
 async fn test(args: TestArgs) -> ExitCode {

@@ -103,7 +103,7 @@ pub async fn run(options: &TestOptions) -> Result<TestResult, HarnessError> {
 
 async fn run_on(options: &TestOptions, cluster: &Arc<Cluster>) -> Result<TestResult, HarnessError> {
     let client = cluster.client();
-    let shows = workload::shows_of(options.workload, 1_000 + options.seed % 1_000 * 10);
+    let shows = workload::shows_of(options.workload, first_show(options.seed));
     let mut group = 1;
     for show in &shows {
         let placement = client
@@ -196,25 +196,8 @@ async fn run_on(options: &TestOptions, cluster: &Arc<Cluster>) -> Result<TestRes
         }
     }
 
-    let setups = shows.iter().map(|show| (statemachine::ShowId(show.show), show.model_setup()));
-    let setups: BTreeMap<_, _> = setups.collect();
-    let deadline = Instant::now() + options.check_time;
-    let linearizability =
-        check_history(&history, &setups, 0, Budget::default(), &mut || Instant::now() < deadline);
-    let (linearizable, linearizability) = match linearizability {
-        Ok(shows) => {
-            let verdict = Verdict::combine(shows.iter().map(|show| show.verdict));
-            (verdict, serde_json::to_value(&shows).unwrap_or_default())
-        }
-        Err(error) => (Verdict::Unknown, json!({ "error": error.to_string() })),
-    };
-    let (booking, bookings) = match check_bookings(&history) {
-        Ok(reports) => {
-            let verdict = Verdict::combine(reports.iter().map(|report| report.verdict));
-            (verdict, serde_json::to_value(&reports).unwrap_or_default())
-        }
-        Err(error) => (Verdict::Unknown, json!({ "error": error.to_string() })),
-    };
+    let checked = check(&history, options.workload, options.seed, options.check_time);
+    let Checked { linearizable, linearizability, booking, bookings } = checked;
     // A node that exited by itself (a panic on a broken invariant, say) is a finding too.
     let crashes: Vec<_> = cluster
         .crashes()
@@ -270,6 +253,49 @@ fn client_config() -> Config {
         attempt_timeout: Duration::from_millis(1_500),
         ..Config::default()
     }
+}
+
+/// The first show id of a test with `seed` (tests of different seeds use different shows).
+pub fn first_show(seed: u64) -> u64 {
+    1_000 + seed % 1_000 * 10
+}
+
+/// The checkers' verdicts on a history.
+pub struct Checked {
+    /// Linearizability, all shows.
+    pub linearizable: Verdict,
+    /// Per show.
+    pub linearizability: serde_json::Value,
+    /// The booking checks, all of them.
+    pub booking: Verdict,
+    /// Each check.
+    pub bookings: serde_json::Value,
+}
+
+/// Runs the linearizability checker (for at most `check_time`) and the booking checks on the
+/// history of a test of `workload` with `seed`.
+pub fn check(history: &History, workload: Workload, seed: u64, check_time: Duration) -> Checked {
+    let shows = workload::shows_of(workload, first_show(seed));
+    let setups = shows.iter().map(|show| (statemachine::ShowId(show.show), show.model_setup()));
+    let setups: BTreeMap<_, _> = setups.collect();
+    let deadline = Instant::now() + check_time;
+    let linearizability =
+        check_history(history, &setups, 0, Budget::default(), &mut || Instant::now() < deadline);
+    let (linearizable, linearizability) = match linearizability {
+        Ok(shows) => {
+            let verdict = Verdict::combine(shows.iter().map(|show| show.verdict));
+            (verdict, serde_json::to_value(&shows).unwrap_or_default())
+        }
+        Err(error) => (Verdict::Unknown, json!({ "error": error.to_string() })),
+    };
+    let (booking, bookings) = match check_bookings(history) {
+        Ok(reports) => {
+            let verdict = Verdict::combine(reports.iter().map(|report| report.verdict));
+            (verdict, serde_json::to_value(&reports).unwrap_or_default())
+        }
+        Err(error) => (Verdict::Unknown, json!({ "error": error.to_string() })),
+    };
+    Checked { linearizable, linearizability, booking, bookings }
 }
 
 /// Counts of operations by completion.

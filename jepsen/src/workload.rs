@@ -228,6 +228,8 @@ struct Process {
     next_key: u64,
     /// The last mutation and its key, for deliberate idempotent retries.
     last: Option<(Mutation, String)>,
+    /// Mutations whose outcome is unknown, to retry with their keys until it is known.
+    unresolved: Vec<(Mutation, String)>,
 }
 
 /// A mutation as the SDK is asked for it.
@@ -268,6 +270,7 @@ pub async fn run(
             known: Known::default(),
             next_key: 0,
             last: None,
+            unresolved: Vec::new(),
         };
         let pause = Duration::from_secs_f64(processes as f64 / rate.max(0.1));
         tasks.push(tokio::spawn(drive(
@@ -305,6 +308,11 @@ async fn drive(
 
 /// One operation of the workload, chosen at random from what the process can do now.
 async fn step(context: &Context, process: &mut Process) {
+    if !process.unresolved.is_empty() {
+        let (mutation, key) = process.unresolved.remove(0);
+        mutate(context, process, mutation, Some(key)).await;
+        return;
+    }
     let roll = process.rng.gen_range(0..100);
     if roll < 5
         && let Some((mutation, key)) = process.last.clone()
@@ -513,6 +521,7 @@ async fn mutate(context: &Context, process: &mut Process, mutation: Mutation, ke
     }
     let pending = context.recorder.invoke(process.id, Call::Write(call));
     process.last = Some((mutation.clone(), key.clone()));
+    let (mutation_again, key_again) = (mutation.clone(), key.clone());
     let client = process.client.clone();
     let token = process.token.clone();
     let token = token.as_str();
@@ -586,9 +595,16 @@ async fn mutate(context: &Context, process: &mut Process, mutation: Mutation, ke
             })
         }
     };
-    match answer {
-        Ok(value) => context.recorder.ok(pending, value),
+    let unknown = match answer {
+        Ok(value) => {
+            context.recorder.ok(pending, value);
+            false
+        }
         Err(error) => complete_error(&context.recorder, pending, &error, true),
+    };
+    if unknown {
+        // As a real client would: retry with the same key until the outcome is known.
+        process.unresolved.push((mutation_again, key_again));
     }
 }
 
@@ -607,21 +623,28 @@ fn forget_offer(process: &mut Process, show: u64, offer: u64) {
 
 /// Records an SDK error: a business rejection is an answer (`ok`); anything the state machine
 /// never saw is `fail`; an unknown outcome of a write is `info`.
-fn complete_error(recorder: &Recorder, pending: Pending, error: &Error, write: bool) {
+/// Returns whether the outcome is unknown (recorded as `info`).
+fn complete_error(recorder: &Recorder, pending: Pending, error: &Error, write: bool) -> bool {
     match error {
         Error::Rejected { code, .. } if !is_refusal(code) => {
             recorder.ok(pending, Observed::rejected(code.clone()));
+            false
         }
         Error::Rejected { .. } | Error::InvalidArgument(_) => {
-            recorder.fail(pending, error.to_string())
+            recorder.fail(pending, error.to_string());
+            false
         }
-        Error::Unavailable { .. } if write && error.is_outcome_unknown() => {
+        Error::Unavailable { .. } | Error::Transport { .. }
+            if write
+                && (error.is_outcome_unknown() || matches!(error, Error::Transport { .. })) =>
+        {
             recorder.info(pending, error.to_string());
+            true
         }
-        Error::Unavailable { .. } if !write => recorder.fail(pending, error.to_string()),
-        Error::Unavailable { .. } => recorder.fail(pending, error.to_string()),
-        Error::Transport { .. } if write => recorder.info(pending, error.to_string()),
-        Error::Transport { .. } => recorder.fail(pending, error.to_string()),
+        Error::Unavailable { .. } | Error::Transport { .. } => {
+            recorder.fail(pending, error.to_string());
+            false
+        }
     }
 }
 
@@ -696,7 +719,9 @@ async fn read(context: &Context, process: &mut Process, what: Read) {
     };
     match answer {
         Ok(value) => context.recorder.ok(pending, value),
-        Err(error) => complete_error(&context.recorder, pending, &error, false),
+        Err(error) => {
+            complete_error(&context.recorder, pending, &error, false);
+        }
     }
 }
 
@@ -788,6 +813,16 @@ async fn pay(context: &Context, process: &mut Process, show: u64) {
 
 /// After recovery: every entity the process knows of is read back, and each show's seat map.
 async fn final_reads(context: &Context, process: &mut Process) {
+    // Settle the unknown outcomes first (a few tries each: the cluster has recovered).
+    for _ in 0..5 {
+        let unresolved = std::mem::take(&mut process.unresolved);
+        if unresolved.is_empty() {
+            break;
+        }
+        for (mutation, key) in unresolved {
+            mutate(context, process, mutation, Some(key)).await;
+        }
+    }
     let show_id = ShowId;
     let session = process.session;
     let mut reads: Vec<Read> = Vec::new();

@@ -42,6 +42,7 @@ mod log_store;
 mod network;
 mod proposer;
 mod rocks;
+mod runtime;
 mod service;
 mod sim_disk;
 mod state_machine;
@@ -57,6 +58,7 @@ pub use network::{
     PeerStream, PeerTransport,
 };
 pub use proposer::{ProposeError, Proposer, ProposerConfig};
+pub use runtime::BookingRuntime;
 pub use service::{Groups, RaftService, SNAPSHOT_BYTES_MAX};
 pub use sim_disk::SimDisk;
 pub use state_machine::{GroupReader, SnapshotBuilder, StateMachineStore};

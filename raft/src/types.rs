@@ -49,7 +49,7 @@ openraft::declare_raft_types!(
         R = Response,
         NodeId = u64,
         Node = openraft::BasicNode,
-        AsyncRuntime = openraft::TokioRuntime,
+        AsyncRuntime = crate::runtime::BookingRuntime,
 );
 
 /// The snapshot payload handed to and from openraft: a group encoded by

@@ -77,6 +77,9 @@ struct Disk {
     unsynced: Vec<Vec<Undo>>,
     /// Bumped by every crash and every open: a storage opened at another generation is fenced.
     generation: u64,
+    /// How long a flush task waits (on the runtime's clock, simulated under turmoil) before it
+    /// syncs: zero by default.
+    sync_latency: std::time::Duration,
 }
 
 /// How to take back one change of a batch.
@@ -117,6 +120,12 @@ impl SimDisk {
         disk.unsynced.clear();
         disk.generation += 1;
         lost
+    }
+
+    /// Makes every later sync wait `latency` (simulated time) first, so a crash can hit the
+    /// window between a write and its sync (the simulator draws it from its seed).
+    pub fn set_sync_latency(&self, latency: std::time::Duration) {
+        self.lock().sync_latency = latency;
     }
 
     /// How many write batches a crash now could discard: those written since the last sync or
@@ -337,9 +346,17 @@ impl SimEngine {
         drop(queue);
         let task = FlushTask { shared: Some(Arc::clone(&self.shared)) };
         match tokio::runtime::Handle::try_current() {
-            // A later fault hook (a seeded sync latency) would wait here, on the runtime's
-            // simulated clock, before the sync.
-            Ok(runtime) => drop(runtime.spawn(async move { task.run() })),
+            // The sync waits out the disk's latency on the runtime's clock (simulated time
+            // under turmoil), so that a crash can land between a write and its sync.
+            Ok(runtime) => {
+                let latency = self.shared.disk.lock().sync_latency;
+                drop(runtime.spawn(async move {
+                    if !latency.is_zero() {
+                        tokio::time::sleep(latency).await;
+                    }
+                    task.run()
+                }))
+            }
             // Outside a runtime there is nothing to defer to: syncing now is still correct.
             Err(_) => task.run(),
         }

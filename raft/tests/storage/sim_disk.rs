@@ -51,6 +51,22 @@ async fn flushed_appends_survive_a_crash_and_unflushed_ones_are_lost() -> io::Re
     Ok(())
 }
 
+#[tokio::test]
+async fn a_sync_latency_leaves_a_window_in_which_a_crash_loses_the_write() -> io::Result<()> {
+    let disk = SimDisk::new();
+    disk.set_sync_latency(std::time::Duration::from_secs(2));
+    let storage = Storage::simulated(disk.clone());
+    let mut store = storage.log_store(GROUP);
+    let log = booking_log(1, 3);
+    let flushed = append_unflushed(&mut store, slice(&log, 0..=3)).await?;
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    assert_eq!(disk.unsynced_batches(), 1, "the sync waits out the latency");
+    flushed.await?;
+    assert_eq!(disk.unsynced_batches(), 0, "and then makes the append durable");
+    assert_eq!(disk.crash(0), 0);
+    Ok(())
+}
+
 /// RocksDB's `PointInTime` recovery replays a prefix of the WAL: a crash keeps the first
 /// `keep_unsynced` unsynced batches in write order and never a later one without an earlier.
 #[tokio::test]

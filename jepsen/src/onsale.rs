@@ -442,7 +442,8 @@ pub async fn check(client: &Client, plan: &Plan, tally: &Tally) -> Result<Vec<St
         }
     }
     lines.push(format!("no seat in two confirmed bookings ({} seats sold)", owner.len()));
-    let map = client.get_seat_map(plan.show_id).await?;
+    // Linearizable: the answering replica must have applied every confirmed booking.
+    let map = client.get_seat_map_linearizable(plan.show_id).await?;
     let booked: BTreeSet<u32> = map
         .seats
         .iter()

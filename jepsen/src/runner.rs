@@ -112,8 +112,9 @@ async fn run_on(options: &TestOptions, cluster: &Arc<Cluster>) -> Result<TestRes
             .map_err(|error| HarnessError::Setup(format!("create show {}: {error}", show.show)))?;
         group = placement.group_id;
     }
+    // Linearizable: a replica that has not applied the creation yet must not answer.
     let map = client
-        .get_seat_map(shows[0].show)
+        .get_seat_map_linearizable(shows[0].show)
         .await
         .map_err(|error| HarnessError::Setup(format!("seat map: {error}")))?;
 

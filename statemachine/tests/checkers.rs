@@ -426,3 +426,11 @@ fn a_rejection_is_not_stored_so_its_retry_may_succeed() {
     assert_eq!(linearizability(&history, false).verdict, Verdict::Valid);
     assert_eq!(booking_check(&history, "retries_answer_alike").verdict, Verdict::Valid);
 }
+
+#[test]
+fn state_names_round_trip_through_their_wire_names() {
+    for state in StateName::ALL {
+        assert_eq!(StateName::from_wire(state.as_str()), Some(state));
+    }
+    assert_eq!(StateName::from_wire("Held"), None, "wire names are lower case");
+}

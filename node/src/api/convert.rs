@@ -476,25 +476,7 @@ pub fn offer_state_name(state: OfferState) -> &'static str {
 
 /// The wire name of any audited state (the names every state reply uses).
 pub fn state_name(state: StateName) -> &'static str {
-    match state {
-        StateName::Held => "held",
-        StateName::Processing => "processing",
-        StateName::Confirmed => "confirmed",
-        StateName::Cancelled => "cancelled",
-        StateName::Expired => "expired",
-        StateName::Pending => "pending",
-        StateName::Unknown => "unknown",
-        StateName::Succeeded => "succeeded",
-        StateName::Declined => "declined",
-        StateName::Waiting => "waiting",
-        StateName::Granted => "granted",
-        StateName::Consumed => "consumed",
-        StateName::Left => "left",
-        StateName::Offered => "offered",
-        StateName::Open => "open",
-        StateName::Accepted => "accepted",
-        StateName::Withdrawn => "withdrawn",
-    }
+    state.as_str()
 }
 
 /// The wire name of an audit reason.

@@ -9,15 +9,14 @@
 //!   provider and the waitlist, with end-of-run checks.
 //! - [`cluster`] and [`proxy`]: real `bookingd` processes on 127.0.0.x with a fault proxy per
 //!   link; [`nemesis`]: the faults and their schedule.
-//! - [`workload`] and [`recorder`]: client processes and the history they record, in the
-//!   format of `statemachine::check` (whose checkers, shared with the simulator, judge it).
+//! - [`workload`]: client processes and the history they record with
+//!   `statemachine::check::recorder` (whose checkers, shared with the simulator, judge it).
 //! - [`runner`]: one test end to end; [`report`]: its folder and timeline.
 
 pub mod cluster;
 pub mod nemesis;
 pub mod onsale;
 pub mod proxy;
-pub mod recorder;
 pub mod report;
 pub mod runner;
 pub mod workload;

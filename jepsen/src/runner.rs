@@ -18,11 +18,11 @@ use statemachine::check::Verdict;
 use statemachine::check::booking::check_bookings;
 use statemachine::check::history::{Completion, History};
 use statemachine::check::linearizable::{Budget, check_history};
+use statemachine::check::recorder::Recorder;
 use tokio::sync::watch;
 
 use crate::cluster::{Cluster, ClusterOptions};
 use crate::nemesis::{self, Nemesis, NemesisEvent, Schedule};
-use crate::recorder::Recorder;
 use crate::report::{self, OpOutcome, Report, TimelineOp};
 use crate::workload::{self, Context, Workload};
 
@@ -119,7 +119,8 @@ async fn run_on(options: &TestOptions, cluster: &Arc<Cluster>) -> Result<TestRes
         .map_err(|error| HarnessError::Setup(format!("seat map: {error}")))?;
 
     let origin = Instant::now();
-    let recorder = Arc::new(Recorder::new(origin));
+    let since_origin = move || u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let recorder = Arc::new(Recorder::new(Box::new(since_origin)));
     let context = Arc::new(Context {
         http: reqwest::Client::new(),
         nodes: cluster.addresses(),

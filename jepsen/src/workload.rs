@@ -24,6 +24,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use statemachine::check::history::{Call, Observed, Read};
+use statemachine::check::recorder::{Pending, Recorder};
 use statemachine::{
     BookingId, ClientCommand, ClientRequest, Command, Currency, EntryId, HoldId, IdempotencyKey,
     OfferId, OperatorCommand, PaymentId, PaymentOutcome, PaymentResult, ProviderEventId, SeatRange,
@@ -32,7 +33,6 @@ use statemachine::{
 use tokio::sync::watch;
 
 use crate::onsale::sign;
-use crate::recorder::{Pending, Recorder};
 
 /// Every deadline of a test show: an hour, far beyond any test.
 const DEADLINE_MS: u64 = 60 * 60 * 1_000;

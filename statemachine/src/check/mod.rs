@@ -2,15 +2,16 @@
 //! process), so that both judge a run by the same code.
 //!
 //! Owns the history format (`history.rs`), the model (`model.rs`: this crate's state machine),
-//! the linearizability checker (`linearizable.rs`) and the model-free booking checks
-//! (`booking.rs`). Pure like the rest of the crate: no clock, no I/O; a caller that wants a
-//! time limit passes a `keep_going` callback. Never records a history: recorders are the
-//! suite's and the simulator's.
+//! the linearizability checker (`linearizable.rs`), the model-free booking checks
+//! (`booking.rs`) and the recorder clients write a history with (`recorder.rs`). Pure like the
+//! rest of the crate: no clock, no I/O; a caller that wants a time limit passes a `keep_going`
+//! callback, and a recorder is given its clock.
 
 pub mod booking;
 pub mod history;
 pub mod linearizable;
 pub mod model;
+pub mod recorder;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,20 +1,23 @@
 //! Recording a history while clients run: each operation's invocation and completion, stamped
-//! with a monotonic clock, in the shared format of `statemachine::check::history`.
+//! by the caller's clock, in the format of [`super::history`]. Shared by the Jepsen suite (a
+//! monotonic clock of the machine) and the simulator (simulated time).
 //!
-//! Owns the event list, the operation counter and the test's time origin; also the mapping of
-//! the cluster's opaque strings (session tokens, idempotency keys, provider event ids) to the
-//! numbers the model uses. Never judges anything: the checkers do.
+//! Owns the event list and the operation counter; also the mapping of the cluster's opaque
+//! strings (session tokens, idempotency keys, provider event ids) to the numbers the model uses.
+//! Never reads a clock itself (this crate has none) and never judges anything: the checkers do.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
 
-use statemachine::check::history::{Call, Event, EventKind, History, Observed};
+use super::history::{Call, Event, EventKind, History, Observed};
+
+/// Nanoseconds since the start of a test, as the recorder's owner measures them.
+pub type TestClock = Box<dyn Fn() -> u64 + Send + Sync>;
 
 /// The recorder shared by every client task of one test.
 pub struct Recorder {
-    origin: Instant,
+    clock: TestClock,
     events: Mutex<Vec<Event>>,
     next_op: AtomicU64,
     names: Mutex<BTreeMap<String, u128>>,
@@ -36,19 +39,20 @@ impl Pending {
 }
 
 impl Recorder {
-    /// A recorder whose times count from `origin`.
-    pub fn new(origin: Instant) -> Recorder {
+    /// A recorder whose times `clock` gives: nanoseconds since the test began, never
+    /// decreasing.
+    pub fn new(clock: TestClock) -> Recorder {
         Recorder {
-            origin,
+            clock,
             events: Mutex::new(Vec::new()),
             next_op: AtomicU64::new(0),
             names: Mutex::new(BTreeMap::new()),
         }
     }
 
-    /// Nanoseconds since the origin.
+    /// Nanoseconds since the test began.
     pub fn now_ns(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        (self.clock)()
     }
 
     /// The number standing for `name` (a session token, key or event id) in the model: the same

@@ -498,7 +498,8 @@ impl Client {
         ) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<T>, Status>>,
     {
-        let metadata = CallMetadata::mutation(key)?.with_token(Some(token))?;
+        let key = self.key_or_fresh(key);
+        let metadata = CallMetadata::mutation(key.as_deref())?.with_token(Some(token))?;
         let (reply, _) = self
             .booking_call(Route::Show(show_id), Kind::Mutation, &metadata, message, rpc)
             .await?;

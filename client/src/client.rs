@@ -7,11 +7,11 @@
 //! reply beyond the placement and membership fields that say where leaders are, and never
 //! retries a call a node rejected for good.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proto::booking::admin_service_client::AdminServiceClient;
 use proto::booking::booking_service_client::BookingServiceClient;
@@ -19,14 +19,19 @@ use proto::booking::{
     AddLearnerRequest, MembershipReply, MoveReplicaRequest, NodesRequest, StatusReply,
     StatusRequest, TransferLeaderRequest,
 };
+use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Response, Status};
 
 use crate::address;
+use crate::connector::{self, Connector};
 use crate::error::{self, Delivery, Error, Result, Verdict};
 use crate::key::CallMetadata;
 use crate::retry::{Backoff, Config, HINTS_IMMEDIATE_MAX};
 use crate::route::{Route, Routes};
+
+/// Makes fresh idempotency keys for a [`Client`] (see [`Client::with_key_source`]).
+pub type KeySource = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// The role a node reports for the replica that leads a group.
 const ROLE_LEADER: &str = "leader";
@@ -50,10 +55,17 @@ struct Inner {
     config: Config,
     /// Known addresses and cached leaders. Never held across an await.
     routes: Mutex<Routes>,
-    /// One lazily connected channel per address. Never held across an await.
-    channels: Mutex<HashMap<String, Channel>>,
+    /// One lazily connected channel per address. Never held across an await. Ordered, so that
+    /// a dropped client closes its connections in the same order every time (a simulated run
+    /// must replay exactly).
+    channels: Mutex<BTreeMap<String, Channel>>,
     /// The operator token sent on operator calls, if set. Never held across an await.
     operator_token: Mutex<Option<String>>,
+    /// Where fresh idempotency keys come from, if not [`crate::generate_key`]. Never held
+    /// across an await.
+    key_source: Mutex<Option<KeySource>>,
+    /// Opens connections instead of TCP when set (a simulator's network).
+    connector: Option<Arc<dyn Connector>>,
 }
 
 /// How the call loop treats a logical call.
@@ -108,6 +120,32 @@ impl Client {
     ///
     /// [`Error::InvalidArgument`] when the list is empty or an address is malformed.
     pub fn with_config(addresses: Vec<String>, config: Config) -> Result<Client> {
+        Client::build(addresses, config, None)
+    }
+
+    /// Like [`Client::with_config`], with every connection to a node opened by `connector`
+    /// instead of TCP: a deterministic simulator's network, or an in-process transport. The
+    /// connector is asked for each address in its normalized `host:port` spelling, whether
+    /// given here or learned from a leader hint; each attempt to connect is still bounded by
+    /// [`Config::connect_timeout`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when the list is empty or an address is malformed.
+    pub fn with_connector(
+        addresses: Vec<String>,
+        config: Config,
+        connector: Arc<dyn Connector>,
+    ) -> Result<Client> {
+        Client::build(addresses, config, Some(connector))
+    }
+
+    /// A client for `addresses` that connects through `connector`, or over TCP without one.
+    fn build(
+        addresses: Vec<String>,
+        config: Config,
+        connector: Option<Arc<dyn Connector>>,
+    ) -> Result<Client> {
         let mut normalized: Vec<String> = Vec::with_capacity(addresses.len());
         for text in &addresses {
             let address = address::normalize(text)?;
@@ -122,10 +160,29 @@ impl Client {
             inner: Arc::new(Inner {
                 config,
                 routes: Mutex::new(Routes::new(normalized)),
-                channels: Mutex::new(HashMap::new()),
+                channels: Mutex::new(BTreeMap::new()),
                 operator_token: Mutex::new(None),
+                key_source: Mutex::new(None),
+                connector,
             }),
         })
+    }
+
+    /// Makes the keys of mutations the caller gives no key for (membership calls, opening and
+    /// closing sales, capacity events, calls with `None`) with `source` instead of the operating
+    /// system's randomness. For a simulator, whose runs must replay exactly; a source must never
+    /// repeat a key. Clones share it.
+    pub fn with_key_source(self, source: KeySource) -> Client {
+        *lock(&self.inner.key_source) = Some(source);
+        self
+    }
+
+    /// `key`, or a fresh one from the key source when there is a source and no key.
+    pub(crate) fn key_or_fresh(&self, key: Option<&str>) -> Option<String> {
+        match key {
+            Some(key) => Some(key.to_owned()),
+            None => lock(&self.inner.key_source).as_ref().map(|source| source()),
+        }
     }
 
     /// Sends `token` as `authorization: Bearer <token>` on operator calls (creating shows,
@@ -157,8 +214,12 @@ impl Client {
         mutation: bool,
         key: Option<&str>,
     ) -> Result<CallMetadata> {
-        let metadata =
-            if mutation { CallMetadata::mutation(key)? } else { CallMetadata::default() };
+        let key = self.key_or_fresh(key);
+        let metadata = if mutation {
+            CallMetadata::mutation(key.as_deref())?
+        } else {
+            CallMetadata::default()
+        };
         let token = lock(&self.inner.operator_token).clone();
         metadata.with_token(token.as_deref())
     }
@@ -323,7 +384,7 @@ impl Client {
             // Learns every reporting leader; errors are for the call below to meet.
             self.cluster_status(false).await;
         }
-        let metadata = CallMetadata::mutation(None)?;
+        let metadata = CallMetadata::mutation(self.key_or_fresh(None).as_deref())?;
         let (reply, _) = self
             .call(Route::Group(group_id), kind, &metadata, |channel| attempt(channel, &metadata))
             .await?;
@@ -465,8 +526,16 @@ impl Client {
         let endpoint = Endpoint::from_shared(address::uri(address))
             .map_err(|error| Error::InvalidArgument(format!("node address {address}: {error}")))?
             .connect_timeout(self.inner.config.connect_timeout)
+            .http2_keep_alive_interval(self.inner.config.keep_alive)
+            .keep_alive_timeout(self.inner.config.keep_alive)
+            .keep_alive_while_idle(true)
             .tcp_nodelay(true);
-        let channel = endpoint.connect_lazy();
+        let channel = match &self.inner.connector {
+            None => endpoint.connect_lazy(),
+            Some(connector) => {
+                endpoint.connect_with_connector_lazy(connector::connect_with(Arc::clone(connector)))
+            }
+        };
         channels.insert(address.to_owned(), channel.clone());
         Ok(channel)
     }

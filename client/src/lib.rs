@@ -7,7 +7,8 @@
 //! Never decides anything about seats, holds or membership (the nodes do), never retries a
 //! rejection, and never sends one logical mutation under two keys. It imports only `proto`.
 //!
-//! - [`Client`]: the handle; [`Config`]: its retry policy.
+//! - [`Client`]: the handle; [`Config`]: its retry policy; [`Connector`]: opens connections
+//!   instead of TCP when given to [`Client::with_connector`] (a simulator's network).
 //! - Buyer calls (`booking.rs`): [`Client::create_session`], holds ([`Client::hold`],
 //!   [`Client::hold_with_grant`], [`Client::get_hold`], [`Client::cancel_hold`],
 //!   [`Client::checkout`]), bookings ([`Client::get_booking`], [`Client::cancel_booking`]), the
@@ -49,6 +50,7 @@
 mod address;
 mod booking;
 mod client;
+mod connector;
 mod error;
 mod key;
 mod retry;
@@ -56,7 +58,8 @@ mod route;
 mod shows;
 
 pub use crate::booking::Watch;
-pub use crate::client::{Client, NodeStatus};
+pub use crate::client::{Client, KeySource, NodeStatus};
+pub use crate::connector::{ConnectFuture, Connector, Stream};
 pub use crate::error::{
     BOOKING_CODE, Error, LEADER_ADDR, LEADER_ID, NO_LEADER, NOT_LEADER, Result,
 };
@@ -65,7 +68,8 @@ pub use crate::key::{
 };
 pub use crate::retry::{
     ATTEMPT_TIMEOUT_DEFAULT_MS, BACKOFF_INITIAL_DEFAULT_MS, BACKOFF_MAX_DEFAULT_MS,
-    CONNECT_TIMEOUT_DEFAULT_MS, Config, HINTS_IMMEDIATE_MAX, RETRY_BUDGET_DEFAULT_MS,
+    CONNECT_TIMEOUT_DEFAULT_MS, Config, HINTS_IMMEDIATE_MAX, KEEP_ALIVE_DEFAULT_MS,
+    RETRY_BUDGET_DEFAULT_MS,
 };
 pub use crate::shows::NewShow;
 /// The wire messages the client returns (`booking.v1`), re-exported so that callers need not

@@ -17,6 +17,9 @@ pub const BACKOFF_MAX_DEFAULT_MS: u64 = 1_000;
 pub const ATTEMPT_TIMEOUT_DEFAULT_MS: u64 = 3_000;
 /// The default time to open a connection to a node.
 pub const CONNECT_TIMEOUT_DEFAULT_MS: u64 = 500;
+/// The default interval of HTTP/2 pings on a connection, and how long a ping may go unanswered
+/// before the connection is dropped and the next call reconnects.
+pub const KEEP_ALIVE_DEFAULT_MS: u64 = 10_000;
 /// How many leader hints in a row are followed at once; after that each hint waits one backoff,
 /// so two nodes with stale views cannot make a call spin.
 pub const HINTS_IMMEDIATE_MAX: u32 = 3;
@@ -35,6 +38,10 @@ pub struct Config {
     pub attempt_timeout: Duration,
     /// The time to open a connection to a node.
     pub connect_timeout: Duration,
+    /// How often an open connection is pinged, and how long a ping may go unanswered before the
+    /// connection is dropped (a node cut off without a reset would otherwise hold the
+    /// connection, and every call on it would time out, until the operating system gives up).
+    pub keep_alive: Duration,
 }
 
 impl Default for Config {
@@ -45,6 +52,7 @@ impl Default for Config {
             backoff_max: Duration::from_millis(BACKOFF_MAX_DEFAULT_MS),
             attempt_timeout: Duration::from_millis(ATTEMPT_TIMEOUT_DEFAULT_MS),
             connect_timeout: Duration::from_millis(CONNECT_TIMEOUT_DEFAULT_MS),
+            keep_alive: Duration::from_millis(KEEP_ALIVE_DEFAULT_MS),
         }
     }
 }

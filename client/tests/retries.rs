@@ -1,9 +1,12 @@
 //! The SDK's leader discovery and retries against scripted in-process nodes (not `bookingd`):
 //! each fake node serves `BookingService` and `AdminService` on a loopback port and answers
 //! each call as its script says (not the leader with a hint, no leader, a rejection, a hang,
-//! or success), recording the metadata of every call it receives.
+//! or success), recording the metadata of every call it receives. The same fake nodes also
+//! serve over an in-process [`client::Connector`] (`tokio::io::duplex` pipes instead of TCP),
+//! as a simulator's network would carry the SDK's connections.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -22,9 +25,11 @@ use proto::booking::{
     ShowRef, ShowReply, StatusReply, StatusRequest, TicketRef, TicketReply, TransferLeaderRequest,
     WaitlistEntryReply,
 };
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
+use tokio::sync::mpsc;
 use tonic::metadata::MetadataMap;
 use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
+use tonic::transport::server::{Connected, TcpIncoming};
 use tonic::{Code, Request, Response, Status};
 
 /// A show whose seat map the fake nodes serve as a node older than
@@ -71,26 +76,40 @@ struct Fake {
 }
 
 impl Fake {
-    /// Starts a node that answers `default` to every call.
+    /// Starts a node on a loopback port that answers `default` to every call.
     async fn start(id: u64, default: Answer) -> Arc<Fake> {
         let incoming = TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let address = incoming.local_addr().unwrap().to_string();
-        let fake = Arc::new(Fake {
+        let fake = Fake::new(id, address, default);
+        fake.serve(incoming);
+        fake
+    }
+
+    /// A node known as `address` that answers `default` to every call, not yet serving.
+    fn new(id: u64, address: String, default: Answer) -> Arc<Fake> {
+        Arc::new(Fake {
             id,
             address,
             script: Mutex::new(VecDeque::new()),
             default: Mutex::new(default),
             groups: Mutex::new(Vec::new()),
             calls: Mutex::new(Vec::new()),
-        });
-        let service = Service(fake.clone());
+        })
+    }
+
+    /// Serves the node's services on every connection `incoming` yields.
+    fn serve<I, S>(self: &Arc<Fake>, incoming: I)
+    where
+        I: Stream<Item = io::Result<S>> + Send + 'static,
+        S: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
+    {
+        let service = Service(self.clone());
         tokio::spawn(
             Server::builder()
                 .add_service(BookingServiceServer::new(service.clone()))
                 .add_service(AdminServiceServer::new(service))
                 .serve_with_incoming(incoming),
         );
-        fake
     }
 
     fn script(&self, answers: impl IntoIterator<Item = Answer>) {
@@ -494,6 +513,58 @@ impl AdminService for Service {
     }
 }
 
+/// An in-process network for [`Client::with_connector`]: a connection to a node started on it
+/// is a `tokio::io::duplex` pipe, and any other address is refused. Records every address the
+/// client asks it for.
+#[derive(Default)]
+struct Network {
+    /// Where each node's server takes its new connections, by address.
+    nodes: Mutex<BTreeMap<String, mpsc::UnboundedSender<io::Result<DuplexStream>>>>,
+    /// Every address asked for, in order.
+    dialed: Mutex<Vec<String>>,
+}
+
+impl Network {
+    /// Starts a node reachable only through this network, as `address`.
+    fn start(&self, id: u64, address: &str, default: Answer) -> Arc<Fake> {
+        let fake = Fake::new(id, address.to_owned(), default);
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let incoming = futures_util::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|connection| (connection, receiver))
+        });
+        fake.serve(incoming);
+        self.nodes.lock().unwrap().insert(address.to_owned(), sender);
+        fake
+    }
+
+    fn dialed(&self) -> Vec<String> {
+        self.dialed.lock().unwrap().clone()
+    }
+}
+
+impl client::Connector for Network {
+    fn connect(&self, address: &str) -> client::ConnectFuture {
+        self.dialed.lock().unwrap().push(address.to_owned());
+        let node = self.nodes.lock().unwrap().get(address).cloned();
+        let address = address.to_owned();
+        Box::pin(async move {
+            let refused =
+                || io::Error::new(io::ErrorKind::ConnectionRefused, format!("{address} refused"));
+            let node = node.ok_or_else(refused)?;
+            let (near, far) = tokio::io::duplex(64 * 1024);
+            node.send(Ok(far)).map_err(|_| refused())?;
+            Ok(Box::new(near) as Box<dyn client::Stream>)
+        })
+    }
+}
+
+/// A client of `network` that knows `addresses`.
+fn client_on(network: &Arc<Network>, addresses: &[&str], budget_ms: u64) -> Client {
+    let addresses = addresses.iter().map(|address| (*address).to_owned()).collect();
+    let connector: Arc<dyn client::Connector> = network.clone();
+    Client::with_connector(addresses, config(budget_ms), connector).unwrap()
+}
+
 /// A short retry policy so that exhausted budgets fail fast.
 fn config(budget_ms: u64) -> Config {
     Config {
@@ -851,4 +922,57 @@ async fn watches_stream_until_the_end_or_a_coded_error() {
     let error = watch.next().await.unwrap().unwrap_err();
     assert_eq!(error.booking_code(), Some("ticket_not_found"));
     assert!(watch.next().await.is_none());
+}
+
+#[tokio::test]
+async fn a_connector_carries_calls_and_hints_under_normalized_addresses() {
+    // Names no resolver knows: only the connector can reach these nodes.
+    let network = Arc::new(Network::default());
+    let leader = network.start(2, "node-2:7000", Answer::Serve);
+    let follower = network.start(1, "node-1:7000", Answer::NotLeader(2, "node-2:7000".into()));
+    let client = client_on(&network, &[" http://node-1:7000/ "], 5_000);
+
+    let hold = client.hold("tok", 7, &[54, 55], 1, Some("k-1")).await.unwrap();
+    assert_eq!(hold.seats, [54, 55]);
+    assert_eq!((follower.calls("hold").len(), leader.calls("hold").len()), (1, 1));
+    assert_eq!(leader.calls("hold")[0].key.as_deref(), Some("k-1"));
+    // The cached leader's channel is reused: no new connection for the next call.
+    client.get_hold("tok", 7, 1).await.unwrap();
+    assert_eq!(leader.calls("get_hold").len(), 1);
+    assert_eq!(network.dialed(), ["node-1:7000", "node-2:7000"]);
+
+    let status = client.status("node-2:7000", false).await.unwrap();
+    assert_eq!(status.node_id, 2);
+    assert_eq!(network.dialed().len(), 2);
+}
+
+#[tokio::test]
+async fn a_node_the_connector_refuses_is_unreachable() {
+    let network = Arc::new(Network::default());
+    let client = client_on(&network, &["node-9:7000"], 300);
+
+    let error = client.status("http://node-9:7000", false).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::Transport { status: Code::Unavailable, address, message }
+            if address == "node-9:7000" && message.contains("node-9:7000 refused")),
+        "{error:?}"
+    );
+    assert_eq!(network.dialed(), ["node-9:7000"]);
+    // A refused connection never carried the mutation: its outcome is known.
+    let error = client.hold("tok", 7, &[1], 1, None).await.unwrap_err();
+    assert!(matches!(error, Error::Unavailable { outcome_unknown: false, .. }), "{error:?}");
+}
+
+#[tokio::test]
+async fn through_a_connector_a_hint_to_a_refused_node_is_not_followed_again() {
+    // Node 1 still believes the dead node 3 leads; node 2 took over.
+    let network = Arc::new(Network::default());
+    let stale = network.start(1, "node-1:7000", Answer::NotLeader(3, "node-3:7000".into()));
+    let leader = network.start(2, "node-2:7000", Answer::Serve);
+    let client = client_on(&network, &["node-1:7000", "node-2:7000"], 5_000);
+
+    client.hold("tok", 7, &[1], 1, Some("k")).await.unwrap();
+    // stale → node 3 (refused) → stale (its hint to node 3 ignored) → leader.
+    assert_eq!((stale.calls("hold").len(), leader.calls("hold").len()), (2, 1));
+    assert!(network.dialed().iter().any(|address| address == "node-3:7000"));
 }

@@ -113,6 +113,22 @@ impl Default for NetworkConfig {
 
 const _: () = assert!(1024 * 1024 < MESSAGE_BYTES_MAX);
 
+impl NetworkConfig {
+    /// A channel to `endpoint` that connects on its first call, through [`NetworkConfig::dialer`]
+    /// when one is set and over TCP otherwise. The endpoint's own settings (its connect timeout,
+    /// keep-alive) apply either way. The transport makes its peer channels with it; a node makes
+    /// its other calls to peers with it too, so that under a simulator they cross the simulated
+    /// network.
+    pub fn connect_lazy(&self, endpoint: &Endpoint) -> Channel {
+        match &self.dialer {
+            None => endpoint.connect_lazy(),
+            Some(DialerRef(dialer)) => {
+                endpoint.connect_with_connector_lazy(dial_with(Arc::clone(dialer)))
+            }
+        }
+    }
+}
+
 /// What the Raft groups of a node need from the network: openraft-multi's `GroupRouter` for
 /// this crate's type config, plus learning where peers listen.
 ///
@@ -472,12 +488,7 @@ impl GrpcTransport {
                     .http2_keep_alive_interval(self.inner.config.keep_alive_interval)
                     .keep_alive_timeout(self.inner.config.keep_alive_interval)
                     .keep_alive_while_idle(true);
-                Some(match &self.inner.config.dialer {
-                    None => endpoint.connect_lazy(),
-                    Some(DialerRef(dialer)) => {
-                        endpoint.connect_with_connector_lazy(dial_with(Arc::clone(dialer)))
-                    }
-                })
+                Some(self.inner.config.connect_lazy(&endpoint))
             }
             Err(error) => {
                 tracing::warn!(peer = target, %address, %error, "invalid peer address");

@@ -80,6 +80,8 @@ struct Disk {
     /// How long a flush task waits (on the runtime's clock, simulated under turmoil) before it
     /// syncs: zero by default.
     sync_latency: std::time::Duration,
+    /// A deliberately injected bug: report writes durable before their sync.
+    ack_before_sync: bool,
 }
 
 /// How to take back one change of a batch.
@@ -126,6 +128,14 @@ impl SimDisk {
     /// window between a write and its sync (the simulator draws it from its seed).
     pub fn set_sync_latency(&self, latency: std::time::Duration) {
         self.lock().sync_latency = latency;
+    }
+
+    /// Injects a bug on purpose, for the simulator to prove it finds it: every `on_durable`
+    /// callback is completed at once, before the sync that makes its writes durable (which still
+    /// happens later). Raft then counts unsynced entries towards a quorum, so a power loss of a
+    /// majority can lose an acknowledged write. Never set outside such a test.
+    pub fn inject_ack_before_sync(&self, inject: bool) {
+        self.lock().ack_before_sync = inject;
     }
 
     /// How many write batches a crash now could discard: those written since the last sync or
@@ -262,7 +272,8 @@ struct SimShared {
 /// Callbacks waiting for the next sync.
 #[derive(Default)]
 struct FlushQueue {
-    pending: Vec<IOFlushed<TypeConfig>>,
+    /// `None`: a sync still owed for a callback already completed (the injected bug).
+    pending: Vec<Option<IOFlushed<TypeConfig>>>,
     /// A flush task is spawned and has not yet drained the queue: the next callbacks join it.
     scheduled: bool,
 }
@@ -337,6 +348,13 @@ impl SimEngine {
     /// discard the write, as on a real disk, and every callback queued meanwhile shares the
     /// sync (group commit).
     pub(crate) fn on_durable(&self, callback: IOFlushed<TypeConfig>) {
+        let callback = if self.shared.disk.lock().ack_before_sync {
+            self.shared.completed.fetch_add(1, Ordering::Relaxed);
+            callback.io_completed(Ok(()));
+            None
+        } else {
+            Some(callback)
+        };
         let mut queue = self.shared.lock_queue();
         queue.pending.push(callback);
         if queue.scheduled {
@@ -394,6 +412,7 @@ impl SimShared {
             };
             let synced = self.maybe_sync();
             self.syncs.fetch_add(1, Ordering::Relaxed);
+            let callbacks: Vec<_> = callbacks.into_iter().flatten().collect();
             // Counted before completing, so that whoever sees a completion also sees it counted.
             self.completed.fetch_add(callbacks.len() as u64, Ordering::Relaxed);
             for callback in callbacks {
@@ -426,6 +445,7 @@ impl SimShared {
             queue.scheduled = false;
             mem::take(&mut queue.pending)
         };
+        let callbacks: Vec<_> = callbacks.into_iter().flatten().collect();
         self.completed.fetch_add(callbacks.len() as u64, Ordering::Relaxed);
         for callback in callbacks {
             callback.io_completed(Err(io::Error::other(StoreError::FlusherStopped)));

@@ -12,7 +12,7 @@ use std::time::Duration;
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, LinearizableReadError, RaftError};
 use openraft::{ReadPolicy, ServerState, WatchChangeHandle};
-use raft::{GroupId, GroupReader, NodeId, ProposeError, Proposer, Raft};
+use raft::{Clock, GroupId, GroupReader, NodeId, ProposeError, Proposer, Raft};
 use statemachine::{Command, Group, Outcome};
 use tokio::task::JoinHandle;
 
@@ -44,8 +44,16 @@ impl HostedGroup {
     /// Wraps a running group and starts watching its leadership: when this node becomes the
     /// committed leader, the leader-only workers start; when it stops being the leader, they
     /// are aborted (all they do is propose, and a stale leader's proposals are fenced anyway).
-    pub fn new(id: GroupId, raft: Raft, reader: GroupReader, tick: Duration) -> HostedGroup {
-        let proposer = Arc::new(Proposer::new(raft.clone(), raft::ProposerConfig::default()));
+    /// The proposer stamps entries with `clock`, and the workers read it to find what is due.
+    pub fn new(
+        id: GroupId,
+        raft: Raft,
+        reader: GroupReader,
+        tick: Duration,
+        clock: Clock,
+    ) -> HostedGroup {
+        let proposer =
+            Arc::new(Proposer::with_clock(raft.clone(), raft::ProposerConfig::default(), clock));
         let workers: Arc<Mutex<Option<JoinHandle<()>>>> = Arc::new(Mutex::new(None));
         let on_start = {
             let (workers, proposer, reader) = (workers.clone(), proposer.clone(), reader.clone());

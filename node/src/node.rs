@@ -1,10 +1,10 @@
 //! A running `bookingd` node: its database, its transport, every group it hosts, and the one
 //! gRPC server that serves peers (Raft), clients (booking) and operators (admin).
 //!
-//! Owns start-up (open the database, pin the address book, start every group, serve), the
-//! one-time bootstrap of the groups this node is the first replica of, and shutdown. Every node
-//! hosts every group of the cluster: a replica that is not a member waits idle until an
-//! operator adds it, so membership changes never need a restart.
+//! Owns start-up (on an [`Environment`]: open its storage, pin the address book, start every
+//! group, serve), the one-time bootstrap of the groups this node is the first replica of, and
+//! shutdown. Every node hosts every group of the cluster: a replica that is not a member waits
+//! idle until an operator adds it, so membership changes never need a restart.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,16 +14,16 @@ use std::time::Duration;
 use openraft::BasicNode;
 use proto::booking::StatusRequest;
 use proto::booking::admin_service_client::AdminServiceClient;
-use raft::{
-    GroupId, GroupNetwork, Groups, GrpcTransport, NetworkConfig, NodeId, RaftService, Storage,
-};
+use raft::{GroupId, GroupNetwork, Groups, GrpcTransport, NetworkConfig, NodeId, RaftService};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tonic::transport::Endpoint;
 
 use crate::api::session::{DEVELOPMENT_SECRET, Sessions};
 use crate::api::{AdminApi, BookingApi};
 use crate::config::{Config, initial_voters};
+use crate::environment::{Environment, Incoming};
 use crate::group::HostedGroup;
 use crate::rest::limits::Limits;
 use crate::rest::metrics::Metrics;
@@ -97,9 +97,21 @@ impl Node {
     ///
     /// [`StartError`] if the database, a group or the listener cannot start.
     pub async fn start(config: Config) -> Result<Node, StartError> {
+        let environment = Environment::system(&config)?;
+        Node::start_with(config, environment).await
+    }
+
+    /// As [`Node::start`], on `environment`: its storage, peer network, clock and entropy, and
+    /// its connections to serve instead of a TCP listener when it has them (then
+    /// [`Node::address`] is `config.listen`).
+    ///
+    /// # Errors
+    ///
+    /// [`StartError`] if the storage, a group or the listener cannot start.
+    pub async fn start_with(config: Config, environment: Environment) -> Result<Node, StartError> {
         let raft_config = config.raft()?;
-        let storage = Storage::open(&config.data)?;
-        let transport = GrpcTransport::new(config.id, NetworkConfig::default());
+        let Environment { storage, network, clock, entropy, incoming } = environment;
+        let transport = GrpcTransport::new(config.id, network.clone());
         for (&peer, address) in &config.peers {
             transport.pin_address(peer, address);
         }
@@ -109,28 +121,37 @@ impl Node {
         for group in config.group_ids() {
             let state_machine = storage.state_machine(group)?;
             let reader = state_machine.reader();
-            let network = GroupNetwork::new(transport.clone(), group);
+            let group_network = GroupNetwork::new(transport.clone(), group);
             let raft = raft::Raft::new(
                 config.id,
                 raft_config.clone(),
-                network,
+                group_network,
                 storage.log_store(group),
                 state_machine,
             )
             .await
             .map_err(|error| StartError::Group { group, message: error.to_string() })?;
             registry.insert(group, raft.clone());
-            groups.insert(group, Arc::new(HostedGroup::new(group, raft, reader, tick)));
+            let hosted = HostedGroup::new(group, raft, reader, tick, clock.clone());
+            groups.insert(group, Arc::new(hosted));
         }
         if !config.bootstrap {
             warn_if_pristine(config.id, &groups).await;
         }
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| StartError::Listen { address: config.listen, source })?;
-        let address = listener
-            .local_addr()
-            .map_err(|source| StartError::Listen { address: config.listen, source })?;
+        let listener = match incoming {
+            Some(incoming) => Listener::Incoming(incoming),
+            None => Listener::Tcp(
+                TcpListener::bind(config.listen)
+                    .await
+                    .map_err(|source| StartError::Listen { address: config.listen, source })?,
+            ),
+        };
+        let address = match &listener {
+            Listener::Incoming(_) => config.listen,
+            Listener::Tcp(listener) => listener
+                .local_addr()
+                .map_err(|source| StartError::Listen { address: config.listen, source })?,
+        };
         let secret = config.session_secret.clone().unwrap_or_else(|| {
             tracing::warn!("no --session-secret: using the built-in development secret");
             DEVELOPMENT_SECRET.to_owned()
@@ -146,7 +167,7 @@ impl Node {
                  for testing the Jepsen suite only, never for real sales"
             );
         }
-        let sessions = Sessions::new(&secret, config.operator_token.clone());
+        let sessions = Sessions::with_entropy(&secret, config.operator_token.clone(), entropy);
         let shared = Arc::new(Shared { config, groups, sessions });
         let (stop, stopped) = oneshot::channel::<()>();
         let limits = Limits::from_config(&shared.config);
@@ -157,19 +178,23 @@ impl Node {
             )
             .add_service(AdminApi::new(shared.clone()).into_server())
             .into_axum_router();
-        let rest =
-            crate::rest::router(Service::new(shared.clone()), limits.clone(), metrics.clone());
-        let server = tonic::transport::Server::builder()
-            .accept_http1(true)
-            .add_routes(tonic::service::Routes::from(one_port(rest, grpc, limits)))
-            .serve_with_incoming_shutdown(
+        let rest = crate::rest::router(
+            Service::new(shared.clone()),
+            limits.clone(),
+            metrics.clone(),
+            network.dialer.clone(),
+        );
+        let router = one_port(rest, grpc, limits);
+        let server = match listener {
+            Listener::Tcp(listener) => serve(
                 tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                async {
-                    let _ = stopped.await;
-                },
-            );
-        let server = tokio::spawn(server);
-        let bootstrap = shared.config.bootstrap.then(|| tokio::spawn(bootstrap(shared.clone())));
+                tonic::service::Routes::from(router),
+                stopped,
+            ),
+            Listener::Incoming(incoming) => serve_incoming(incoming, router, stopped),
+        };
+        let bootstrap =
+            shared.config.bootstrap.then(|| tokio::spawn(bootstrap(shared.clone(), network)));
         Ok(Node { shared, address, stop: Some(stop), server, bootstrap })
     }
 
@@ -201,6 +226,92 @@ impl Node {
             Err(_elapsed) => self.server.abort(),
         }
     }
+}
+
+/// Where a node's connections come from.
+enum Listener {
+    /// A TCP listener the node bound at `config.listen`.
+    Tcp(TcpListener),
+    /// The environment's connections.
+    Incoming(Incoming),
+}
+
+/// Serves `routes` (gRPC and REST on one port, HTTP/1 accepted) on the connections `incoming`
+/// yields, on a task of its own, until `stopped` fires or its sender is dropped.
+fn serve<I, IO, IE>(
+    incoming: I,
+    routes: tonic::service::Routes,
+    stopped: oneshot::Receiver<()>,
+) -> JoinHandle<Result<(), tonic::transport::Error>>
+where
+    I: futures_util::Stream<Item = Result<IO, IE>> + Send + 'static,
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
+    let server = tonic::transport::Server::builder()
+        .accept_http1(true)
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(incoming, async {
+            let _ = stopped.await;
+        });
+    tokio::spawn(server)
+}
+
+/// Serves `router` on the environment's connections until `stopped` fires or its sender is
+/// dropped: what tonic's server does (HTTP/1 and HTTP/2 on one port, each request carrying the
+/// connection's `TcpConnectInfo`), except that responses carry no `Date` header. The header is
+/// the machine's real time, which a simulator cannot control: it would change the bytes (and,
+/// through HPACK, the sizes) of messages from one replay of a seed to the next. Nothing here
+/// reads it.
+fn serve_incoming(
+    mut incoming: Incoming,
+    router: axum::Router,
+    mut stopped: oneshot::Receiver<()>,
+) -> JoinHandle<Result<(), tonic::transport::Error>> {
+    use futures_util::StreamExt;
+    use tonic::transport::server::Connected;
+    use tower::ServiceExt;
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = &mut stopped => return Ok(()),
+                next = incoming.next() => next,
+            };
+            let accepted = match accepted {
+                None => return Ok(()),
+                Some(Err(error)) => {
+                    tracing::debug!(%error, "accepting a connection failed");
+                    continue;
+                }
+                Some(Ok(accepted)) => accepted,
+            };
+            let info = accepted.connect_info();
+            let router = router.clone();
+            let service = tower::service_fn(move |mut request: axum::http::Request<_>| {
+                request.extensions_mut().insert(info.clone());
+                router.clone().oneshot(request.map(axum::body::Body::new))
+            });
+            tokio::spawn(async move {
+                let mut builder = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                );
+                builder.http1().auto_date_header(false);
+                builder.http2().auto_date_header(false);
+                let connection = builder.serve_connection(
+                    hyper_util::rt::TokioIo::new(accepted),
+                    hyper_util::service::TowerToHyperService::new(service),
+                );
+                if let Err(error) = connection.await {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+            });
+        }
+    })
 }
 
 /// One router for the node's one port: gRPC requests (content type `application/grpc`) go to
@@ -265,7 +376,7 @@ async fn warn_if_pristine(id: NodeId, groups: &BTreeMap<GroupId, Arc<HostedGroup
 /// initialized, with the initial voters at the addresses they advertise (asked of each peer, so
 /// that memberships, and the leader hints clients get from them, carry advertised addresses
 /// rather than this node's routes). Waits for every initial peer to answer first.
-async fn bootstrap(shared: Arc<Shared>) {
+async fn bootstrap(shared: Arc<Shared>, network: NetworkConfig) {
     let config = &shared.config;
     let members = config.initial_members();
     let mut to_found = Vec::new();
@@ -290,7 +401,7 @@ async fn bootstrap(shared: Arc<Shared>) {
     let mut addresses = BTreeMap::new();
     addresses.insert(config.id, config.advertise.clone());
     for (&peer, route) in &config.peers {
-        addresses.insert(peer, advertised_address(peer, route).await);
+        addresses.insert(peer, advertised_address(peer, route, &network).await);
     }
     for (group, voters) in to_found {
         let nodes: BTreeMap<NodeId, BasicNode> = voters
@@ -304,13 +415,16 @@ async fn bootstrap(shared: Arc<Shared>) {
     }
 }
 
-/// Asks `peer` (at `route`) for the address it advertises, until it answers.
-async fn advertised_address(peer: NodeId, route: &str) -> String {
+/// Asks `peer` (at `route`, through `network`'s dialer when it has one) for the address it
+/// advertises, until it answers.
+async fn advertised_address(peer: NodeId, route: &str, network: &NetworkConfig) -> String {
     let uri = if route.contains("://") { route.to_owned() } else { format!("http://{route}") };
     let mut delay = Duration::from_millis(50);
     loop {
         let answer = async {
-            let mut client = AdminServiceClient::connect(uri.clone()).await?;
+            let endpoint =
+                Endpoint::from_shared(uri.clone())?.connect_timeout(network.connect_timeout);
+            let mut client = AdminServiceClient::new(network.connect_lazy(&endpoint));
             let reply = client.status(StatusRequest { with_digest: false }).await?.into_inner();
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(reply)
         };

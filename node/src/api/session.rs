@@ -11,6 +11,7 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use statemachine::{IdempotencyKey, SessionId};
 
+use crate::environment::Entropy;
 use crate::error::ApiError;
 
 /// The longest idempotency key accepted.
@@ -28,23 +29,36 @@ const TOKEN_PREFIX: &str = "g1_";
 pub struct Sessions {
     secret: Vec<u8>,
     operator_token: Option<String>,
+    /// Where the random part of a token comes from.
+    entropy: Entropy,
 }
 
 impl Sessions {
-    /// Tokens under `secret` (the same on every node of a cluster); operator calls need
-    /// `operator_token` if one is given, and are open otherwise.
+    /// Tokens under `secret` (the same on every node of a cluster) with the operating system's
+    /// randomness; operator calls need `operator_token` if one is given, and are open
+    /// otherwise.
     pub fn new(secret: &str, operator_token: Option<String>) -> Sessions {
-        Sessions { secret: secret.as_bytes().to_vec(), operator_token }
+        Sessions::with_entropy(secret, operator_token, Entropy::system())
+    }
+
+    /// As [`Sessions::new`], with the random part of each token drawn from `entropy`.
+    pub fn with_entropy(
+        secret: &str,
+        operator_token: Option<String>,
+        entropy: Entropy,
+    ) -> Sessions {
+        Sessions { secret: secret.as_bytes().to_vec(), operator_token, entropy }
     }
 
     /// A fresh guest session token.
     ///
     /// # Errors
     ///
-    /// `Internal` if the system has no randomness to give.
+    /// `Internal` if the entropy source has no randomness to give.
     pub fn issue(&self) -> Result<String, ApiError> {
         let mut random = [0u8; TOKEN_RANDOM_BYTES];
-        getrandom::fill(&mut random)
+        self.entropy
+            .fill(&mut random)
             .map_err(|error| ApiError::Internal(format!("no randomness: {error}")))?;
         let random = hex(&random);
         let tag = self.tag(&random);
@@ -163,6 +177,24 @@ mod tests {
         assert!(one.session(Some("Bearer test-session-token-a")).is_err());
         assert!(one.session(None).is_err());
         assert!(one.session(Some(&format!("Basic {token}"))).is_err());
+    }
+
+    #[test]
+    fn tokens_draw_their_randomness_from_the_entropy_source() {
+        let counter = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
+        let entropy = Entropy::new(move |bytes| {
+            bytes.fill(counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            Ok(())
+        });
+        let sessions = Sessions::with_entropy("secret", None, entropy);
+        let first = sessions.issue().unwrap();
+        assert!(first.starts_with(&format!("{TOKEN_PREFIX}{}_", "00".repeat(TOKEN_RANDOM_BYTES))));
+        let second = sessions.issue().unwrap();
+        assert!(second.starts_with(&format!("{TOKEN_PREFIX}{}_", "01".repeat(TOKEN_RANDOM_BYTES))));
+        let header = format!("Bearer {second}");
+        assert!(Sessions::new("secret", None).session(Some(&header)).is_ok());
+        let dry = Sessions::with_entropy("secret", None, Entropy::new(|_| Err("dry".into())));
+        assert_eq!(dry.issue().unwrap_err().code(), "internal");
     }
 
     #[test]

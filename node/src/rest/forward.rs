@@ -24,8 +24,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use raft::{DialerRef, PeerStream};
 
 use crate::error::{ApiError, LEADER_ADDR_KEY};
 use crate::rest::extract::BODY_BYTES_MAX;
@@ -55,21 +56,23 @@ const HOP_BY_HOP: [HeaderName; 7] = [
 /// Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Forwarder {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<LeaderConnector, Full<Bytes>>,
 }
 
 impl Default for Forwarder {
     fn default() -> Forwarder {
-        Forwarder::new()
+        Forwarder::new(None)
     }
 }
 
 impl Forwarder {
-    /// A forwarder with its own connection pool.
-    pub fn new() -> Forwarder {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        connector.set_nodelay(true);
+    /// A forwarder with its own connection pool, connecting over TCP, or through `dialer` (the
+    /// node's peer network, simulated under the simulator) when one is given.
+    pub fn new(dialer: Option<DialerRef>) -> Forwarder {
+        let mut tcp = HttpConnector::new();
+        tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        tcp.set_nodelay(true);
+        let connector = LeaderConnector { tcp, dialer };
         Forwarder { client: Client::builder(TokioExecutor::new()).build(connector) }
     }
 
@@ -161,9 +164,99 @@ fn head_of(parts: &axum::http::request::Parts) -> axum::http::request::Parts {
     request.into_parts().0
 }
 
-/// `router` with every route forwarded to its leader when this node is not it.
-pub fn layer(router: Router) -> Router {
-    router.layer(middleware::from_fn_with_state(Forwarder::new(), forward))
+/// `router` with every route forwarded to its leader when this node is not it, over TCP or
+/// through `dialer`.
+pub fn layer(router: Router, dialer: Option<DialerRef>) -> Router {
+    router.layer(middleware::from_fn_with_state(Forwarder::new(dialer), forward))
+}
+
+/// Opens the connections forwarded requests travel on: TCP, or the node's dialer.
+#[derive(Clone, Debug)]
+pub struct LeaderConnector {
+    tcp: HttpConnector,
+    dialer: Option<DialerRef>,
+}
+
+/// A connection to a leader, however it was opened.
+pub struct LeaderStream(TokioIo<Box<dyn PeerStream>>);
+
+impl tower::Service<Uri> for LeaderConnector {
+    type Response = LeaderStream;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<LeaderStream, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.tcp.poll_ready(context).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        match &self.dialer {
+            None => {
+                let connecting = self.tcp.call(uri);
+                Box::pin(async move {
+                    let stream = connecting.await?.into_inner();
+                    Ok(LeaderStream(TokioIo::new(Box::new(stream) as Box<dyn PeerStream>)))
+                })
+            }
+            Some(DialerRef(dialer)) => {
+                let address = uri.authority().map(|authority| authority.to_string());
+                let dialer = std::sync::Arc::clone(dialer);
+                Box::pin(async move {
+                    let address = address.ok_or("a forwarding address without host")?;
+                    let dialing = dialer.dial(&address);
+                    let stream = tokio::time::timeout(CONNECT_TIMEOUT, dialing)
+                        .await
+                        .map_err(|_elapsed| "connect timed out")??;
+                    Ok(LeaderStream(TokioIo::new(stream)))
+                })
+            }
+        }
+    }
+}
+
+impl Connection for LeaderStream {
+    fn connected(&self) -> Connected {
+        Connected::new()
+    }
+}
+
+impl hyper::rt::Read for LeaderStream {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+        buffer: hyper::rt::ReadBufCursor<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(context, buffer)
+    }
+}
+
+impl hyper::rt::Write for LeaderStream {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+        buffer: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(context, buffer)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(context)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(context)
+    }
 }
 
 #[cfg(test)]
@@ -227,6 +320,7 @@ mod tests {
                     any(|| async { ApiError::NotLeader { group: 1, leader: None } }),
                 )
                 .route("/v1/{*rest}", any(refuse)),
+            None,
         )
     }
 

@@ -27,7 +27,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use axum::Extension;
 use axum::Router;
@@ -211,9 +211,10 @@ fn scrape_groups<'a>(
     let (last_log, committed, applied, backlog) = (gauge(), gauge(), gauge(), gauge());
     let ages: Histograms<GroupLabels> =
         Family::new_with_constructor(|| Histogram::new(HOLD_AGE_BUCKETS_S));
-    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |now| now.as_millis());
-    let now_ms = u64::try_from(now_ms).unwrap_or(u64::MAX);
     for hosted in groups {
+        // This node's clock (the one its proposer stamps entries with), so that under a
+        // simulator hold ages follow simulated time.
+        let now_ms = hosted.proposer.clock().now_ms();
         let labels = GroupLabels { group: hosted.id };
         let metrics = hosted.raft.metrics().borrow_watched().clone();
         let set = |family: &Family<GroupLabels, Gauge>, value: u64| {

@@ -53,12 +53,18 @@ pub struct RestState {
 /// The REST routes of a node.
 ///
 /// `limits` are the node's token buckets, shared with the gRPC booking calls so that mixing
-/// the two APIs does not double a caller's rate; `metrics` is the registry both APIs record in.
-pub fn router(service: Service, limits: limits::Limits, metrics: metrics::Metrics) -> Router {
+/// the two APIs does not double a caller's rate; `metrics` is the registry both APIs record in;
+/// requests for a leader are forwarded over TCP, or through `dialer` when one is given.
+pub fn router(
+    service: Service,
+    limits: limits::Limits,
+    metrics: metrics::Metrics,
+    dialer: Option<raft::DialerRef>,
+) -> Router {
     let router = routes().router.with_state(RestState { service });
     let router = metrics::layer(router, metrics);
     let router = limits::layer(router, limits);
-    forward::layer(router)
+    forward::layer(router, dialer)
 }
 
 /// Routes being registered, with the `(method, path)` of each as the OpenAPI document names

@@ -25,21 +25,16 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use statemachine::check::history::{Call, Observed, Read};
 use statemachine::check::recorder::{Pending, Recorder};
+use statemachine::check::workload::{
+    CURRENCY, Mutation, PRICE_MINOR, is_refusal, show_setup, test_policy,
+};
 use statemachine::{
-    BookingId, ClientCommand, ClientRequest, Command, Currency, EntryId, HoldId, IdempotencyKey,
-    OfferId, OperatorCommand, PaymentId, PaymentOutcome, PaymentResult, ProviderEventId, SeatRange,
-    SeatSet, SeatStatus, SessionId, ShowId, ShowPolicy, ShowSpec, StateName, TicketId,
+    BookingId, Command, Currency, EntryId, HoldId, OfferId, PaymentId, PaymentOutcome,
+    PaymentResult, ProviderEventId, SeatStatus, SessionId, ShowId, StateName, TicketId,
 };
 use tokio::sync::watch;
 
 use crate::onsale::sign;
-
-/// Every deadline of a test show: an hour, far beyond any test.
-const DEADLINE_MS: u64 = 60 * 60 * 1_000;
-/// The price of every seat, in cents.
-const PRICE_MINOR: u64 = 1_000;
-/// The currency of every show.
-const CURRENCY: &str = "EUR";
 
 /// A workload's name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,22 +95,9 @@ pub struct TestShow {
 }
 
 impl TestShow {
-    fn policy() -> ShowPolicy {
-        ShowPolicy {
-            hold_ttl_ms: DEADLINE_MS,
-            payment_grace_ms: DEADLINE_MS,
-            grant_ttl_ms: DEADLINE_MS,
-            ticket_wait_ms: DEADLINE_MS,
-            offer_ttl_ms: DEADLINE_MS,
-            idempotency_retention_ms: 24 * DEADLINE_MS,
-            holds_per_session_max: 64,
-            booking_cancel_allowed: true,
-        }
-    }
-
     /// The SDK request creating the show, on sale at once.
     pub fn new_show(&self) -> NewShow {
-        let policy = TestShow::policy();
+        let policy = test_policy();
         let mut show = NewShow::uniform(self.show, self.seats, PRICE_MINOR, CURRENCY);
         show.hold_ttl_ms = policy.hold_ttl_ms;
         show.policy = WirePolicy {
@@ -136,30 +118,7 @@ impl TestShow {
 
     /// The commands that set the model up the way the cluster creates the show.
     pub fn model_setup(&self) -> Vec<Command> {
-        let show = ShowId(self.show);
-        let mut commands = vec![Command::Operator(OperatorCommand::CreateShow(ShowSpec {
-            show,
-            currency: Currency(*b"EUR"),
-            prices_minor: vec![PRICE_MINOR],
-            layout: vec![SeatRange { count: self.seats, class: 0 }],
-            policy: TestShow::policy(),
-        }))];
-        if let Some(window) = self.admission_window {
-            commands.push(Command::Operator(OperatorCommand::ConfigureAdmission {
-                show,
-                enabled: true,
-                window,
-            }));
-        }
-        if self.waitlist {
-            commands.push(Command::Operator(OperatorCommand::ConfigureWaitlist {
-                show,
-                enabled: true,
-                policy_version: 1,
-            }));
-        }
-        commands.push(Command::Operator(OperatorCommand::OpenSales { show }));
-        commands
+        show_setup(self.show, self.seats, self.admission_window, self.waitlist)
     }
 }
 
@@ -231,19 +190,6 @@ struct Process {
     last: Option<(Mutation, String)>,
     /// Mutations whose outcome is unknown, to retry with their keys until it is known.
     unresolved: Vec<(Mutation, String)>,
-}
-
-/// A mutation as the SDK is asked for it.
-#[derive(Clone, Debug)]
-enum Mutation {
-    Hold { show: u64, seats: Vec<u32>, grant: Option<u64> },
-    CancelHold { show: u64, hold: u64 },
-    Checkout { show: u64, hold: u64 },
-    JoinQueue { show: u64 },
-    LeaveQueue { show: u64, ticket: u64 },
-    JoinWaitlist { show: u64 },
-    AcceptOffer { show: u64, offer: u64 },
-    DeclineOffer { show: u64, offer: u64 },
 }
 
 /// Runs one client process per client in `clients` until `stop` turns true, at about `rate`
@@ -473,56 +419,15 @@ fn any_hold(process: &mut Process, show: u64) -> Option<u64> {
     all.choose(&mut process.rng).copied()
 }
 
-/// The command a mutation becomes in the log, as the model sees it.
-fn command(process: &Process, mutation: &Mutation, key: u128) -> Command {
-    let (show, request) = match mutation {
-        Mutation::Hold { show, seats, grant } => {
-            let seats: SeatSet = seats.iter().copied().collect();
-            (*show, ClientRequest::Hold { seats, price_version: 0, grant: grant.map(TicketId) })
-        }
-        Mutation::CancelHold { show, hold } => {
-            (*show, ClientRequest::CancelHold { hold: HoldId(*hold) })
-        }
-        Mutation::Checkout { show, hold } => {
-            (*show, ClientRequest::Checkout { hold: HoldId(*hold) })
-        }
-        Mutation::JoinQueue { show } => (*show, ClientRequest::JoinQueue),
-        Mutation::LeaveQueue { show, ticket } => {
-            (*show, ClientRequest::LeaveQueue { ticket: TicketId(*ticket) })
-        }
-        Mutation::JoinWaitlist { show } => {
-            (*show, ClientRequest::JoinWaitlist { quantity: 1, band: 0 })
-        }
-        Mutation::AcceptOffer { show, offer } => {
-            (*show, ClientRequest::AcceptOffer { offer: OfferId(*offer) })
-        }
-        Mutation::DeclineOffer { show, offer } => {
-            (*show, ClientRequest::DeclineOffer { offer: OfferId(*offer) })
-        }
-    };
-    Command::Client(ClientCommand {
-        show: ShowId(show),
-        session: process.session,
-        key: IdempotencyKey(key),
-        request,
-    })
-}
-
 /// Runs a mutation through the SDK and records it; `key` repeats an earlier one.
 async fn mutate(context: &Context, process: &mut Process, mutation: Mutation, key: Option<String>) {
     let key = key.unwrap_or_else(|| {
         process.next_key += 1;
         format!("jepsen-p{}-k{}", process.id, process.next_key)
     });
-    let mut call = command(process, &mutation, context.recorder.number(&key));
     // Holds quote the price version the show was created with.
-    if let Command::Client(ClientCommand {
-        request: ClientRequest::Hold { price_version, .. },
-        ..
-    }) = &mut call
-    {
-        *price_version = context.price_version;
-    }
+    let call =
+        mutation.command(process.session, context.recorder.number(&key), context.price_version);
     let pending = context.recorder.invoke(process.id, Call::Write(call));
     process.last = Some((mutation.clone(), key.clone()));
     let (mutation_again, key_again) = (mutation.clone(), key.clone());
@@ -650,21 +555,6 @@ fn complete_error(recorder: &Recorder, pending: Pending, error: &Error, write: b
             false
         }
     }
-}
-
-/// Codes a node answers without the state machine (so the call had no effect).
-fn is_refusal(code: &str) -> bool {
-    matches!(
-        code,
-        "unauthenticated"
-            | "permission_denied"
-            | "rate_limited"
-            | "resource_exhausted"
-            | "not_leader"
-            | "no_leader"
-            | "unavailable"
-            | "internal"
-    )
 }
 
 /// A read through the SDK (linearizable: hold, ticket, entry, offer, booking reads go to the

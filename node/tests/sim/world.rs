@@ -1,0 +1,379 @@
+//! The simulated world of one seed: the turmoil simulation, the nodes running in it (each a
+//! real `Node` on a `SimDisk`, with a skewable clock and seeded randomness), the trace, and the
+//! actions only the step loop can carry out (power loss and restart need `&mut Sim`).
+//!
+//! Owns how a node is configured and booted in the simulation, the registry the checks read
+//! nodes through, and the trace every replay is compared by. Never decides a fault (the nemesis
+//! does) and never judges (the checks do).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, UNIX_EPOCH};
+
+use node::config::{Args, Config};
+use node::environment::{Entropy, Environment};
+use node::node::{Node, Shared};
+use openraft::async_runtime::WatchReceiver;
+use raft::{BookingRuntime, Clock, DialerRef, NetworkConfig, NodeId, SimDisk, Storage, WallClock};
+use rand::rngs::StdRng;
+use rand::{Rng, RngCore, SeedableRng};
+
+use crate::net::{self, TurmoilNet};
+
+/// The simulated wall clock starts here (turmoil's default would be the real time).
+pub const EPOCH_S: u64 = 1_800_000_000;
+/// The webhook secret of every simulated node.
+pub const WEBHOOK_SECRET: &str = "sim-webhook-secret";
+
+/// Which deliberately injected bug a run has, to prove the simulator finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// Every disk reports writes durable before syncing them.
+    AckBeforeSync,
+}
+
+impl std::str::FromStr for Bug {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Bug, String> {
+        match name {
+            "ack-before-sync" => Ok(Bug::AckBeforeSync),
+            other => Err(format!("unknown bug {other:?}: ack-before-sync")),
+        }
+    }
+}
+
+/// What one run is made of, all drawn from the seed except what the caller fixes.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The seed.
+    pub seed: u64,
+    /// Nodes in the cluster (3 or 5).
+    pub nodes: u64,
+    /// An injected bug, if any.
+    pub bug: Option<Bug>,
+    /// Whether the trace also lists every operation of the history (for `--trace`).
+    pub verbose: bool,
+}
+
+/// A line of the trace, with its simulated time.
+#[derive(Clone, Default)]
+pub struct Trace(Arc<Mutex<Vec<String>>>);
+
+impl Trace {
+    /// Adds `event` at the current simulated time (inside the simulation).
+    pub fn push(&self, event: impl AsRef<str>) {
+        self.push_at(turmoil::sim_elapsed().unwrap_or_default(), event);
+    }
+
+    /// Adds `event` at simulated time `at` (for the step loop, outside any host).
+    pub fn push_at(&self, at: Duration, event: impl AsRef<str>) {
+        lock(&self.0).push(format!("{:>9.3}s {}", at.as_secs_f64(), event.as_ref()));
+    }
+
+    /// The trace so far.
+    pub fn lines(&self) -> Vec<String> {
+        lock(&self.0).clone()
+    }
+}
+
+/// Something only the step loop can do.
+#[derive(Debug)]
+pub enum Action {
+    /// Power loss of these nodes: each is cut off, its runtime dropped, its disk crashed.
+    Crash(Vec<NodeId>),
+    /// Restart of these crashed nodes on what their disks kept.
+    Restart(Vec<NodeId>),
+    /// Turns message loss on every link to this rate (0 turns it off).
+    Loss(f64),
+}
+
+/// One node's clock: simulated time plus a skew the nemesis sets.
+struct SimClock {
+    skew_ms: Arc<AtomicI64>,
+}
+
+impl WallClock for SimClock {
+    fn now_ms(&self) -> u64 {
+        let now = turmoil::since_epoch().unwrap_or_default().as_millis();
+        let now = i64::try_from(now).unwrap_or(i64::MAX);
+        u64::try_from(now.saturating_add(self.skew_ms.load(Ordering::Relaxed))).unwrap_or(0)
+    }
+}
+
+/// The world of one run, shared by the hosts, the clients, the nemesis and the step loop.
+pub struct World {
+    /// The run's options.
+    pub options: Options,
+    /// The trace.
+    pub trace: Trace,
+    /// Every node's disk, outliving its restarts.
+    disks: BTreeMap<NodeId, SimDisk>,
+    /// Every node's clock skew, in ms.
+    skews: BTreeMap<NodeId, Arc<AtomicI64>>,
+    /// How often each node has booted.
+    boots: BTreeMap<NodeId, AtomicU64>,
+    /// The nodes that run now.
+    running: Mutex<BTreeMap<NodeId, Arc<Shared>>>,
+    /// Nodes crashed and not yet restarted.
+    down: Mutex<BTreeSet<NodeId>>,
+    /// Actions for the step loop.
+    actions: Mutex<VecDeque<Action>>,
+    /// The step loop's randomness (what a power loss keeps).
+    rng: Mutex<StdRng>,
+    /// Every client host's name, for cutting crashed nodes off.
+    pub clients: Mutex<Vec<String>>,
+}
+
+impl World {
+    /// A world for `options`.
+    pub fn new(options: Options) -> Arc<World> {
+        let mut rng = StdRng::seed_from_u64(options.seed ^ 0x5EED_D15C);
+        let ids = 1..=options.nodes;
+        let disks: BTreeMap<NodeId, SimDisk> = ids
+            .clone()
+            .map(|id| {
+                let disk = SimDisk::new();
+                // Fast disks, or slow ones whose sync outlasts a replication round trip.
+                let sync_ms =
+                    if rng.gen_bool(0.5) { rng.gen_range(1..=5) } else { rng.gen_range(10..=60) };
+                disk.set_sync_latency(Duration::from_millis(sync_ms));
+                if options.bug == Some(Bug::AckBeforeSync) {
+                    disk.inject_ack_before_sync(true);
+                }
+                (id, disk)
+            })
+            .collect();
+        Arc::new(World {
+            trace: Trace::default(),
+            skews: ids.clone().map(|id| (id, Arc::default())).collect(),
+            boots: ids.map(|id| (id, AtomicU64::new(0))).collect(),
+            disks,
+            running: Mutex::default(),
+            down: Mutex::default(),
+            actions: Mutex::default(),
+            rng: Mutex::new(rng),
+            clients: Mutex::default(),
+            options,
+        })
+    }
+
+    /// Every node id.
+    pub fn ids(&self) -> Vec<NodeId> {
+        (1..=self.options.nodes).collect()
+    }
+
+    /// The running nodes.
+    pub fn running(&self) -> BTreeMap<NodeId, Arc<Shared>> {
+        lock(&self.running).clone()
+    }
+
+    /// Nodes crashed and not yet restarted.
+    pub fn down(&self) -> BTreeSet<NodeId> {
+        lock(&self.down).clone()
+    }
+
+    /// Sets node `id`'s clock skew.
+    pub fn set_skew(&self, id: NodeId, skew_ms: i64) {
+        self.skews[&id].store(skew_ms, Ordering::Relaxed);
+    }
+
+    /// Queues `action` for the step loop.
+    pub fn act(&self, action: Action) {
+        if let Action::Crash(ids) = &action {
+            let mut running = lock(&self.running);
+            let mut down = lock(&self.down);
+            for id in ids {
+                running.remove(id);
+                down.insert(*id);
+            }
+        }
+        lock(&self.actions).push_back(action);
+    }
+
+    /// Carries out the queued actions (called by the step loop between steps).
+    pub fn perform(&self, sim: &mut turmoil::Sim<'_>) {
+        loop {
+            let Some(action) = lock(&self.actions).pop_front() else { return };
+            match action {
+                Action::Crash(ids) => {
+                    for id in ids {
+                        // A machine that loses power sends nothing: cut it off first, so that
+                        // the sockets the crash drops (in an order that depends on tokio's
+                        // process-global task ids) never reach the network or draw from
+                        // turmoil's rng.
+                        for other in self.hosts_but(id) {
+                            sim.partition(net::host(id), other);
+                        }
+                        sim.crash(net::host(id));
+                        let disk = &self.disks[&id];
+                        let unsynced = disk.unsynced_batches();
+                        // Half the power losses keep nothing unsynced, the strictest crash.
+                        let keep = {
+                            let mut rng = lock(&self.rng);
+                            if rng.gen_bool(0.5) { 0 } else { rng.gen_range(0..=unsynced) }
+                        };
+                        let lost = disk.crash(keep);
+                        self.trace.push_at(
+                            sim.elapsed(),
+                            format!(
+                                "power loss of node {id}: kept {keep}, lost {lost} unsynced batches"
+                            ),
+                        );
+                    }
+                }
+                Action::Restart(ids) => {
+                    for id in ids {
+                        for other in self.hosts_but(id) {
+                            sim.repair(net::host(id), other);
+                        }
+                        lock(&self.down).remove(&id);
+                        self.trace.push_at(sim.elapsed(), format!("restart node {id}"));
+                        sim.bounce(net::host(id));
+                    }
+                }
+                Action::Loss(rate) => {
+                    self.trace.push_at(sim.elapsed(), format!("message loss {rate}"));
+                    sim.set_fail_rate(rate);
+                }
+            }
+        }
+    }
+
+    /// Every other host of the simulation.
+    fn hosts_but(&self, id: NodeId) -> Vec<String> {
+        let mut hosts: Vec<String> =
+            self.ids().into_iter().filter(|other| *other != id).map(net::host).collect();
+        hosts.extend(lock(&self.clients).iter().cloned());
+        hosts
+    }
+
+    /// Adds node `id` to the simulation: its host boots it (again after every restart).
+    pub fn add_node(self: &Arc<World>, sim: &mut turmoil::Sim<'_>, id: NodeId) {
+        let world = Arc::clone(self);
+        sim.host(net::host(id), move || {
+            let boot = world.boots[&id].fetch_add(1, Ordering::Relaxed);
+            let seed = mix(world.options.seed, id, boot);
+            BookingRuntime::scope(seed, Arc::clone(&world).run_node(id, boot))
+        });
+    }
+
+    /// Boots node `id` and keeps it running until the host crashes.
+    async fn run_node(self: Arc<World>, id: NodeId, boot: u64) -> turmoil::Result {
+        let config = self.config(id)?;
+        let network = NetworkConfig {
+            connect_timeout: Duration::from_millis(300),
+            call_timeout_default: Duration::from_millis(500),
+            keep_alive_interval: Duration::from_millis(500),
+            dialer: Some(DialerRef(Arc::new(TurmoilNet))),
+            ..NetworkConfig::default()
+        };
+        let skew_ms = Arc::clone(&self.skews[&id]);
+        let entropy = Mutex::new(StdRng::seed_from_u64(mix(self.options.seed ^ 0xE17, id, boot)));
+        let environment = Environment {
+            storage: Storage::simulated(self.disks[&id].clone()),
+            network,
+            clock: Clock::new(SimClock { skew_ms }),
+            entropy: Entropy::new(move |bytes: &mut [u8]| {
+                lock(&entropy).fill_bytes(bytes);
+                Ok(())
+            }),
+            incoming: Some(net::incoming().await?),
+        };
+        let node = Node::start_with(config, environment).await?;
+        let shared = Arc::clone(node.shared());
+        self.trace.push(format!("node {id} booted (boot {boot})"));
+        // Always, not only with --trace: the watchers are tasks of the node's runtime, and a
+        // replay must run exactly what the first run ran.
+        for (group, hosted) in &shared.groups {
+            watch_metrics(&self.trace, id, *group, hosted.raft.clone());
+        }
+        lock(&self.running).insert(id, shared);
+        // The node runs in tasks of this host's runtime; keep it until the host is crashed.
+        let _node = node;
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+
+    /// Node `id`'s configuration: small timeouts, snapshots every few entries, no rate limits.
+    fn config(&self, id: NodeId) -> Result<Config, node::config::ConfigError> {
+        let nodes = self.options.nodes;
+        let peers =
+            (1..=nodes).filter(|peer| *peer != id).map(|peer| (peer, net::address(peer))).collect();
+        Config::load(Args {
+            id: Some(id),
+            data: Some("/simulated".into()),
+            listen: Some(format!("0.0.0.0:{}", net::PORT).parse().expect("a socket address")),
+            advertise: Some(net::address(id)),
+            peers,
+            bootstrap: true,
+            groups: Some(DATA_GROUPS),
+            replicas: Some(usize::try_from(nodes).unwrap_or(3)),
+            heartbeat_ms: Some(100),
+            election_min_ms: Some(400),
+            election_max_ms: Some(800),
+            snapshot_logs: Some(24),
+            tick_ms: Some(100),
+            session_secret: Some("sim-session-secret".into()),
+            operator_token: None,
+            webhook_secret: Some(WEBHOOK_SECRET.into()),
+            rate_per_session: Some(1_000_000),
+            rate_per_address: Some(1_000_000),
+            config: None,
+        })
+    }
+}
+
+/// Data groups of the simulated cluster (plus the metadata group 0).
+pub const DATA_GROUPS: u64 = 2;
+
+/// Records every change of a group's Raft metrics on node `id`: the finest replay check.
+fn watch_metrics(trace: &Trace, id: NodeId, group: u64, raft: raft::Raft) {
+    let trace = trace.clone();
+    tokio::spawn(async move {
+        let mut metrics = raft.metrics();
+        let mut last = String::new();
+        loop {
+            let line = {
+                let m = metrics.borrow_watched();
+                format!(
+                    "node {id} group {group}: {:?} term {} leader {:?} last_log {:?} committed \
+                     {:?} applied {:?} snapshot {:?}",
+                    m.state,
+                    m.current_term,
+                    m.current_leader,
+                    m.last_log_index,
+                    m.local_committed.map(|log| log.index),
+                    m.last_applied.map(|log| log.index),
+                    m.snapshot.map(|log| log.index),
+                )
+            };
+            if line != last {
+                trace.push(&line);
+                last = line;
+            }
+            if metrics.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// A seed for one boot of one node, from the run's seed.
+pub fn mix(seed: u64, id: NodeId, boot: u64) -> u64 {
+    let mut x =
+        seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ boot.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^ (x >> 29)
+}
+
+/// The simulated epoch.
+pub fn epoch() -> std::time::SystemTime {
+    UNIX_EPOCH + Duration::from_secs(EPOCH_S)
+}
+
+/// Locks `mutex`; every critical section here is a push, a take or an insert.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

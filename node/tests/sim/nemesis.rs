@@ -122,8 +122,8 @@ pub fn leader(world: &World, group: u64) -> Option<NodeId> {
 
 async fn install(world: &World, admin: &client::Client, fault: &Fault) {
     match fault {
-        Fault::Isolate(node) => cut(world, &[*node], &others(world, *node)),
-        Fault::Halves(one, other) => cut(world, one, other),
+        Fault::Isolate(node) => cut(&[*node], &others(world, *node)),
+        Fault::Halves(one, other) => cut(one, other),
         Fault::Link(a, b) => turmoil::partition(net::host(*a), net::host(*b)),
         Fault::Crash(nodes) => world.act(Action::Crash(nodes.clone())),
         Fault::Pause(node) => {
@@ -215,8 +215,7 @@ fn hosts_but(world: &World, node: NodeId) -> Vec<String> {
     hosts
 }
 
-fn cut(world: &World, one: &[NodeId], other: &[NodeId]) {
-    let _ = world;
+fn cut(one: &[NodeId], other: &[NodeId]) {
     for a in one {
         for b in other {
             turmoil::partition(net::host(*a), net::host(*b));

@@ -156,7 +156,9 @@ pub fn run(options: Options) -> Outcome {
                 let mut nemesis_rng = StdRng::seed_from_u64(world::mix(seed, 4242, 0));
                 nemesis::run(&world, &mut nemesis_rng, WINDOW).await;
                 stop_tx.send_replace(true);
-                heal_all(&world, &admin).await;
+                if let Err(problem) = heal_all(&world, &admin).await {
+                    lock(&facts).problems.push(problem);
+                }
                 let healed_at = tokio::time::Instant::now();
                 world.trace.push("healed");
                 healed_tx.send_replace(true);
@@ -310,7 +312,11 @@ async fn set_up(world: &World, admin: &client::Client) -> Result<u32, String> {
 
 /// Heals everything: every link repaired and released, every crashed node restarted, no loss,
 /// no skew, every removed voter added back.
-async fn heal_all(world: &World, admin: &client::Client) {
+///
+/// # Errors
+///
+/// If a restarted node is not running within the recovery bound.
+async fn heal_all(world: &World, admin: &client::Client) -> Result<(), String> {
     let down: Vec<_> = world.down().into_iter().collect();
     if !down.is_empty() {
         world.act(world::Action::Restart(down));
@@ -330,7 +336,14 @@ async fn heal_all(world: &World, admin: &client::Client) {
         }
     }
     // Wait for the restarted nodes, then put back any voter a membership fault left out.
+    let deadline = tokio::time::Instant::now() + RECOVERY_BOUND;
     while world.running().len() < ids.len() {
+        if tokio::time::Instant::now() > deadline {
+            let down: Vec<_> = ids.iter().filter(|id| !world.running().contains_key(id)).collect();
+            return Err(format!(
+                "liveness: nodes {down:?} not running {RECOVERY_BOUND:?} after the heal"
+            ));
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for group in 1..=world::DATA_GROUPS {
@@ -338,6 +351,7 @@ async fn heal_all(world: &World, admin: &client::Client) {
             nemesis::readmit(world, admin, group, *node).await;
         }
     }
+    Ok(())
 }
 
 /// Every group has a leader that committed in its term (checked on the leaders' own metrics).

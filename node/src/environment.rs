@@ -24,15 +24,14 @@ use crate::node::StartError;
 
 /// What a node runs on. Production uses [`Environment::system`]; a simulator passes its own.
 ///
-/// Not everything goes through it yet: REST forwarding (`rest/forward.rs`, a REST request on a
-/// follower relayed to the leader) still dials TCP, so a simulator's clients use gRPC; and the
-/// REST and gRPC rate limits refill on the machine's monotonic clock.
+/// Not everything goes through it yet: the REST and gRPC rate limits refill on the machine's
+/// monotonic clock (a simulator sets them high enough never to bite).
 pub struct Environment {
     /// The node's storage (RocksDB at `config.data` in production;
     /// `raft::Storage::simulated(SimDisk)` in a simulator).
     pub storage: raft::Storage,
     /// The peer network settings; its `dialer`, when set, also carries the node's own calls to
-    /// peers (bootstrap's status calls).
+    /// peers (bootstrap's status calls) and REST requests forwarded to a leader.
     pub network: raft::NetworkConfig,
     /// The wall clock the leader stamps entries with and the leader-only workers read.
     pub clock: raft::Clock,

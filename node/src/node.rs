@@ -186,10 +186,17 @@ impl Node {
         );
         let router = one_port(rest, grpc, limits);
         let server = match listener {
-            Listener::Tcp(listener) => serve(
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                tonic::service::Routes::from(router),
-                stopped,
+            Listener::Tcp(listener) => tokio::spawn(
+                tonic::transport::Server::builder()
+                    .accept_http1(true)
+                    .add_routes(tonic::service::Routes::from(router))
+                    .serve_with_incoming_shutdown(
+                        tonic::transport::server::TcpIncoming::from(listener)
+                            .with_nodelay(Some(true)),
+                        async {
+                            let _ = stopped.await;
+                        },
+                    ),
             ),
             Listener::Incoming(incoming) => serve_incoming(incoming, router, stopped),
         };
@@ -234,32 +241,6 @@ enum Listener {
     Tcp(TcpListener),
     /// The environment's connections.
     Incoming(Incoming),
-}
-
-/// Serves `routes` (gRPC and REST on one port, HTTP/1 accepted) on the connections `incoming`
-/// yields, on a task of its own, until `stopped` fires or its sender is dropped.
-fn serve<I, IO, IE>(
-    incoming: I,
-    routes: tonic::service::Routes,
-    stopped: oneshot::Receiver<()>,
-) -> JoinHandle<Result<(), tonic::transport::Error>>
-where
-    I: futures_util::Stream<Item = Result<IO, IE>> + Send + 'static,
-    IO: tokio::io::AsyncRead
-        + tokio::io::AsyncWrite
-        + tonic::transport::server::Connected
-        + Unpin
-        + Send
-        + 'static,
-    IE: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
-{
-    let server = tonic::transport::Server::builder()
-        .accept_http1(true)
-        .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming, async {
-            let _ = stopped.await;
-        });
-    tokio::spawn(server)
 }
 
 /// Serves `router` on the environment's connections until `stopped` fires or its sender is

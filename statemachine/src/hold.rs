@@ -38,6 +38,29 @@ impl Show {
         price_version: u32,
         grant: Option<TicketId>,
     ) -> Outcome {
+        let grant = self.judge_hold(session, seats, price_version, grant, ctx.now)?;
+
+        // Decided: from here on every step succeeds.
+        self.expire_overdue_owners(ctx, seats);
+        if let Some(grant) = grant {
+            self.consume_grant(ctx, grant);
+        }
+        let receipt = self.create_hold(ctx, session, seats, grant, None);
+        Ok(Reply::Held(receipt))
+    }
+
+    /// Judges a hold at `now_ms` without changing anything: the rejection `hold` would answer,
+    /// or the grant it would consume (`None` while the admission lane is off). The one place
+    /// the rules of a claim are checked, in their order, for `hold` and for
+    /// [`crate::Group::reject_without_log`].
+    pub(crate) fn judge_hold(
+        &self,
+        session: SessionId,
+        seats: &SeatSet,
+        price_version: u32,
+        grant: Option<TicketId>,
+        now_ms: u64,
+    ) -> Result<Option<TicketId>, Rejection> {
         self.require_on_sale()?;
         self.require_seats_exist(seats)?;
         if price_version != self.price_version {
@@ -45,7 +68,7 @@ impl Show {
         }
         let grant = if self.lane.enabled {
             let grant = grant.ok_or(Rejection::GrantRequired)?;
-            self.check_grant(session, grant, ctx.now)?;
+            self.check_grant(session, grant, now_ms)?;
             Some(grant)
         } else {
             None
@@ -57,7 +80,7 @@ impl Show {
             let overdue = self
                 .hold_deadlines
                 .iter()
-                .take_while(|(deadline_ms, _)| *deadline_ms <= ctx.now)
+                .take_while(|(deadline_ms, _)| *deadline_ms <= now_ms)
                 .filter(|(_, hold)| self.holds[hold].session == session)
                 .count();
             live -= overdue as u32;
@@ -65,18 +88,11 @@ impl Show {
         if live >= self.policy.holds_per_session_max {
             return Err(Rejection::TooManyHolds { max: self.policy.holds_per_session_max });
         }
-        let taken = self.unavailable_seats(seats, ctx.now);
+        let taken = self.unavailable_seats(seats, now_ms);
         if !taken.is_empty() {
             return Err(Rejection::SeatUnavailable { seats: taken });
         }
-
-        // Decided: from here on every step succeeds.
-        self.expire_overdue_owners(ctx, seats);
-        if let Some(grant) = grant {
-            self.consume_grant(ctx, grant);
-        }
-        let receipt = self.create_hold(ctx, session, seats, grant, None);
-        Ok(Reply::Held(receipt))
+        Ok(grant)
     }
 
     /// Materializes the expiry of overdue holds that own any of `seats`.

@@ -10,7 +10,7 @@
 //! payments (`payment.rs`), bookings (`booking.rs`), the admission lane (`admission.rs`), the
 //! waitlist (`waitlist.rs`), expiry (`expiry.rs`), idempotency, audit and outbox, and the
 //! metadata group's show placement (`placement.rs`). Reads are in
-//! `read.rs`, snapshots in `snapshot.rs`, invariants in `invariants.rs`.
+//! `read.rs`, rejections a leader may answer without a log entry in `precheck.rs`, snapshots in `snapshot.rs`, invariants in `invariants.rs`.
 
 mod admission;
 mod audit;
@@ -27,6 +27,7 @@ mod outbox;
 mod outcome;
 mod payment;
 mod placement;
+mod precheck;
 mod read;
 mod show;
 mod snapshot;

@@ -1296,6 +1296,23 @@ proptest! {
         });
     }
 
+    /// A leader's rejection without a log entry is exactly apply's: for every command,
+    /// `reject_without_log` on the state before it, at the entry's time, answers
+    /// `seat_unavailable` if and only if applying it does, with the same seats.
+    #[test]
+    fn rejections_without_a_log_entry_are_applys((setups, steps) in scenario(40, 3)) {
+        one_command_per_entry(&setups, &steps, |before, command, outcome, after| {
+            let Command::Client(client) = command else { return };
+            let cheap = before.reject_without_log(client, after.log_time_ms());
+            match outcome {
+                Err(rejection @ Rejection::SeatUnavailable { .. }) => {
+                    assert_eq!(cheap.as_ref(), Some(rejection), "{command:?}");
+                }
+                _ => assert_eq!(cheap, None, "{command:?} got {outcome:?}"),
+            }
+        });
+    }
+
     /// Every command, applied alone in its own entry, does what its reply says: see
     /// `check_promises`. At the end, every entity's audit trail leads to its state.
     #[test]

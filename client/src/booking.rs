@@ -6,6 +6,7 @@
 //! show. Never decides anything (the nodes do) and never stores a token or a key.
 
 use std::pin::Pin;
+use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use proto::booking::{
@@ -13,8 +14,10 @@ use proto::booking::{
     HoldRef, HoldReply, HoldRequest, JoinWaitlistRequest, OfferRef, OfferReply, ShowRef, TicketRef,
     TicketReply, WaitlistEntryReply,
 };
+use tokio::sync::oneshot;
 use tonic::Status;
 
+use crate::batch::HoldJob;
 use crate::client::{Client, Kind};
 use crate::error::{self, Error, Result};
 use crate::key::CallMetadata;
@@ -107,8 +110,43 @@ impl Client {
     ) -> Result<HoldReply> {
         let message =
             HoldRequest { show_id, seats: seats.to_vec(), price_version, grant_ticket_id };
-        self.buyer_mutation(token, show_id, key, message, |mut c, r| async move { c.hold(r).await })
-            .await
+        if self.config().hold_batches_in_flight_max == 0 {
+            return self
+                .buyer_mutation(
+                    token,
+                    show_id,
+                    key,
+                    message,
+                    |mut c, r| async move { c.hold(r).await },
+                )
+                .await;
+        }
+        let key = self.key_or_fresh(key);
+        let metadata = CallMetadata::mutation(key.as_deref())?.with_token(Some(token))?;
+        let (reply, answer) = oneshot::channel();
+        let token = token.trim().to_owned();
+        let job = HoldJob { show_id, token, metadata, message, reply };
+        if let Err(unsent) = self.hold_queue().send(job) {
+            // The batching task is gone (it panicked): the hold was never sent.
+            let HoldJob { token, metadata, message, .. } = unsent.0;
+            let key = metadata.key().map(str::to_owned);
+            return self
+                .buyer_mutation(&token, show_id, key.as_deref(), message, |mut c, r| async move {
+                    c.hold(r).await
+                })
+                .await;
+        }
+        answer.await.unwrap_or_else(|_dropped| {
+            Err(Error::Unavailable {
+                attempts: 1,
+                elapsed: Duration::ZERO,
+                status: tonic::Code::Internal,
+                booking_code: None,
+                message: "the hold-batching task stopped with the hold in flight".into(),
+                outcome_unknown: true,
+                idempotency_key: key,
+            })
+        })
     }
 
     /// Reads one of the session's holds, linearizably (from the group's leader).

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use proto::booking::admin_service_client::AdminServiceClient;
@@ -24,6 +24,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Response, Status};
 
 use crate::address;
+use crate::batch::{self, HoldQueue};
 use crate::connector::{self, Connector};
 use crate::error::{self, Delivery, Error, Result, Verdict};
 use crate::key::CallMetadata;
@@ -50,7 +51,7 @@ pub struct Client {
 }
 
 /// The shared state of a client.
-struct Inner {
+pub(crate) struct Inner {
     /// How calls are bounded and retried.
     config: Config,
     /// Known addresses and cached leaders. Never held across an await.
@@ -66,6 +67,9 @@ struct Inner {
     key_source: Mutex<Option<KeySource>>,
     /// Opens connections instead of TCP when set (a simulator's network).
     connector: Option<Arc<dyn Connector>>,
+    /// The queue of the task that packs concurrent holds into `HoldMany` calls, started on
+    /// the first batched hold.
+    holds: OnceLock<HoldQueue>,
 }
 
 /// How the call loop treats a logical call.
@@ -164,6 +168,7 @@ impl Client {
                 operator_token: Mutex::new(None),
                 key_source: Mutex::new(None),
                 connector,
+                holds: OnceLock::new(),
             }),
         })
     }
@@ -175,6 +180,18 @@ impl Client {
     pub fn with_key_source(self, source: KeySource) -> Client {
         *lock(&self.inner.key_source) = Some(source);
         self
+    }
+
+    /// A client on shared state (the batching task's way back to its client).
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Client {
+        Client { inner }
+    }
+
+    /// The queue of the hold-batching task, started on first use (inside a tokio runtime).
+    pub(crate) fn hold_queue(&self) -> &HoldQueue {
+        self.inner.holds.get_or_init(|| {
+            batch::start(Arc::downgrade(&self.inner), self.inner.config.hold_batches_in_flight_max)
+        })
     }
 
     /// `key`, or a fresh one from the key source when there is a source and no key.
@@ -518,7 +535,7 @@ impl Client {
     }
 
     /// The channel of an address, made (lazily connecting) on first use.
-    fn channel(&self, address: &str) -> Result<Channel> {
+    pub(crate) fn channel(&self, address: &str) -> Result<Channel> {
         let mut channels = lock(&self.inner.channels);
         if let Some(channel) = channels.get(address) {
             return Ok(channel.clone());

@@ -48,6 +48,7 @@
 //! ```
 
 mod address;
+mod batch;
 mod booking;
 mod client;
 mod connector;
@@ -57,6 +58,7 @@ mod retry;
 mod route;
 mod shows;
 
+pub use crate::batch::HOLD_BATCH_ITEMS_MAX;
 pub use crate::booking::Watch;
 pub use crate::client::{Client, KeySource, NodeStatus};
 pub use crate::connector::{ConnectFuture, Connector, Stream};
@@ -68,8 +70,8 @@ pub use crate::key::{
 };
 pub use crate::retry::{
     ATTEMPT_TIMEOUT_DEFAULT_MS, BACKOFF_INITIAL_DEFAULT_MS, BACKOFF_MAX_DEFAULT_MS,
-    CONNECT_TIMEOUT_DEFAULT_MS, Config, HINTS_IMMEDIATE_MAX, KEEP_ALIVE_DEFAULT_MS,
-    RETRY_BUDGET_DEFAULT_MS,
+    CONNECT_TIMEOUT_DEFAULT_MS, Config, HINTS_IMMEDIATE_MAX, HOLD_BATCHES_IN_FLIGHT_DEFAULT,
+    KEEP_ALIVE_DEFAULT_MS, RETRY_BUDGET_DEFAULT_MS,
 };
 pub use crate::shows::NewShow;
 /// The wire messages the client returns (`booking.v1`), re-exported so that callers need not

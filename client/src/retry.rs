@@ -20,6 +20,8 @@ pub const CONNECT_TIMEOUT_DEFAULT_MS: u64 = 500;
 /// The default interval of HTTP/2 pings on a connection, and how long a ping may go unanswered
 /// before the connection is dropped and the next call reconnects.
 pub const KEEP_ALIVE_DEFAULT_MS: u64 = 10_000;
+/// The default of [`Config::hold_batches_in_flight_max`].
+pub const HOLD_BATCHES_IN_FLIGHT_DEFAULT: usize = 4;
 /// How many leader hints in a row are followed at once; after that each hint waits one backoff,
 /// so two nodes with stale views cannot make a call spin.
 pub const HINTS_IMMEDIATE_MAX: u32 = 3;
@@ -42,6 +44,10 @@ pub struct Config {
     /// connection is dropped (a node cut off without a reset would otherwise hold the
     /// connection, and every call on it would time out, until the operating system gives up).
     pub keep_alive: Duration,
+    /// How many `HoldMany` calls the client keeps in flight at once, packing the holds of
+    /// concurrent callers into them (holds queue up while every slot is busy, so the next call
+    /// carries them all); 0 sends each hold as its own `Hold` call.
+    pub hold_batches_in_flight_max: usize,
 }
 
 impl Default for Config {
@@ -53,6 +59,7 @@ impl Default for Config {
             attempt_timeout: Duration::from_millis(ATTEMPT_TIMEOUT_DEFAULT_MS),
             connect_timeout: Duration::from_millis(CONNECT_TIMEOUT_DEFAULT_MS),
             keep_alive: Duration::from_millis(KEEP_ALIVE_DEFAULT_MS),
+            hold_batches_in_flight_max: HOLD_BATCHES_IN_FLIGHT_DEFAULT,
         }
     }
 }

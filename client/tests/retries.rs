@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,18 +17,19 @@ use client::{Client, Config, Error, NewShow};
 use futures_util::{Stream, StreamExt};
 use proto::booking::admin_service_server::{AdminService, AdminServiceServer};
 use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
+use proto::booking::hold_item_result::Result::{Failed, Held};
 use proto::booking::{
     AddLearnerRequest, AuditReply, BookingRef, BookingReply, CapacityReleasedReply,
     CapacityReleasedRequest, CheckoutReply, CreateSessionRequest, CreateShowRequest, EntryRef,
-    GetAuditRequest, GetHoldRequest, GroupStatus, HoldRef, HoldReply, HoldRequest,
-    JoinWaitlistRequest, ListShowsReply, ListShowsRequest, MembershipReply, MoveReplicaRequest,
-    NodesRequest, OfferRef, OfferReply, SeatMapReply, SeatMapRequest, SessionReply, ShowPlacement,
-    ShowRef, ShowReply, StatusReply, StatusRequest, TicketRef, TicketReply, TransferLeaderRequest,
-    WaitlistEntryReply,
+    GetAuditRequest, GetHoldRequest, GroupStatus, HoldItemResult, HoldManyReply, HoldManyRequest,
+    HoldRef, HoldReply, HoldRequest, ItemStatus, JoinWaitlistRequest, ListShowsReply,
+    ListShowsRequest, MembershipReply, MoveReplicaRequest, NodesRequest, OfferRef, OfferReply,
+    SeatMapReply, SeatMapRequest, SessionReply, ShowPlacement, ShowRef, ShowReply, StatusReply,
+    StatusRequest, TicketRef, TicketReply, TransferLeaderRequest, WaitlistEntryReply,
 };
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
 use tokio::sync::mpsc;
-use tonic::metadata::MetadataMap;
+use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::transport::Server;
 use tonic::transport::server::{Connected, TcpIncoming};
 use tonic::{Code, Request, Response, Status};
@@ -73,6 +75,8 @@ struct Fake {
     groups: Mutex<Vec<GroupStatus>>,
     /// Every call received.
     calls: Mutex<Vec<Call>>,
+    /// Whether `HoldMany` is served (else UNIMPLEMENTED, as from a node that predates it).
+    hold_many: AtomicBool,
 }
 
 impl Fake {
@@ -94,6 +98,7 @@ impl Fake {
             default: Mutex::new(default),
             groups: Mutex::new(Vec::new()),
             calls: Mutex::new(Vec::new()),
+            hold_many: AtomicBool::new(false),
         })
     }
 
@@ -203,6 +208,54 @@ impl BookingService for Service {
             grant_ticket_id: request.grant_ticket_id,
             ..HoldReply::default()
         }))
+    }
+
+    async fn hold_many(
+        &self,
+        request: Request<HoldManyRequest>,
+    ) -> Result<Response<HoldManyReply>, Status> {
+        if !self.0.hold_many.load(Ordering::SeqCst) {
+            return Err(Status::unimplemented("HoldMany"));
+        }
+        let items = request.into_inner().items;
+        self.0.calls.lock().unwrap().push(Call {
+            method: "hold_many",
+            key: Some(items.len().to_string()),
+            authorization: None,
+        });
+        let mut results = Vec::new();
+        for item in items {
+            // Each item is answered as a `Hold` call with its key and token would be.
+            let mut metadata = MetadataMap::new();
+            metadata.insert(client::IDEMPOTENCY_KEY, item.idempotency_key.parse().unwrap());
+            let bearer = format!("Bearer {}", item.session_token);
+            metadata.insert(client::AUTHORIZATION, bearer.parse().unwrap());
+            let hold = item.hold.unwrap();
+            let result = match self.0.answer("hold_many_item", &metadata).await {
+                Ok(()) => Held(HoldReply {
+                    show_id: hold.show_id,
+                    hold_id: 1,
+                    seats: hold.seats,
+                    ..HoldReply::default()
+                }),
+                Err(status) => Failed(ItemStatus {
+                    code: status.code() as i32,
+                    message: status.message().to_owned(),
+                    metadata: status
+                        .metadata()
+                        .iter()
+                        .filter_map(|entry| match entry {
+                            KeyAndValueRef::Ascii(key, value) => {
+                                Some((key.as_str().to_owned(), value.to_str().unwrap().to_owned()))
+                            }
+                            KeyAndValueRef::Binary(..) => None,
+                        })
+                        .collect(),
+                }),
+            };
+            results.push(HoldItemResult { result: Some(result) });
+        }
+        Ok(Response::new(HoldManyReply { results }))
     }
 
     async fn get_hold(
@@ -975,4 +1028,89 @@ async fn through_a_connector_a_hint_to_a_refused_node_is_not_followed_again() {
     // stale → node 3 (refused) → stale (its hint to node 3 ignored) → leader.
     assert_eq!((stale.calls("hold").len(), leader.calls("hold").len()), (2, 1));
     assert!(network.dialed().iter().any(|address| address == "node-3:7000"));
+}
+
+#[tokio::test]
+async fn concurrent_holds_share_hold_many_calls_each_with_its_key_and_token() {
+    let node = Fake::start(1, Answer::Serve).await;
+    node.hold_many.store(true, Ordering::SeqCst);
+    let config = Config { hold_batches_in_flight_max: 1, ..config(5_000) };
+    let client = Client::with_config(vec![node.address.clone()], config).unwrap();
+    // The first hold of a show finds its leader with a `Hold` call; the rest are batched.
+    client.hold("tok", 7, &[100], 1, None).await.unwrap();
+    assert_eq!(node.calls("hold").len(), 1);
+
+    let holds = (0..64u32).map(|at| {
+        let client = client.clone();
+        async move {
+            let (token, key) = (format!("tok-{at}"), format!("key-{at}"));
+            client.hold(&token, 7, &[at], 1, Some(&key)).await
+        }
+    });
+    let held = futures_util::future::join_all(holds).await;
+    for (at, hold) in held.into_iter().enumerate() {
+        assert_eq!(hold.unwrap().seats, [at as u32]);
+    }
+    let items = node.calls("hold_many_item");
+    assert_eq!(items.len(), 64);
+    for at in 0..64 {
+        let key = format!("key-{at}");
+        let call = items.iter().find(|call| call.key.as_deref() == Some(key.as_str())).unwrap();
+        assert_eq!(call.authorization, Some(format!("Bearer tok-{at}")));
+    }
+    // One call in flight at a time: holds queued behind the first call went out together.
+    let calls = node.calls("hold_many");
+    assert!(calls.len() < 64, "{} calls for 64 holds", calls.len());
+    assert_eq!(node.calls("hold").len(), 1);
+}
+
+#[tokio::test]
+async fn a_batched_hold_on_a_follower_follows_the_hint_as_a_hold_with_the_same_key() {
+    let leader = Fake::start(2, Answer::Serve).await;
+    let follower = Fake::start(1, Answer::NotLeader(2, leader.address.clone())).await;
+    follower.hold_many.store(true, Ordering::SeqCst);
+    leader.hold_many.store(true, Ordering::SeqCst);
+    let client = client(&[&follower], 5_000);
+    // The client believes the follower leads show 7 (it led it once).
+    follower.script([Answer::Serve]);
+    client.hold("tok", 7, &[1], 1, Some("k-0")).await.unwrap();
+
+    client.hold("tok", 7, &[1], 1, Some("k-1")).await.unwrap();
+    assert_eq!(follower.calls("hold_many_item")[0].key.as_deref(), Some("k-1"));
+    let served = leader.calls("hold");
+    assert_eq!(served.len(), 1);
+    assert_eq!(served[0].key.as_deref(), Some("k-1"));
+    // The leader the hint named is cached: the next hold is batched there.
+    client.hold("tok", 7, &[2], 1, Some("k-2")).await.unwrap();
+    assert_eq!(leader.calls("hold_many_item")[0].key.as_deref(), Some("k-2"));
+    // A rejected item is final, with its code, and not sent again.
+    let rejecting = Fake::start(3, Answer::Reject(Code::Aborted, "seat_unavailable")).await;
+    rejecting.hold_many.store(true, Ordering::SeqCst);
+    let client = client_with(&rejecting);
+    rejecting.script([Answer::Serve]);
+    client.hold("tok", 7, &[1], 1, None).await.unwrap();
+    let error = client.hold("tok", 7, &[1], 1, None).await.unwrap_err();
+    assert_eq!(error.booking_code(), Some("seat_unavailable"));
+    assert_eq!(rejecting.calls("hold_many_item").len(), 1);
+    assert_eq!(rejecting.calls("hold").len(), 1);
+}
+
+#[tokio::test]
+async fn a_batched_hold_whose_call_hung_stays_outcome_unknown() {
+    // The batch call hangs past the attempt timeout, then every retry finds no leader: the
+    // first attempt may have been applied, so the outcome is unknown.
+    let node = Fake::start(1, Answer::NoLeader).await;
+    node.hold_many.store(true, Ordering::SeqCst);
+    node.script([Answer::Serve, Answer::Hang(Duration::from_secs(5))]);
+    let client = client(&[&node], 700);
+    client.hold("tok", 7, &[1], 1, Some("k-0")).await.unwrap();
+
+    let error = client.hold("tok", 7, &[1], 1, Some("k")).await.unwrap_err();
+    assert!(error.is_outcome_unknown(), "{error:?}");
+    assert_eq!(node.calls("hold_many_item")[0].key.as_deref(), Some("k"));
+    assert!(node.calls("hold").iter().skip(1).all(|call| call.key.as_deref() == Some("k")));
+}
+
+fn client_with(node: &Arc<Fake>) -> Client {
+    client(&[node], 5_000)
 }

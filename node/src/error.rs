@@ -27,7 +27,7 @@ pub struct LeaderHint {
 }
 
 /// Why an API call failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ApiError {
     /// The group's state machine rejected the command (nothing changed).
     #[error("{0}")]

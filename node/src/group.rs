@@ -13,7 +13,7 @@ use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, LinearizableReadError, RaftError};
 use openraft::{ReadPolicy, ServerState, WatchChangeHandle};
 use raft::{Clock, GroupId, GroupReader, NodeId, ProposeError, Proposer, Raft};
-use statemachine::{Command, Group, Outcome};
+use statemachine::{ClientCommand, Command, Group, Outcome, Rejection};
 use tokio::task::JoinHandle;
 
 use crate::error::{ApiError, LeaderHint};
@@ -126,6 +126,62 @@ impl HostedGroup {
                 Err(ApiError::Internal(error.to_string()))
             }
         }
+    }
+
+    /// The `seat_unavailable` rejection a hold would get, answered without a log entry when
+    /// this node leads: this replica's applied state is asked first (most holds that will
+    /// succeed stop there and are proposed at no extra cost); a hold that looks rejected is
+    /// judged again after ReadIndex, so the answer is a linearizable read
+    /// (`statemachine::Group::reject_without_log`; shared/DESIGN.md, "Throughput"). `None`:
+    /// propose it.
+    ///
+    /// # Errors
+    ///
+    /// As [`HostedGroup::read_linearizable`].
+    pub async fn reject_without_log(
+        &self,
+        command: &ClientCommand,
+    ) -> Result<Option<Rejection>, ApiError> {
+        Ok(self.reject_many_without_log(std::slice::from_ref(command)).await?.pop().flatten())
+    }
+
+    /// [`HostedGroup::reject_without_log`] for many commands, with one ReadIndex for all of
+    /// them.
+    ///
+    /// # Errors
+    ///
+    /// As [`HostedGroup::read_linearizable`].
+    pub async fn reject_many_without_log(
+        &self,
+        commands: &[ClientCommand],
+    ) -> Result<Vec<Option<Rejection>>, ApiError> {
+        let clock = self.proposer.clock();
+        if !self.is_leader() {
+            return Ok(vec![None; commands.len()]);
+        }
+        let now = clock.now_ms();
+        let suspects = self.read_local(|state| {
+            commands
+                .iter()
+                .map(|command| state.reject_without_log(command, now).is_some())
+                .collect::<Vec<_>>()
+        })?;
+        if !suspects.contains(&true) {
+            return Ok(vec![None; commands.len()]);
+        }
+        self.read_linearizable(|state| {
+            // The clock is read after the read index was confirmed: an entry proposed now would
+            // be stamped no earlier.
+            let now = clock.now_ms();
+            commands
+                .iter()
+                .zip(&suspects)
+                .map(|(command, suspect)| {
+                    suspect.then(|| state.reject_without_log(command, now)).flatten()
+                })
+                .collect()
+        })
+        .await
     }
 
     /// Reads the group's state linearizably: this node confirms it still leads with a quorum

@@ -9,6 +9,7 @@
 //! `as_of`. Never judges a booking rule (the state machine does) and never touches the wire
 //! formats (the API modules do).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use statemachine::limits::ADMISSION_WINDOW_MAX;
@@ -224,7 +225,9 @@ impl Service {
         decide(hosted, Command::Operator(command)).await
     }
 
-    /// Proposes a buyer's request under `session` and `key`.
+    /// Proposes a buyer's request under `session` and `key`. A hold whose seats the group's
+    /// state already refuses is answered `seat_unavailable` after a linearizable read, without
+    /// a log entry ([`HostedGroup::reject_without_log`]).
     ///
     /// # Errors
     ///
@@ -237,7 +240,58 @@ impl Service {
         request: ClientRequest,
     ) -> Result<Reply, ApiError> {
         let hosted = self.group_of(show).await?;
-        decide(hosted, Command::Client(ClientCommand { show, session, key, request })).await
+        let command = ClientCommand { show, session, key, request };
+        if let Some(rejection) = hosted.reject_without_log(&command).await? {
+            return Err(ApiError::Rejected(rejection));
+        }
+        decide(hosted, Command::Client(command)).await
+    }
+
+    /// Decides many buyers' requests, each exactly as [`Service::client`] would, one result
+    /// per command in order: grouped by the show's data group, the holds a group's state
+    /// already refuses answered after one ReadIndex for the group, the rest proposed at once
+    /// (the group's proposer coalesces them into few entries).
+    pub async fn clients(&self, commands: Vec<ClientCommand>) -> Vec<Result<Reply, ApiError>> {
+        let mut results: Vec<Option<Result<Reply, ApiError>>> = vec![None; commands.len()];
+        let mut by_group: BTreeMap<u64, (&Arc<HostedGroup>, Vec<usize>)> = BTreeMap::new();
+        for (at, command) in commands.iter().enumerate() {
+            match self.group_of(command.show).await {
+                Ok(hosted) => by_group.entry(hosted.id).or_insert((hosted, Vec::new())).1.push(at),
+                Err(error) => results[at] = Some(Err(error)),
+            }
+        }
+        let commands = &commands;
+        let groups = by_group.into_values().map(|(hosted, ats)| async move {
+            if !hosted.is_leader() {
+                return ats.into_iter().map(|at| (at, Err(hosted.not_leader()))).collect();
+            }
+            let own: Vec<ClientCommand> = ats.iter().map(|&at| commands[at].clone()).collect();
+            let rejections = match hosted.reject_many_without_log(&own).await {
+                Ok(rejections) => rejections,
+                Err(error) => return ats.into_iter().map(|at| (at, Err(error.clone()))).collect(),
+            };
+            let decisions = own.into_iter().zip(rejections).zip(ats).map(
+                |((command, rejection), at)| async move {
+                    let result = match rejection {
+                        Some(rejection) => Err(ApiError::Rejected(rejection)),
+                        None => decide(hosted, Command::Client(command)).await,
+                    };
+                    (at, result)
+                },
+            );
+            futures_util::future::join_all(decisions).await
+        });
+        for decided in futures_util::future::join_all(groups).await {
+            for (at, result) in decided {
+                results[at] = Some(result);
+            }
+        }
+        results
+            .into_iter()
+            .map(|result| {
+                result.unwrap_or_else(|| Err(ApiError::Internal("a command got no result".into())))
+            })
+            .collect()
     }
 
     /// Proposes a payment provider's verified outcome.

@@ -11,18 +11,20 @@ use std::pin::Pin;
 
 use futures_util::{Stream, StreamExt};
 use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
+use proto::booking::hold_item_result::Result as ItemResult;
 use proto::booking::{
     AuditReply, BookingRef, BookingReply, CapacityReleasedReply, CapacityReleasedRequest,
     CheckoutReply, CreateSessionRequest, CreateShowRequest, EntryRef, GetAuditRequest,
-    GetHoldRequest, HoldRef, HoldReply, HoldRequest, JoinWaitlistRequest, ListShowsReply,
-    ListShowsRequest, OfferRef, OfferReply, SeatMapReply, SeatMapRequest, SessionReply,
-    ShowPlacement, ShowRef, ShowReply, TicketRef, TicketReply, WaitlistEntryReply,
+    GetHoldRequest, HoldItem, HoldItemResult, HoldManyReply, HoldManyRequest, HoldRef, HoldReply,
+    HoldRequest, ItemStatus, JoinWaitlistRequest, ListShowsReply, ListShowsRequest, OfferRef,
+    OfferReply, SeatMapReply, SeatMapRequest, SessionReply, ShowPlacement, ShowRef, ShowReply,
+    TicketRef, TicketReply, WaitlistEntryReply,
 };
 use statemachine::{
-    BookingId, ClientRequest, EntityKind, EntryId, Group, HoldId, IdempotencyKey, OfferId,
-    OperatorCommand, Rejection, Reply, SessionId, ShowId, TicketId,
+    BookingId, ClientCommand, ClientRequest, EntityKind, EntryId, Group, HoldId, IdempotencyKey,
+    OfferId, OperatorCommand, Rejection, Reply, SessionId, ShowId, TicketId,
 };
-use tonic::metadata::MetadataMap;
+use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::{Request, Response, Status};
 
 use crate::api::convert;
@@ -130,6 +132,57 @@ impl BookingApi {
     ) -> Result<WaitlistEntryReply, ApiError> {
         self.service.read_local(show, |state| entry_read(state, show, entry, session)).await
     }
+}
+
+/// The most items of one `HoldMany` call.
+pub const HOLD_MANY_ITEMS_MAX: usize = 1_024;
+
+impl BookingApi {
+    /// The command of one `HoldMany` item, checked as a `Hold` call's metadata and message.
+    fn hold_item(&self, item: HoldItem) -> Result<ClientCommand, ApiError> {
+        let session = self.service.shared().sessions.session_of_token(&item.session_token)?;
+        let key = session::idempotency_key(Some(&item.idempotency_key))?;
+        let hold = item.hold.ok_or_else(|| ApiError::InvalidArgument("hold: required".into()))?;
+        let show = convert::show_id(hold.show_id)?;
+        let seats = convert::seat_set(&hold.seats)?;
+        let grant = (hold.grant_ticket_id != 0).then_some(TicketId(hold.grant_ticket_id));
+        let request = ClientRequest::Hold { seats, price_version: hold.price_version, grant };
+        Ok(ClientCommand { show, session, key, request })
+    }
+
+    /// What one decided hold answers: the hold as made, or the failure.
+    async fn held(
+        &self,
+        command: &ClientCommand,
+        decided: Result<Reply, ApiError>,
+    ) -> Result<HoldReply, ApiError> {
+        // A hold sent on to the leader is counted where it is decided, not here.
+        if !matches!(decided, Err(ApiError::NotLeader { .. })) {
+            self.metrics.record_hold(HoldOutcome::of(&decided));
+        }
+        match decided? {
+            Reply::Held(receipt) => {
+                self.hold_after(command.show, receipt.hold, command.session).await
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+/// A failure as a `HoldMany` item carries it: the status a `Hold` call would have failed with.
+fn item_status(error: ApiError) -> ItemStatus {
+    let status = Status::from(error);
+    let metadata = status
+        .metadata()
+        .iter()
+        .filter_map(|entry| match entry {
+            KeyAndValueRef::Ascii(key, value) => {
+                Some((key.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+            }
+            KeyAndValueRef::Binary(..) => None,
+        })
+        .collect();
+    ItemStatus { code: status.code() as i32, message: status.message().to_owned(), metadata }
 }
 
 fn metadata_str<'a>(metadata: &'a MetadataMap, key: &str) -> Option<&'a str> {
@@ -253,16 +306,42 @@ impl BookingService for BookingApi {
         let seats = convert::seat_set(&request.seats)?;
         let grant = (request.grant_ticket_id != 0).then_some(TicketId(request.grant_ticket_id));
         let hold = ClientRequest::Hold { seats, price_version: request.price_version, grant };
-        let decided = self.service.client(show, session, key, hold).await;
-        // A hold sent on to the leader is counted where it is decided, not here.
-        if !matches!(decided, Err(ApiError::NotLeader { .. })) {
-            self.metrics.record_hold(HoldOutcome::of(&decided));
+        let command = ClientCommand { show, session, key, request: hold };
+        let decided = self.service.client(show, session, key, command.request.clone()).await;
+        Ok(Response::new(self.held(&command, decided).await?))
+    }
+
+    async fn hold_many(
+        &self,
+        request: Request<HoldManyRequest>,
+    ) -> Result<Response<HoldManyReply>, Status> {
+        let items = request.into_inner().items;
+        if items.is_empty() || items.len() > HOLD_MANY_ITEMS_MAX {
+            let message = format!("items: 1..={HOLD_MANY_ITEMS_MAX} holds per call");
+            return Err(ApiError::InvalidArgument(message).into());
         }
-        let receipt = match decided? {
-            Reply::Held(receipt) => receipt,
-            other => return Err(unexpected(other).into()),
-        };
-        Ok(Response::new(self.hold_after(show, receipt.hold, session).await?))
+        let parsed: Vec<Result<ClientCommand, ApiError>> =
+            items.into_iter().map(|item| self.hold_item(item)).collect();
+        let commands = parsed.iter().filter_map(|command| command.as_ref().ok().cloned()).collect();
+        let mut decided = self.service.clients(commands).await.into_iter();
+        let mut results = Vec::with_capacity(parsed.len());
+        for command in parsed {
+            let reply = match command {
+                Ok(command) => {
+                    let decision = decided.next().unwrap_or_else(|| {
+                        Err(ApiError::Internal("a hold got no decision".into()))
+                    });
+                    self.held(&command, decision).await
+                }
+                Err(error) => Err(error),
+            };
+            let result = match reply {
+                Ok(reply) => ItemResult::Held(reply),
+                Err(error) => ItemResult::Failed(item_status(error)),
+            };
+            results.push(HoldItemResult { result: Some(result) });
+        }
+        Ok(Response::new(HoldManyReply { results }))
     }
 
     async fn get_hold(

@@ -77,7 +77,16 @@ impl Sessions {
     ///
     /// `Unauthenticated` without a `Bearer` token this cluster issued.
     pub fn session(&self, authorization: Option<&str>) -> Result<SessionId, ApiError> {
-        let token = bearer(authorization)?;
+        self.session_of_token(bearer(authorization)?)
+    }
+
+    /// The session of a bare token (as a `HoldMany` item carries it).
+    ///
+    /// # Errors
+    ///
+    /// `Unauthenticated` for a token this cluster did not issue.
+    pub fn session_of_token(&self, token: &str) -> Result<SessionId, ApiError> {
+        let token = token.trim();
         let unknown = || {
             ApiError::Unauthenticated(
                 "authorization: not a session token of this cluster (POST /v1/sessions issues one)"

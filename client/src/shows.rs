@@ -165,13 +165,25 @@ impl Client {
     ///
     /// [`crate::Error::Rejected`] with `show_not_found`, [`crate::Error::Unavailable`].
     pub async fn get_seat_map(&self, show_id: u64) -> Result<SeatMapReply> {
+        Ok(unpacked(self.get_seat_map_packed(show_id).await?))
+    }
+
+    /// As [`Client::get_seat_map`], in the packed form a node serves from one encoding per
+    /// applied log position: `seat_states` and `seat_classes` carry a byte per seat (a
+    /// [`SeatStatus`](crate::SeatStatus) number and a class), and `seats` and `classes` are
+    /// empty. For a front end that hands the map on as it is, or reads it often.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::get_seat_map`].
+    pub async fn get_seat_map_packed(&self, show_id: u64) -> Result<SeatMapReply> {
         let metadata = CallMetadata::default();
         let (reply, _) = self
             .booking_call(
                 Route::Show(show_id),
                 Kind::LocalRead,
                 &metadata,
-                SeatMapRequest { show_id, linearizable: false },
+                SeatMapRequest { show_id, linearizable: false, packed: true },
                 |mut c, r| async move { c.get_seat_map(r).await },
             )
             .await?;
@@ -204,10 +216,11 @@ impl Client {
                 Route::Show(show_id),
                 Kind::Read,
                 &metadata,
-                SeatMapRequest { show_id, linearizable: true },
+                SeatMapRequest { show_id, linearizable: true, packed: true },
                 |mut c, r| async move { c.get_seat_map(r).await },
             )
             .await?;
+        let reply = unpacked(reply);
         // A node that does not know the request's `linearizable` field ignores it and serves
         // its replica's map; handing that out as linearizable would be a silent stale read.
         if !reply.linearizable {
@@ -362,9 +375,35 @@ impl Client {
     }
 }
 
+/// A packed seat map with `seats` and `classes` filled from its bytes (a map that came
+/// unpacked, from a node that predates packing, is left as it is).
+fn unpacked(mut map: SeatMapReply) -> SeatMapReply {
+    if map.seats.is_empty() && !map.seat_states.is_empty() {
+        map.seats = map.seat_states.iter().map(|state| i32::from(*state)).collect();
+        map.classes = map.seat_classes.iter().map(|class| u32::from(*class)).collect();
+        map.seat_states = Default::default();
+        map.seat_classes = Default::default();
+    }
+    map
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_packed_map_unpacks_to_the_repeated_fields() {
+        let packed = SeatMapReply {
+            seat_states: vec![1, 2, 3].into(),
+            seat_classes: vec![0, 1, 0].into(),
+            ..SeatMapReply::default()
+        };
+        let map = unpacked(packed);
+        assert_eq!((map.seats, map.classes), (vec![1, 2, 3], vec![0, 1, 0]));
+        assert!(map.seat_states.is_empty() && map.seat_classes.is_empty());
+        let plain = SeatMapReply { seats: vec![1], classes: vec![0], ..SeatMapReply::default() };
+        assert_eq!(unpacked(plain.clone()), plain);
+    }
 
     #[test]
     fn a_uniform_show_sends_no_setup() {

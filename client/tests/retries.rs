@@ -303,7 +303,7 @@ impl BookingService for Service {
         request: Request<SeatMapRequest>,
     ) -> Result<Response<SeatMapReply>, Status> {
         self.0.answer("get_seat_map", request.metadata()).await?;
-        let SeatMapRequest { show_id, linearizable } = *request.get_ref();
+        let SeatMapRequest { show_id, linearizable, .. } = *request.get_ref();
         Ok(Response::new(SeatMapReply {
             show_id,
             seats: vec![1, 2, 3],

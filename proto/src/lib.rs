@@ -20,3 +20,6 @@ pub mod booking {
     #![allow(missing_docs, clippy::doc_lazy_continuation)]
     tonic::include_proto!("booking.v1");
 }
+
+/// The shared byte buffers of `bytes` fields mapped to them (`booking.v1.SeatMapReply`).
+pub use prost::bytes::Bytes;

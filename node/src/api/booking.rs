@@ -28,6 +28,7 @@ use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::{Request, Response, Status};
 
 use crate::api::convert;
+use crate::api::seat_maps::SeatMaps;
 use crate::api::session;
 use crate::error::ApiError;
 use crate::rest::metrics::{HoldOutcome, Metrics};
@@ -41,13 +42,14 @@ pub type WatchStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 
 pub struct BookingApi {
     service: Service,
     metrics: Metrics,
+    seat_maps: SeatMaps,
 }
 
 impl BookingApi {
     /// The API over this node's booking operations, recording hold outcomes in `metrics` (the
     /// same registry `/metrics` serves).
     pub fn new(service: Service, metrics: Metrics) -> BookingApi {
-        BookingApi { service, metrics }
+        BookingApi { service, metrics, seat_maps: SeatMaps::new() }
     }
 
     /// The tonic service.
@@ -261,6 +263,16 @@ impl BookingService for BookingApi {
     ) -> Result<Response<SeatMapReply>, Status> {
         let request = request.into_inner();
         let show = convert::show_id(request.show_id)?;
+        if request.packed {
+            let read = |state: &Group| self.seat_maps.packed(state, show);
+            let mut map = if request.linearizable {
+                self.service.read_linearizable(show, read).await?
+            } else {
+                self.service.read_local(show, read).await?
+            };
+            map.linearizable = request.linearizable;
+            return Ok(Response::new(map));
+        }
         let read = |state: &Group| state.seat_map(show);
         let map = if request.linearizable {
             self.service.read_linearizable(show, read).await?

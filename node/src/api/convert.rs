@@ -296,6 +296,26 @@ pub fn seat_map_reply(map: &SeatMap, linearizable: bool) -> pb::SeatMapReply {
         as_of_log_index: map.as_of.log_index,
         as_of_log_time_ms: map.as_of.log_time_ms,
         linearizable,
+        ..pb::SeatMapReply::default()
+    }
+}
+
+/// A seat map in the packed form (`SeatMapRequest.packed`): a byte per seat for its status and
+/// one for its class; `seats` and `classes` stay empty.
+pub fn packed_seat_map_reply(map: &SeatMap, linearizable: bool) -> pb::SeatMapReply {
+    let states: Vec<u8> = map.seats.iter().map(|seat| seat_status(*seat) as u8).collect();
+    pb::SeatMapReply {
+        show_id: map.show.0,
+        status: show_status_name(map.status).to_owned(),
+        price_version: map.price_version,
+        currency: map.currency.to_string(),
+        prices_minor: map.prices_minor.clone(),
+        as_of_log_index: map.as_of.log_index,
+        as_of_log_time_ms: map.as_of.log_time_ms,
+        linearizable,
+        seat_states: states.into(),
+        seat_classes: map.classes.clone().into(),
+        ..pb::SeatMapReply::default()
     }
 }
 
@@ -746,6 +766,10 @@ mod tests {
             ],
             as_of: AS_OF,
         };
+        let packed = packed_seat_map_reply(&map, false);
+        assert_eq!(packed.seat_states.as_ref(), [1, 2, 3, 4]);
+        assert_eq!(packed.seat_classes.as_ref(), [0, 0, 0, 0]);
+        assert!(packed.seats.is_empty() && packed.classes.is_empty() && !packed.linearizable);
         let reply = seat_map_reply(&map, true);
         assert_eq!(reply.status, "on_sale");
         assert!(reply.linearizable);

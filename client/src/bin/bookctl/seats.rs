@@ -95,6 +95,7 @@ mod tests {
             as_of_log_index: 42,
             as_of_log_time_ms: 0,
             linearizable: false,
+            ..SeatMapReply::default()
         }
     }
 

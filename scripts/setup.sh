@@ -9,6 +9,13 @@ if ! ldconfig -p 2>/dev/null | grep -q -E 'libclang(-[0-9]+)?\.so'; then need_ap
 if ! command -v c++ >/dev/null 2>&1; then need_apt+=(g++); fi
 # The Jepsen suite's clock-skew nemesis runs nodes under libfaketime (LD_PRELOAD).
 if ! compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null; then need_apt+=(libfaketime); fi
+# The benchmark's etcd client (etcd-client's build script) compiles etcd's protos with a system
+# protoc; the benchmark runs etcd 3.4 and PostgreSQL 15 against the cluster (scripts/bench.sh).
+if ! command -v protoc >/dev/null 2>&1; then need_apt+=(protobuf-compiler); fi
+if [ "${BOOKING_BENCH_SETUP:-0}" = 1 ]; then
+  if ! command -v etcd >/dev/null 2>&1; then need_apt+=(etcd-server); fi
+  if [ ! -x /usr/lib/postgresql/15/bin/postgres ]; then need_apt+=(postgresql-15); fi
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing ${need_apt[*]}" >&2

@@ -1,7 +1,8 @@
 //! A cluster of real `bookingd` processes on loopback, for the suite's runs: each node on its
 //! own address `127.0.0.(ip_base + id)`, with its own data directory and log files, reaching
 //! its peers through a [`Links`] mesh of fault proxies (node `i`'s `--peers j=` is the proxy of
-//! the link `i → j`), and optionally under libfaketime so that its wall clock can be skewed.
+//! the link `i → j`; or directly, without faults, when [`ClusterOptions::direct_peers`] is set),
+//! and optionally under libfaketime so that its wall clock can be skewed.
 //!
 //! Owns the processes it spawned and their faults: kill -9 and restart, SIGSTOP and SIGCONT,
 //! link cuts, clock skew, membership removal and readmission, leader transfer, and
@@ -190,6 +191,11 @@ pub struct ClusterOptions {
     pub wait: Duration,
     /// The retry policy of the clients [`Cluster::client`] and [`Cluster::new_client`] make.
     pub client_config: Config,
+    /// Dial peers directly (`--peers j=<j's listen address>`) instead of through the link
+    /// proxies. The proxies still start, but carry nothing, so link faults have no effect: for
+    /// the benchmark, which must not pay for a user-space relay of every Raft message on a
+    /// small machine. Off by default (the suite's link faults need the proxies).
+    pub direct_peers: bool,
 }
 
 impl ClusterOptions {
@@ -222,6 +228,7 @@ impl ClusterOptions {
             log_filter: "info,openraft=warn".to_owned(),
             wait: Duration::from_secs(30),
             client_config: Config::default(),
+            direct_peers: false,
         }
     }
 
@@ -418,7 +425,11 @@ impl Cluster {
                 .map_err(ClusterError::io(format!("create {}", dir.display())))?;
             let mut peers = Vec::new();
             for &peer in addresses.keys() {
-                let via = if peer == id { Some(listen) } else { links.address(id, peer) };
+                let via = if peer == id || options.direct_peers {
+                    addresses.get(&peer).copied()
+                } else {
+                    links.address(id, peer)
+                };
                 let via =
                     via.ok_or_else(|| ClusterError::Invalid(format!("no link {id} -> {peer}")))?;
                 peers.push(format!("{peer}={via}"));

@@ -12,7 +12,10 @@
 //! - [`workload`]: client processes and the history they record with
 //!   `statemachine::check::recorder` (whose checkers, shared with the simulator, judge it).
 //! - [`runner`]: one test end to end; [`report`]: its folder and timeline.
+//! - [`bench`]: the on-sale benchmark against this cluster, PostgreSQL and etcd (the `bench`
+//!   binary, `scripts/bench.sh`).
 
+pub mod bench;
 pub mod cluster;
 pub mod nemesis;
 pub mod onsale;

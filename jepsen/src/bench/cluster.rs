@@ -1,0 +1,300 @@
+//! This cluster as a benchmark backend: three `bookingd` nodes on 127.0.0.1-3, ports from
+//! 7600, data on disk (a fresh directory per invocation), peers dialled directly (no fault
+//! proxies), driven only through the `client` SDK.
+//!
+//! Owns the run's shows (created through the operator API, sales open, a hold TTL that outlasts
+//! the run, 64 live holds per session), the workers' sessions (each rotates to a fresh session
+//! before it reaches that limit) and reading the final seat maps back linearizably. Never
+//! reaches into a node: everything goes through the public API.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use client::{Client, Error, NewShow, SeatStatus, ShowPolicy};
+use tempfile::TempDir;
+
+use crate::bench::driver::RunSpec;
+use crate::bench::workload::{Attempt, WorkloadKind};
+use crate::bench::{Backend, BenchError, HeldSeat, Options, Outcome, Target};
+use crate::cluster::{Cluster, ClusterOptions};
+
+/// The backend's name in the report.
+const NAME: &str = "cluster";
+
+/// Live holds one session may have in a show: the cluster's maximum.
+pub const HOLDS_PER_SESSION: u32 = statemachine::limits::HOLDS_PER_SESSION_MAX;
+
+/// Node `i` listens on `127.0.0.(IP_BASE + i)`.
+const IP_BASE: u8 = 0;
+
+/// Every node serves on this port of its own address.
+const PORT_BASE: u16 = 7600;
+
+/// The shortest hold TTL: the default 5 minutes, well past any run.
+const HOLD_TTL_MIN: Duration = Duration::from_secs(300);
+
+/// The price of every seat, minor units.
+const PRICE_MINOR: u64 = 5_000;
+
+/// How long a new show may take to be readable on its group's replicas.
+const SHOW_READY_WAIT: Duration = Duration::from_secs(20);
+
+/// The started cluster.
+pub struct ClusterBackend {
+    cluster: Cluster,
+    groups: u64,
+    _dir: TempDir,
+}
+
+impl ClusterBackend {
+    /// Starts three nodes with `options.cluster_groups` data groups and waits for leaders.
+    ///
+    /// # Errors
+    ///
+    /// When the data directory cannot be made, `bookingd` is missing, or the cluster does not
+    /// come up.
+    pub async fn start(options: &Options) -> Result<ClusterBackend, BenchError> {
+        std::fs::create_dir_all(&options.data_dir)
+            .map_err(BenchError::io(format!("create {}", options.data_dir.display())))?;
+        let dir = tempfile::Builder::new()
+            .prefix("cluster-")
+            .tempdir_in(&options.data_dir)
+            .map_err(BenchError::io("make the cluster's directory"))?;
+        let cluster_options = ClusterOptions {
+            groups: options.cluster_groups,
+            ip_base: IP_BASE,
+            port_base: PORT_BASE,
+            clock_skew: false,
+            direct_peers: true,
+            log_filter: "warn".to_owned(),
+            ..ClusterOptions::new(3, dir.path())
+        };
+        let cluster = Cluster::start(cluster_options)
+            .await
+            .map_err(|error| BenchError::backend(NAME, error))?;
+        Ok(ClusterBackend { cluster, groups: options.cluster_groups, _dir: dir })
+    }
+}
+
+impl Backend for ClusterBackend {
+    type Run = ClusterRun;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn prepare(&self, spec: &RunSpec) -> Result<ClusterRun, BenchError> {
+        let client = self.cluster.new_client().map_err(|error| BenchError::backend(NAME, error))?;
+        let hold_ttl = HOLD_TTL_MIN.max(spec.duration * 2 + Duration::from_secs(60));
+        let hold_ttl_ms = u64::try_from(hold_ttl.as_millis()).unwrap_or(u64::MAX);
+        let spread =
+            spec.workload != WorkloadKind::OnSale && spec.workload != WorkloadKind::MapReads;
+        let mut shows = Vec::new();
+        let mut price_versions = Vec::new();
+        for index in 0..spec.layout.shows {
+            let show_id = u64::from(spec.index + 1) * 1_000 + u64::from(index) + 1;
+            let mut show =
+                NewShow::uniform(show_id, spec.layout.seats_per_show, PRICE_MINOR, "EUR");
+            show.open_sales = true;
+            show.hold_ttl_ms = hold_ttl_ms;
+            show.policy = ShowPolicy { holds_per_session_max: HOLDS_PER_SESSION, ..show.policy };
+            // Several shows go round-robin over the data groups; the on-sale's one show is
+            // placed by the cluster.
+            if spread {
+                show.group_id = u64::from(index) % self.groups + 1;
+            }
+            client.create_show(&show, None).await.map_err(|error| {
+                BenchError::backend(NAME, format!("create show {show_id}: {error}"))
+            })?;
+            shows.push(show_id);
+        }
+        for &show_id in &shows {
+            price_versions.push(ready_price_version(&client, show_id).await?);
+        }
+        let readers = self
+            .cluster
+            .node_ids()
+            .into_iter()
+            .map(|id| self.cluster.client_of(&[id]).map(|client| (id, client)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| BenchError::backend(NAME, error))?;
+        Ok(ClusterRun {
+            client,
+            readers,
+            shows,
+            price_versions,
+            run: spec.index,
+            groups: self.groups,
+            hold_ttl,
+        })
+    }
+
+    async fn stop(&mut self) {
+        self.cluster.stop().await;
+    }
+}
+
+/// Waits until show `show_id` is readable and returns its price version.
+async fn ready_price_version(client: &Client, show_id: u64) -> Result<u32, BenchError> {
+    let deadline = tokio::time::Instant::now() + SHOW_READY_WAIT;
+    loop {
+        match client.get_seat_map(show_id).await {
+            Ok(map) => return Ok(map.price_version),
+            Err(error) if tokio::time::Instant::now() >= deadline => {
+                return Err(BenchError::backend(NAME, format!("show {show_id}: {error}")));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// One run's shows and clients.
+pub struct ClusterRun {
+    /// Shared by every worker: clones share its channels and leader cache, and the SDK may
+    /// batch concurrent holds into one call.
+    client: Client,
+    /// One client per node, for the readers (each reads from its node only).
+    readers: Vec<(u64, Client)>,
+    /// Show ids, by show index.
+    shows: Vec<u64>,
+    /// Each show's price version.
+    price_versions: Vec<u32>,
+    run: u32,
+    groups: u64,
+    hold_ttl: Duration,
+}
+
+/// A worker: its session and how many holds it may still have in it.
+pub struct ClusterWorker {
+    token: String,
+    /// Holds made in this session that may be live (acknowledged or of unknown outcome).
+    live_holds: u32,
+    /// The idempotency key of the current attempt, written in place.
+    key: String,
+}
+
+/// A reader: a client of one node.
+pub struct ClusterReader {
+    client: Client,
+}
+
+impl ClusterRun {
+    /// Whether `error` is a clean seat conflict, and otherwise its label.
+    fn outcome_of(error: &Error) -> Outcome {
+        match error {
+            Error::Rejected { code, .. } if code == "seat_unavailable" => Outcome::Conflict,
+            Error::Rejected { code, .. } => Outcome::Failed(format!("rejected {code}")),
+            Error::Unavailable { outcome_unknown: true, booking_code, .. } => Outcome::Unknown(
+                format!("unavailable {}", booking_code.as_deref().unwrap_or("(no code)")),
+            ),
+            Error::Unavailable { booking_code, .. } => Outcome::Failed(format!(
+                "unavailable {}",
+                booking_code.as_deref().unwrap_or("(no code)")
+            )),
+            Error::Transport { status, .. } => Outcome::Unknown(format!("transport {status:?}")),
+            Error::InvalidArgument(message) => Outcome::Failed(format!("invalid: {message}")),
+        }
+    }
+}
+
+impl Target for ClusterRun {
+    type Worker = ClusterWorker;
+    type Reader = ClusterReader;
+
+    async fn worker(&self, _index: u32) -> Result<ClusterWorker, BenchError> {
+        let token = self
+            .client
+            .create_session()
+            .await
+            .map_err(|error| BenchError::backend(NAME, format!("create a session: {error}")))?;
+        Ok(ClusterWorker { token, live_holds: 0, key: String::with_capacity(48) })
+    }
+
+    async fn maintain(&self, worker: &mut ClusterWorker) -> Result<(), BenchError> {
+        // A session may have at most HOLDS_PER_SESSION live holds per show; holds outlive the
+        // run, so a worker moves to a fresh session before it would be refused.
+        if worker.live_holds >= HOLDS_PER_SESSION {
+            worker.token =
+                self.client.create_session().await.map_err(|error| {
+                    BenchError::backend(NAME, format!("rotate session: {error}"))
+                })?;
+            worker.live_holds = 0;
+        }
+        Ok(())
+    }
+
+    async fn attempt(&self, worker: &mut ClusterWorker, attempt: &Attempt) -> Outcome {
+        let index = attempt.show as usize;
+        let (Some(&show_id), Some(&price_version)) =
+            (self.shows.get(index), self.price_versions.get(index))
+        else {
+            return Outcome::Failed("no such show".to_owned());
+        };
+        let (seats, used) = attempt.seat_array();
+        worker.key.clear();
+        // Writing to a String cannot fail.
+        let _ = write!(worker.key, "bench-{}-{:x}", self.run, attempt.id);
+        let answer = self
+            .client
+            .hold(&worker.token, show_id, &seats[..used], price_version, Some(&worker.key))
+            .await;
+        match answer {
+            Ok(_) => {
+                worker.live_holds += 1;
+                Outcome::Held
+            }
+            Err(error) => {
+                let outcome = ClusterRun::outcome_of(&error);
+                if matches!(outcome, Outcome::Unknown(_)) {
+                    worker.live_holds += 1;
+                }
+                outcome
+            }
+        }
+    }
+
+    async fn reader(&self, index: u32) -> Result<Option<ClusterReader>, BenchError> {
+        let (_, client) = &self.readers[index as usize % self.readers.len()];
+        Ok(Some(ClusterReader { client: client.clone() }))
+    }
+
+    async fn read_map(&self, reader: &mut ClusterReader, show: u32) -> Result<u64, String> {
+        let show_id = self.shows.get(show as usize).copied().ok_or("no such show")?;
+        let map = reader.client.get_seat_map(show_id).await.map_err(|error| error.to_string())?;
+        let held = map
+            .seats
+            .iter()
+            .filter(|&&status| {
+                status == SeatStatus::Held as i32 || status == SeatStatus::Booked as i32
+            })
+            .count();
+        Ok(held as u64)
+    }
+
+    async fn final_state(&self) -> Result<Vec<HeldSeat>, BenchError> {
+        let mut held = Vec::new();
+        for (show, &show_id) in (0u32..).zip(&self.shows) {
+            let map = self.client.get_seat_map_linearizable(show_id).await.map_err(|error| {
+                BenchError::backend(NAME, format!("read show {show_id}'s seat map: {error}"))
+            })?;
+            for (seat, &status) in (0u32..).zip(&map.seats) {
+                if status != SeatStatus::Free as i32 {
+                    held.push(HeldSeat { show, seat, owner: None });
+                }
+            }
+        }
+        Ok(held)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        vec![format!(
+            "cluster: 3 bookingd nodes on 127.0.0.1-3:{PORT_BASE}, {} data groups, peers dialled \
+             directly (no fault proxies), one SDK client shared by every worker, a fresh \
+             session every {HOLDS_PER_SESSION} holds, hold TTL {} s; final state from \
+             linearizable seat maps (status only: any seat not free counts as held); map \
+             readers read any replica (get_seat_map, labelled as_of), spread over the nodes",
+            self.groups,
+            self.hold_ttl.as_secs()
+        )]
+    }
+}

@@ -1,0 +1,277 @@
+//! The benchmark's report: one markdown table (rows: run and metric; columns: each backend,
+//! then the ratio of this cluster to each peer), followed by how each run ended, its check,
+//! its errors by label, and the notes on how every backend was set up.
+//!
+//! Owns formatting only: every number comes from a [`RunResult`]. Never drops a run that
+//! failed its check or had errors: they are printed with the rest.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use crate::bench::driver::RunResult;
+use crate::bench::workload::{self, WorkloadKind};
+use crate::bench::{BACKENDS, Options};
+
+/// One cell: its text, and its value when a ratio of it means something.
+struct Cell {
+    text: String,
+    value: Option<f64>,
+}
+
+impl Cell {
+    fn number(value: f64, text: String) -> Cell {
+        Cell { text, value: Some(value) }
+    }
+
+    fn text(text: impl Into<String>) -> Cell {
+        Cell { text: text.into(), value: None }
+    }
+}
+
+/// A percentile of a histogram of µs, in ms.
+fn percentile_ms(histogram: &hdrhistogram::Histogram<u64>, quantile: f64) -> f64 {
+    histogram.value_at_quantile(quantile) as f64 / 1_000.0
+}
+
+/// A rate with a thousands separator.
+fn rate_text(value: f64) -> String {
+    let rounded = value.round() as u64;
+    let digits = rounded.to_string();
+    let mut text = String::new();
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            text.push(',');
+        }
+        text.push(digit);
+    }
+    text
+}
+
+/// The metrics of one run, in row order.
+fn metrics(result: &RunResult) -> Vec<(&'static str, Cell)> {
+    let tally = &result.tally;
+    let decided = tally.decided();
+    let attempts = result.per_second(decided);
+    let holds = result.per_second(tally.held);
+    let seats = result.per_second(tally.seats_held);
+    let conflicts = 100.0 * tally.conflicts as f64 / decided.max(1) as f64;
+    let total = result.spec.layout.total_seats();
+    let sold = 100.0 * tally.seats_held as f64 / total.max(1) as f64;
+    let latency = |quantile| {
+        let ms = percentile_ms(&tally.latency, quantile);
+        Cell::number(ms, format!("{ms:.1}"))
+    };
+    let failed: u64 = tally.failed.values().sum();
+    let unknown: u64 = tally.unknown.values().sum();
+    let mut rows = vec![
+        ("attempts/s (decided)", Cell::number(attempts, rate_text(attempts))),
+        ("holds/s", Cell::number(holds, rate_text(holds))),
+        ("seats sold/s", Cell::number(seats, rate_text(seats))),
+        ("conflict rate", Cell::number(conflicts, format!("{conflicts:.1}%"))),
+        ("errors failed/unknown", Cell::text(format!("{failed}/{unknown}"))),
+        ("latency p50 ms", latency(0.5)),
+        ("latency p99 ms", latency(0.99)),
+        ("latency p99.9 ms", latency(0.999)),
+        ("seats sold", Cell::text(format!("{sold:.1}% in {:.1} s", result.elapsed.as_secs_f64()))),
+        ("check", Cell::text(if result.check.ok { "ok" } else { "FAILED" })),
+    ];
+    if let Some(reads) = &result.reads {
+        let per_second = result.per_second(reads.reads);
+        let read_latency = |quantile| {
+            let ms = percentile_ms(&reads.latency, quantile);
+            Cell::number(ms, format!("{ms:.1}"))
+        };
+        let errors: u64 = reads.errors.values().sum();
+        rows.push(("map reads/s", Cell::number(per_second, rate_text(per_second))));
+        rows.push(("map read p50 ms", read_latency(0.5)));
+        rows.push(("map read p99 ms", read_latency(0.99)));
+        rows.push(("map read p99.9 ms", read_latency(0.999)));
+        rows.push(("map read errors", Cell::text(errors.to_string())));
+    }
+    rows
+}
+
+/// The whole report as markdown.
+pub fn markdown(options: &Options, results: &[RunResult], problems: &[String]) -> String {
+    let mut out = String::new();
+    let backends: Vec<&str> = BACKENDS
+        .into_iter()
+        .filter(|name| results.iter().any(|result| result.backend == *name))
+        .collect();
+    let peers: Vec<&str> = if backends.contains(&"cluster") {
+        backends.iter().copied().filter(|name| *name != "cluster").collect()
+    } else {
+        Vec::new()
+    };
+    let _ = writeln!(out, "# On-sale benchmark\n");
+    let workloads: Vec<&str> = options.workloads.iter().map(|kind| kind.name()).collect();
+    let _ = writeln!(
+        out,
+        "Workloads {}; clients {:?}; at most {} s per run; {} seats (on-sale, many-shows: split \
+         over {} shows; uncontended: {} seats in shows of {}); {}; seed {}.\n",
+        workloads.join(", "),
+        options.clients,
+        options.duration.as_secs_f64(),
+        options.seats,
+        workload::MANY_SHOWS,
+        options.uncontended_seats,
+        workload::SEATS_PER_SHOW_MAX,
+        match (options.closed_loop, options.rates.is_empty()) {
+            (_, true) => "closed loop".to_owned(),
+            (true, false) => format!("closed loop and open loop at {:?} attempts/s", options.rates),
+            (false, false) => format!("open loop at {:?} attempts/s", options.rates),
+        },
+        options.seed
+    );
+
+    let mut header = vec!["run".to_owned(), "metric".to_owned()];
+    header.extend(backends.iter().map(|name| (*name).to_owned()));
+    header.extend(peers.iter().map(|peer| format!("cluster/{peer}")));
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let _ = writeln!(out, "|{}", " --- |".repeat(header.len()));
+    let mut labels: Vec<&str> = Vec::new();
+    for result in results {
+        if !labels.contains(&result.spec.label.as_str()) {
+            labels.push(&result.spec.label);
+        }
+    }
+    for label in &labels {
+        let per_backend: Vec<Option<Vec<(&'static str, Cell)>>> = backends
+            .iter()
+            .map(|name| {
+                results
+                    .iter()
+                    .find(|result| result.backend == *name && result.spec.label == *label)
+                    .map(metrics)
+            })
+            .collect();
+        // The longest row list (a backend that took part in the map reads has more rows).
+        let names: Vec<&'static str> = per_backend
+            .iter()
+            .flatten()
+            .max_by_key(|rows| rows.len())
+            .map(|rows| rows.iter().map(|(name, _)| *name).collect())
+            .unwrap_or_default();
+        for (row, name) in names.iter().enumerate() {
+            let mut cells = vec![if row == 0 { (*label).to_owned() } else { String::new() }];
+            cells.push((*name).to_owned());
+            let value_of = |backend: usize| -> Option<&Cell> {
+                per_backend[backend].as_ref().and_then(|rows| rows.get(row)).map(|(_, cell)| cell)
+            };
+            for index in 0..backends.len() {
+                cells
+                    .push(value_of(index).map_or_else(|| "—".to_owned(), |cell| cell.text.clone()));
+            }
+            let cluster = backends.iter().position(|name| *name == "cluster");
+            for peer in &peers {
+                let peer_index = backends.iter().position(|name| name == peer);
+                let ratio = match (
+                    cluster.and_then(value_of).and_then(|cell| cell.value),
+                    peer_index.and_then(value_of).and_then(|cell| cell.value),
+                ) {
+                    (Some(ours), Some(theirs)) if theirs > 0.0 => format!("{:.2}×", ours / theirs),
+                    _ => "—".to_owned(),
+                };
+                cells.push(ratio);
+            }
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+    }
+
+    let _ = writeln!(out, "\n## Runs\n");
+    for result in results {
+        let _ = writeln!(
+            out,
+            "- **{} {}**: stopped by {}; {:.1} s.",
+            result.backend,
+            result.spec.label,
+            result.stop_reason,
+            result.elapsed.as_secs_f64()
+        );
+        for line in &result.check.lines {
+            let _ = writeln!(out, "  - check: {line}");
+        }
+        for (label, count) in &result.tally.failed {
+            let _ = writeln!(out, "  - failed ({count}): {label}");
+        }
+        for (label, count) in &result.tally.unknown {
+            let _ = writeln!(out, "  - unknown outcome ({count}): {label}");
+        }
+        if let Some(reads) = &result.reads {
+            for (label, count) in &reads.errors {
+                let _ = writeln!(out, "  - map read error ({count}): {label}");
+            }
+        }
+    }
+    if !problems.is_empty() {
+        let _ = writeln!(out, "\n## Problems\n");
+        for problem in problems {
+            let _ = writeln!(out, "- {problem}");
+        }
+    }
+
+    let _ = writeln!(out, "\n## Notes\n");
+    let mut notes = BTreeSet::new();
+    for result in results {
+        for note in &result.notes {
+            notes.insert(note.clone());
+        }
+    }
+    let general = [
+        "Attempts decided = holds acknowledged + clean conflict rejections; errors (failed: \
+         refused without effect for another reason; unknown: may have taken effect) are counted \
+         apart and not in the rates. Latency covers every attempt, whatever its outcome; in the \
+         open loop it counts from when the attempt was due (no coordinated omission)."
+            .to_owned(),
+        format!(
+            "Each attempt holds k contiguous seats, k uniform in 1..=4, all or nothing; starts \
+             are skewed {}/{} (that share of starts in the first {}% of a show) except in the \
+             uncontended workload (uniform). Sold-out rule: a run stops at its duration or once \
+             {}% of the seats are sold, or once {}% are sold and under {}% of the attempts of the \
+             last second succeeded (the seats left are scattered gaps the requests rarely fit).",
+            workload::HOT_STARTS_PERCENT,
+            workload::HOT_FRONT_PERCENT,
+            workload::HOT_FRONT_PERCENT,
+            workload::SOLD_OUT_PERCENT,
+            workload::STALL_SOLD_PERCENT,
+            workload::STALL_SUCCESS_PERCENT
+        ),
+        format!(
+            "The cluster caps a show at {} seats, so the uncontended workload's seats are shows \
+             of {} (seat i in show i / {}) for every backend; many-shows splits the seats over \
+             {} shows (PostgreSQL: a show column; etcd: a key prefix per show; the cluster: \
+             shows round-robin over its data groups).",
+            workload::SEATS_PER_SHOW_MAX,
+            workload::SEATS_PER_SHOW_MAX,
+            workload::SEATS_PER_SHOW_MAX,
+            workload::MANY_SHOWS
+        ),
+        "Check: after each run the final state is read back from the backend and compared with \
+         the acknowledged attempts: no seat in two acknowledged holds (oversell), every \
+         acknowledged seat held (by that attempt where the backend stores owners), and no held \
+         seat that neither an acknowledged attempt nor one of unknown outcome explains."
+            .to_owned(),
+        format!(
+            "Every backend runs alone on this machine ({} CPUs) with the load generator beside \
+             it, one after another.",
+            std::thread::available_parallelism().map_or(0, std::num::NonZero::get)
+        ),
+    ];
+    for note in general.iter().chain(&notes) {
+        let _ = writeln!(out, "- {note}");
+    }
+    if options.workloads.contains(&WorkloadKind::MapReads) {
+        let _ = writeln!(
+            out,
+            "- Map reads: {} readers of the hot show's seat map beside the on-sale's writers, \
+             spread over the nodes (members) of each system.",
+            options.readers
+        );
+    }
+    out
+}
+
+/// Whether every run passed its check.
+pub fn all_ok(results: &[RunResult]) -> bool {
+    results.iter().all(|result| result.check.ok)
+}

@@ -1,0 +1,183 @@
+//! `bench`: the on-sale benchmark. Starts each selected system on loopback (this cluster,
+//! PostgreSQL 15 in two designs, etcd 3.4), runs the same workloads against it, stops it, and
+//! prints one table comparing them (also written as markdown, `bench-results/latest.md` by
+//! default). `scripts/bench.sh` builds it and runs it.
+//!
+//! Exit 0 when every run's check passed, 1 when a check failed or a run could not be made,
+//! 2 on bad usage, 130 when interrupted (Ctrl-C stops every backend first).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use jepsen::bench::workload::{UNCONTENDED_SEATS, WorkloadKind};
+use jepsen::bench::{self, BACKENDS, Options, postgres, report};
+
+/// The on-sale benchmark: this cluster against PostgreSQL and etcd.
+#[derive(Debug, Parser)]
+#[command(name = "bench", version, about)]
+struct Args {
+    /// Backends, comma-separated: cluster, pg-for-update, pg-conditional-update, etcd (or pg
+    /// for both PostgreSQL designs).
+    #[arg(long, value_delimiter = ',', default_value = "cluster,pg,etcd")]
+    backends: Vec<String>,
+    /// Workloads, comma-separated: on-sale, many-shows, uncontended, map-reads.
+    #[arg(long, value_delimiter = ',', default_value = "on-sale,many-shows,uncontended,map-reads")]
+    workloads: Vec<String>,
+    /// Concurrent clients, comma-separated: one run per value.
+    #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
+    clients: Vec<u32>,
+    /// The longest a run lasts, seconds (it stops earlier once sold out).
+    #[arg(long, default_value_t = 20.0)]
+    duration: f64,
+    /// Seats of the on-sale show (and the total of the many-shows workload).
+    #[arg(long, default_value_t = 50_000)]
+    seats: u32,
+    /// Seats of the uncontended workload (shows of 100,000).
+    #[arg(long, default_value_t = UNCONTENDED_SEATS)]
+    uncontended_seats: u32,
+    /// Open-loop offered rates, attempts/s, comma-separated: each adds open-loop runs beside
+    /// the closed-loop ones.
+    #[arg(long, value_delimiter = ',')]
+    rate: Vec<u32>,
+    /// Make only the open-loop runs (needs --rate).
+    #[arg(long)]
+    open_only: bool,
+    /// Seat-map readers in the map-reads workload.
+    #[arg(long, default_value_t = 6)]
+    readers: u32,
+    /// PostgreSQL's connection pool bound (clients beyond it wait for a connection).
+    #[arg(long, default_value_t = 256)]
+    pg_pool_max: u32,
+    /// Data groups of the cluster.
+    #[arg(long, default_value_t = 4)]
+    cluster_groups: u64,
+    /// Where the backends keep their data (fresh directories inside, removed afterwards).
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("booking-bench"))]
+    data_dir: PathBuf,
+    /// PostgreSQL's binaries.
+    #[arg(long, default_value_os_t = postgres::default_bin())]
+    pg_bin: PathBuf,
+    /// etcd's binary.
+    #[arg(long, default_value = "etcd")]
+    etcd_bin: PathBuf,
+    /// The seed of every worker's random source.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// The markdown report.
+    #[arg(long, default_value = "bench-results/latest.md")]
+    out: PathBuf,
+    /// About a minute end to end: C=256 only, 3 s runs, 10,000 seats (100,000 uncontended).
+    #[arg(long)]
+    quick: bool,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// The options `args` describe, or why they do not describe a benchmark.
+fn options(args: &Args) -> Result<Options, String> {
+    let mut backends = Vec::new();
+    for name in &args.backends {
+        let names: Vec<&str> = match name.as_str() {
+            "pg" | "postgres" => vec!["pg-for-update", "pg-conditional-update"],
+            "all" => BACKENDS.to_vec(),
+            name if BACKENDS.contains(&name) => vec![name],
+            other => return Err(format!("unknown backend {other:?} (known: {BACKENDS:?}, pg)")),
+        };
+        backends.extend(names.into_iter().map(str::to_owned));
+    }
+    let mut workloads = Vec::new();
+    for name in &args.workloads {
+        let kind = WorkloadKind::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = WorkloadKind::ALL.iter().map(|kind| kind.name()).collect();
+            format!("unknown workload {name:?} (known: {known:?})")
+        })?;
+        if !workloads.contains(&kind) {
+            workloads.push(kind);
+        }
+    }
+    if args.open_only && args.rate.is_empty() {
+        return Err("--open-only needs --rate".to_owned());
+    }
+    let duration = Duration::try_from_secs_f64(args.duration)
+        .ok()
+        .filter(|duration| !duration.is_zero())
+        .ok_or_else(|| {
+            format!("--duration {} is not a positive number of seconds", args.duration)
+        })?;
+    if args.clients.is_empty() || args.clients.contains(&0) || args.seats < 4 {
+        return Err("--clients must be positive and --seats at least 4".to_owned());
+    }
+    let mut options = Options {
+        backends,
+        workloads,
+        clients: args.clients.clone(),
+        duration,
+        seats: args.seats,
+        uncontended_seats: args.uncontended_seats.max(4),
+        rates: args.rate.clone(),
+        closed_loop: !args.open_only,
+        readers: args.readers,
+        pg_pool_max: args.pg_pool_max,
+        cluster_groups: args.cluster_groups.max(1),
+        data_dir: args.data_dir.clone(),
+        pg_bin: args.pg_bin.clone(),
+        etcd_bin: args.etcd_bin.clone(),
+        seed: args.seed,
+        progress: !args.no_progress,
+    };
+    if args.quick {
+        options.clients = vec![256];
+        options.duration = Duration::from_secs(3);
+        options.seats = 10_000;
+        options.uncontended_seats = 100_000;
+    }
+    Ok(options)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let options = match options(&args) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("bench: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("bench: cannot start the runtime: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    // Ctrl-C drops the run, and with it every backend: the cluster's nodes and etcd's members
+    // are killed, PostgreSQL is stopped, and their directories removed.
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            outcome = bench::run_all(&options) => Some(outcome),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    let Some((results, problems)) = outcome else {
+        eprintln!("bench: interrupted; every backend stopped");
+        return ExitCode::from(130);
+    };
+    let text = report::markdown(&options, &results, &problems);
+    println!("{text}");
+    if let Some(parent) = args.out.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    match std::fs::write(&args.out, &text) {
+        Ok(()) => eprintln!("bench: report written to {}", args.out.display()),
+        Err(error) => eprintln!("bench: cannot write {}: {error}", args.out.display()),
+    }
+    if report::all_ok(&results) && problems.is_empty() && !results.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("bench: a check failed or a run could not be made (see the report)");
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The on-sale benchmark, end to end from a clean clone: installs what is missing (protoc, etcd
+# 3.4, PostgreSQL 15), builds the release binaries, then the `bench` binary starts each system on
+# loopback in turn (this cluster: 3 bookingd nodes on 127.0.0.1-3:7600; PostgreSQL 15 on
+# 127.0.0.1:5460, once per design; etcd: 3 members on 127.0.0.1:2480-2485), runs the same
+# workloads against it, stops it, and prints one table comparing them, also written to
+# bench-results/latest.md. Data lives in fresh directories under $TMPDIR/booking-bench, removed
+# afterwards; fsync stays on everywhere.
+#
+# Usage: bash scripts/bench.sh [--quick] [--backends cluster,pg,etcd]
+#          [--workloads on-sale,many-shows,uncontended,map-reads] [--clients 256,1024,4096]
+#          [--duration S] [--seats N] [--rate R[,R...]] [--open-only] [--readers N]
+#          [--pg-pool-max N] [--out FILE]   (bash scripts/bench.sh --help lists them all)
+#   --quick: about a minute once built (C=256, 3 s runs, 10,000 seats, 100,000 uncontended).
+# Exit: 0 every run's check passed, 1 a check failed or a run could not be made, 2 bad usage.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BOOKING_BENCH_SETUP=1 bash scripts/setup.sh
+# The same selection as the other scripts build, so that features unify the same way and
+# nothing is compiled twice.
+cargo build --release --workspace --bins
+target_dir="${CARGO_TARGET_DIR:-target}"
+exec "$target_dir/release/bench" "$@"

@@ -34,6 +34,12 @@ use crate::route::{Route, Routes};
 /// Makes fresh idempotency keys for a [`Client`] (see [`Client::with_key_source`]).
 pub type KeySource = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// The HTTP/2 flow-control window of one call: a whole seat map of the largest show (about
+/// 200 KB unpacked) fits, so a reply is never held up waiting for a window update.
+const HTTP2_STREAM_WINDOW_BYTES: u32 = 1 << 20;
+/// The HTTP/2 flow-control window of a connection, shared by every call on it.
+const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 8 << 20;
+
 /// The role a node reports for the replica that leads a group.
 const ROLE_LEADER: &str = "leader";
 
@@ -543,6 +549,9 @@ impl Client {
         let endpoint = Endpoint::from_shared(address::uri(address))
             .map_err(|error| Error::InvalidArgument(format!("node address {address}: {error}")))?
             .connect_timeout(self.inner.config.connect_timeout)
+            // HTTP/2's default 64 KiB windows stall a 100 KB seat map for a round trip.
+            .initial_stream_window_size(Some(HTTP2_STREAM_WINDOW_BYTES))
+            .initial_connection_window_size(Some(HTTP2_CONNECTION_WINDOW_BYTES))
             .http2_keep_alive_interval(self.inner.config.keep_alive)
             .keep_alive_timeout(self.inner.config.keep_alive)
             .keep_alive_while_idle(true)

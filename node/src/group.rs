@@ -131,7 +131,8 @@ impl HostedGroup {
     /// The `seat_unavailable` rejection a hold would get, answered without a log entry when
     /// this node leads: this replica's applied state is asked first (most holds that will
     /// succeed stop there and are proposed at no extra cost); a hold that looks rejected is
-    /// judged again after ReadIndex, so the answer is a linearizable read
+    /// judged again after a lease read (ReadIndex when the lease has lapsed), so the answer is
+    /// a linearizable read
     /// (`statemachine::Group::reject_without_log`; shared/DESIGN.md, "Throughput"). `None`:
     /// propose it.
     ///
@@ -145,8 +146,8 @@ impl HostedGroup {
         Ok(self.reject_many_without_log(std::slice::from_ref(command)).await?.pop().flatten())
     }
 
-    /// [`HostedGroup::reject_without_log`] for many commands, with one ReadIndex for all of
-    /// them.
+    /// [`HostedGroup::reject_without_log`] for many commands, with one linearizable read for all
+    /// of them.
     ///
     /// # Errors
     ///
@@ -169,7 +170,7 @@ impl HostedGroup {
         if !suspects.contains(&true) {
             return Ok(vec![None; commands.len()]);
         }
-        self.read_linearizable(|state| {
+        self.read_leased(|state| {
             // The clock is read after the read index was confirmed: an entry proposed now would
             // be stamped no earlier.
             let now = clock.now_ms();
@@ -210,6 +211,23 @@ impl HostedGroup {
                 Err(self.not_leader())
             }
             Ok(Err(error)) => Err(ApiError::Unavailable(format!("group {}: {error}", self.id))),
+        }
+    }
+
+    /// As [`HostedGroup::read_linearizable`], on the leader's lease when it holds one: a quorum
+    /// acknowledged this leader within the lease, so no other leader can have been elected
+    /// since (openraft's `LeaseRead`, which assumes the nodes' clocks run at about the same
+    /// rate; it reads the monotonic clock, which clock skew does not move). Without a valid
+    /// lease, a ReadIndex round. For the cheap rejection of conflicting holds, which must not
+    /// cost a quorum round each under load.
+    ///
+    /// # Errors
+    ///
+    /// As [`HostedGroup::read_linearizable`].
+    pub async fn read_leased<T>(&self, read: impl FnOnce(&Group) -> T) -> Result<T, ApiError> {
+        match self.raft.ensure_linearizable(ReadPolicy::LeaseRead).await {
+            Ok(_read_log_id) => Ok(self.reader.read(read)?),
+            Err(_lapsed) => self.read_linearizable(read).await,
         }
     }
 

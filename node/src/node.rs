@@ -189,6 +189,8 @@ impl Node {
             Listener::Tcp(listener) => tokio::spawn(
                 tonic::transport::Server::builder()
                     .accept_http1(true)
+                    .initial_stream_window_size(raft::HTTP2_STREAM_WINDOW_BYTES)
+                    .initial_connection_window_size(raft::HTTP2_CONNECTION_WINDOW_BYTES)
                     .add_routes(tonic::service::Routes::from(router))
                     .serve_with_incoming_shutdown(
                         tonic::transport::server::TcpIncoming::from(listener)
@@ -282,7 +284,11 @@ fn serve_incoming(
                     hyper_util::rt::TokioExecutor::new(),
                 );
                 builder.http1().auto_date_header(false);
-                builder.http2().auto_date_header(false);
+                builder
+                    .http2()
+                    .auto_date_header(false)
+                    .initial_stream_window_size(raft::HTTP2_STREAM_WINDOW_BYTES)
+                    .initial_connection_window_size(raft::HTTP2_CONNECTION_WINDOW_BYTES);
                 let connection = builder.serve_connection(
                     hyper_util::rt::TokioIo::new(accepted),
                     hyper_util::service::TowerToHyperService::new(service),

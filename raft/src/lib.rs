@@ -54,8 +54,8 @@ pub use clock::{Clock, SystemClock, WallClock};
 pub use error::StoreError;
 pub use log_store::{LogStore, REPLICATION_BATCH_BYTES_MAX};
 pub use network::{
-    DialFuture, Dialer, DialerRef, GroupNetwork, GrpcTransport, MESSAGE_BYTES_MAX, NetworkConfig,
-    PeerStream, PeerTransport,
+    DialFuture, Dialer, DialerRef, GroupNetwork, GrpcTransport, HTTP2_CONNECTION_WINDOW_BYTES,
+    HTTP2_STREAM_WINDOW_BYTES, MESSAGE_BYTES_MAX, NetworkConfig, PeerStream, PeerTransport,
 };
 pub use proposer::{ProposeError, Proposer, ProposerConfig};
 pub use runtime::BookingRuntime;

@@ -53,6 +53,15 @@ use crate::wire;
 pub const MESSAGE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
 const _: () = assert!(crate::log_store::REPLICATION_BATCH_BYTES_MAX < MESSAGE_BYTES_MAX);
+/// The HTTP/2 flow-control window of one call, on the peer network and the client API that
+/// bookingd serves: a replication message of [`crate::REPLICATION_BATCH_BYTES_MAX`] goes out
+/// without waiting for a window update (HTTP/2's default window is 64 KiB).
+pub const HTTP2_STREAM_WINDOW_BYTES: u32 = 2 * 1024 * 1024;
+/// The HTTP/2 flow-control window of a connection, shared by every call on it.
+pub const HTTP2_CONNECTION_WINDOW_BYTES: u32 = 16 * 1024 * 1024;
+const _: () = assert!(
+    crate::log_store::REPLICATION_BATCH_BYTES_MAX as u64 <= HTTP2_STREAM_WINDOW_BYTES as u64
+);
 
 /// A byte stream to a peer, as a [`Dialer`] opens it.
 pub trait PeerStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -485,6 +494,8 @@ impl GrpcTransport {
                 let endpoint = endpoint
                     .connect_timeout(self.inner.config.connect_timeout)
                     .tcp_nodelay(true)
+                    .initial_stream_window_size(crate::HTTP2_STREAM_WINDOW_BYTES)
+                    .initial_connection_window_size(crate::HTTP2_CONNECTION_WINDOW_BYTES)
                     .http2_keep_alive_interval(self.inner.config.keep_alive_interval)
                     .keep_alive_timeout(self.inner.config.keep_alive_interval)
                     .keep_alive_while_idle(true);

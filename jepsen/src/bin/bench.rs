@@ -45,7 +45,7 @@ struct Args {
     #[arg(long)]
     open_only: bool,
     /// Seat-map readers in the map-reads workload.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 32)]
     readers: u32,
     /// PostgreSQL's connection pool bound (clients beyond it wait for a connection).
     #[arg(long, default_value_t = 256)]

@@ -8,6 +8,7 @@
 //! passed through the one error table in `error.rs`.
 
 use std::pin::Pin;
+use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
@@ -264,10 +265,13 @@ impl BookingService for BookingApi {
         let request = request.into_inner();
         let show = convert::show_id(request.show_id)?;
         if request.packed {
-            let read = |state: &Group| self.seat_maps.packed(state, show);
             let mut map = if request.linearizable {
+                // Of the position the read index confirmed, never an older one.
+                let read =
+                    |state: &Group| self.seat_maps.packed_within(state, show, Duration::ZERO);
                 self.service.read_linearizable(show, read).await?
             } else {
+                let read = |state: &Group| self.seat_maps.packed(state, show);
                 self.service.read_local(show, read).await?
             };
             map.linearizable = request.linearizable;

@@ -171,7 +171,7 @@ impl HostedGroup {
             return Ok(vec![None; commands.len()]);
         }
         self.read_leased(|state| {
-            // The clock is read after the read index was confirmed: an entry proposed now would
+            // The clock is read again once the read was confirmed: an entry proposed now would
             // be stamped no earlier.
             let now = clock.now_ms();
             commands

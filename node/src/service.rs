@@ -249,8 +249,9 @@ impl Service {
 
     /// Decides many buyers' requests, each exactly as [`Service::client`] would, one result
     /// per command in order: grouped by the show's data group, the holds a group's state
-    /// already refuses answered after one ReadIndex for the group, the rest proposed at once
-    /// (the group's proposer coalesces them into few entries).
+    /// already refuses answered after one linearizable read for the group (on the leader's
+    /// lease), the rest proposed at once (the group's proposer coalesces them into few
+    /// entries).
     pub async fn clients(&self, commands: Vec<ClientCommand>) -> Vec<Result<Reply, ApiError>> {
         let mut results: Vec<Option<Result<Reply, ApiError>>> = vec![None; commands.len()];
         let mut by_group: BTreeMap<u64, (&Arc<HostedGroup>, Vec<usize>)> = BTreeMap::new();

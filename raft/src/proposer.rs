@@ -43,7 +43,7 @@ impl Default for ProposerConfig {
             batch_commands_max: 1_024,
             // Half of one replication message, so that an entry always fits one.
             batch_bytes_max: crate::REPLICATION_BATCH_BYTES_MAX / 2,
-            writes_in_flight_max: 4,
+            writes_in_flight_max: 8,
             queue_commands_max: BATCH_COMMANDS_MAX,
         }
     }

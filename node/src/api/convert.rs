@@ -286,17 +286,9 @@ pub fn show_reply(group: u64, show: &Show, map: &SeatMap) -> pb::ShowReply {
 /// A seat map, read linearizably or from a replica as `linearizable` says.
 pub fn seat_map_reply(map: &SeatMap, linearizable: bool) -> pb::SeatMapReply {
     pb::SeatMapReply {
-        show_id: map.show.0,
-        status: show_status_name(map.status).to_owned(),
-        price_version: map.price_version,
-        currency: map.currency.to_string(),
-        prices_minor: map.prices_minor.clone(),
         classes: map.classes.iter().map(|class| u32::from(*class)).collect(),
         seats: map.seats.iter().map(|seat| seat_status(*seat) as i32).collect(),
-        as_of_log_index: map.as_of.log_index,
-        as_of_log_time_ms: map.as_of.log_time_ms,
-        linearizable,
-        ..pb::SeatMapReply::default()
+        ..seat_map_header(map, linearizable)
     }
 }
 
@@ -304,6 +296,15 @@ pub fn seat_map_reply(map: &SeatMap, linearizable: bool) -> pb::SeatMapReply {
 /// one for its class; `seats` and `classes` stay empty.
 pub fn packed_seat_map_reply(map: &SeatMap, linearizable: bool) -> pb::SeatMapReply {
     let states: Vec<u8> = map.seats.iter().map(|seat| seat_status(*seat) as u8).collect();
+    pb::SeatMapReply {
+        seat_states: states.into(),
+        seat_classes: map.classes.clone().into(),
+        ..seat_map_header(map, linearizable)
+    }
+}
+
+/// Everything of a seat map but its seats.
+fn seat_map_header(map: &SeatMap, linearizable: bool) -> pb::SeatMapReply {
     pb::SeatMapReply {
         show_id: map.show.0,
         status: show_status_name(map.status).to_owned(),
@@ -313,8 +314,6 @@ pub fn packed_seat_map_reply(map: &SeatMap, linearizable: bool) -> pb::SeatMapRe
         as_of_log_index: map.as_of.log_index,
         as_of_log_time_ms: map.as_of.log_time_ms,
         linearizable,
-        seat_states: states.into(),
-        seat_classes: map.classes.clone().into(),
         ..pb::SeatMapReply::default()
     }
 }

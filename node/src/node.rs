@@ -174,7 +174,8 @@ impl Node {
         let metrics = Metrics::new();
         let grpc = tonic::service::Routes::new(RaftService::new(registry).into_server())
             .add_service(
-                BookingApi::new(Service::new(shared.clone()), metrics.clone()).into_server(),
+                BookingApi::new(Service::new(shared.clone()), metrics.clone(), limits.clone())
+                    .into_server(),
             )
             .add_service(AdminApi::new(shared.clone()).into_server())
             .into_axum_router();

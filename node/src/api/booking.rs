@@ -32,6 +32,7 @@ use crate::api::convert;
 use crate::api::seat_maps::SeatMaps;
 use crate::api::session;
 use crate::error::ApiError;
+use crate::rest::limits::Limits;
 use crate::rest::metrics::{HoldOutcome, Metrics};
 use crate::service::Service;
 use crate::watch;
@@ -44,13 +45,17 @@ pub struct BookingApi {
     service: Service,
     metrics: Metrics,
     seat_maps: SeatMaps,
+    /// The token buckets each `HoldMany` item pays for its session (the call's own metadata
+    /// carries no session, so the layer in front charges only the caller's address).
+    limits: Limits,
 }
 
 impl BookingApi {
     /// The API over this node's booking operations, recording hold outcomes in `metrics` (the
-    /// same registry `/metrics` serves).
-    pub fn new(service: Service, metrics: Metrics) -> BookingApi {
-        BookingApi { service, metrics, seat_maps: SeatMaps::new() }
+    /// same registry `/metrics` serves) and charging each `HoldMany` item's session in
+    /// `limits` (the same buckets every call pays).
+    pub fn new(service: Service, metrics: Metrics, limits: Limits) -> BookingApi {
+        BookingApi { service, metrics, seat_maps: SeatMaps::new(), limits }
     }
 
     /// The tonic service.
@@ -144,6 +149,7 @@ impl BookingApi {
     /// The command of one `HoldMany` item, checked as a `Hold` call's metadata and message.
     fn hold_item(&self, item: HoldItem) -> Result<ClientCommand, ApiError> {
         let session = self.service.shared().sessions.session_of_token(&item.session_token)?;
+        self.limits.check_session(&item.session_token)?;
         let key = session::idempotency_key(Some(&item.idempotency_key))?;
         let hold = item.hold.ok_or_else(|| ApiError::InvalidArgument("hold: required".into()))?;
         let show = convert::show_id(hold.show_id)?;

@@ -142,6 +142,26 @@ impl Limits {
     }
 }
 
+impl Limits {
+    /// Takes one token from the bucket of the session whose bare token is `token`: the bucket
+    /// a call carrying `Authorization: Bearer <token>` pays. Each item of a `HoldMany` call pays
+    /// its session's bucket this way (the call itself pays its address's bucket once).
+    ///
+    /// # Errors
+    ///
+    /// `RateLimited` when the bucket is empty.
+    pub fn check_session(&self, token: &str) -> Result<(), ApiError> {
+        let key = session_key(format!("Bearer {}", token.trim()).as_bytes());
+        if self.operator == Some(key) {
+            return Ok(());
+        }
+        let inner = &self.inner;
+        inner.sessions.check_key(&key).map_err(|not_until| {
+            limited("this session", not_until.wait_time_from(inner.clock.now()))
+        })
+    }
+}
+
 /// The bucket key of an `Authorization` value (a hash: tokens are not kept in memory).
 fn session_key(authorization: &[u8]) -> u128 {
     hash128(b"rate-limit-session", authorization)
@@ -214,6 +234,25 @@ mod tests {
         let response = app.clone().oneshot(request).await.unwrap();
         let retry = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
         (response.status(), retry)
+    }
+
+    #[tokio::test]
+    async fn a_hold_many_item_pays_the_bucket_its_session_pays_on_every_call() {
+        let limits = Limits::with_quotas(per_minute(2), per_minute(1000), BTreeSet::new())
+            .with_operator(Some("op"));
+        let app = app(limits.clone());
+        limits.check_session("tok").unwrap();
+        let (code, _) = status(&app, request(Some("Bearer tok"), None, false)).await;
+        assert_eq!(code, StatusCode::OK);
+        // Two tokens taken, one by an item and one by a call: both ways are now refused.
+        assert_eq!(limits.check_session(" tok ").unwrap_err().code(), "rate_limited");
+        let (code, _) = status(&app, request(Some("Bearer tok"), None, false)).await;
+        assert_eq!(code, StatusCode::TOO_MANY_REQUESTS);
+        // Another session has its own bucket, and the operator credential none.
+        limits.check_session("other").unwrap();
+        for _ in 0..5 {
+            limits.check_session("op").unwrap();
+        }
     }
 
     #[tokio::test]

@@ -99,7 +99,8 @@ pub struct NetworkConfig {
     pub connect_timeout: Duration,
     /// The deadline of a call for which openraft gives none (a zero TTL).
     pub call_timeout_default: Duration,
-    /// The shortest deadline of any call. openraft bounds a replication call by its heartbeat
+    /// The shortest deadline of a replication call (AppendEntries; votes, pre-votes and leader
+    /// hand-overs keep openraft's deadlines). openraft bounds a replication call by its heartbeat
     /// interval (3/4 of it as the soft TTL: 112 ms with bookingd's 150 ms), which a loaded node
     /// misses now and then; a timed-out append restarts the replication stream, and every write
     /// waiting on it waits for the restart (the benchmark's p99.9 was 155-225 ms on 2 cores).
@@ -151,7 +152,7 @@ impl NetworkConfig {
 ///
 /// An implementation must: deliver each call to the replica of `group_id` on `target` or fail
 /// with an openraft error; never let a slow or dead peer delay calls to other peers; bound every
-/// call by its `RPCOption` (`soft_ttl`, raised to `NetworkConfig::call_timeout_min`).
+/// call by its `RPCOption` (`soft_ttl`; AppendEntries at least `NetworkConfig::call_timeout_min`).
 pub trait PeerTransport: GroupRouter<TypeConfig, GroupId, SnapshotData = SnapshotData> {
     /// Records that `target` is reachable at `node` (as a group's membership names it). Called
     /// each time a group opens a client to `target`; cheap when nothing changed.
@@ -279,8 +280,17 @@ impl GrpcTransport {
     /// The deadline of a call made with `option`.
     fn deadline(&self, option: &RPCOption) -> Duration {
         let soft = option.soft_ttl();
-        let deadline = if soft.is_zero() { self.inner.config.call_timeout_default } else { soft };
-        deadline.max(self.inner.config.call_timeout_min)
+        if soft.is_zero() { self.inner.config.call_timeout_default } else { soft }
+    }
+
+    /// The deadline of a call of `rpc` made with `option`: replication calls get at least
+    /// `call_timeout_min`; elections and hand-overs keep openraft's own deadlines.
+    fn rpc_deadline(&self, rpc: Rpc, option: &RPCOption) -> Duration {
+        let deadline = self.deadline(option);
+        match rpc {
+            Rpc::AppendEntries => deadline.max(self.inner.config.call_timeout_min),
+            Rpc::Vote | Rpc::PreVote | Rpc::TransferLeader => deadline,
+        }
     }
 
     fn timeout(&self, target: NodeId, action: RPCTypes, timeout: Duration) -> Timeout<TypeConfig> {
@@ -318,7 +328,7 @@ impl GrpcTransport {
     ) -> Result<Resp, RPCError<TypeConfig>> {
         let mut client = Self::client(self.channel(target)?);
         let payload = wire::encode(rpc.request_name(), request).map_err(unreachable)?;
-        let deadline = self.deadline(option);
+        let deadline = self.rpc_deadline(rpc, option);
         let mut message = tonic::Request::new(GroupRequest { group_id, payload });
         // Tells the peer how long the caller waits; the caller enforces it itself below.
         message.set_timeout(deadline);

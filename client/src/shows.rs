@@ -165,25 +165,32 @@ impl Client {
     ///
     /// [`crate::Error::Rejected`] with `show_not_found`, [`crate::Error::Unavailable`].
     pub async fn get_seat_map(&self, show_id: u64) -> Result<SeatMapReply> {
-        Ok(unpacked(self.get_seat_map_packed(show_id).await?))
+        Ok(unpacked(self.read_packed_map(show_id, false).await?))
     }
 
     /// As [`Client::get_seat_map`], in the packed form a node serves from one encoding per
     /// applied log position: `seat_states` and `seat_classes` carry a byte per seat (a
     /// [`SeatStatus`](crate::SeatStatus) number and a class), and `seats` and `classes` are
-    /// empty. For a front end that hands the map on as it is, or reads it often.
+    /// empty. For a front end that hands the map on as it is, or reads it often: the node may
+    /// answer with the map it built last if that is at most 50 ms old (`as_of` says which
+    /// position it reflects), so many readers of a hot show cost one build.
     ///
     /// # Errors
     ///
     /// As [`Client::get_seat_map`].
     pub async fn get_seat_map_packed(&self, show_id: u64) -> Result<SeatMapReply> {
+        self.read_packed_map(show_id, true).await
+    }
+
+    /// A replica's packed map of a show; `cached`: the node's last build may do if recent.
+    async fn read_packed_map(&self, show_id: u64, cached: bool) -> Result<SeatMapReply> {
         let metadata = CallMetadata::default();
         let (reply, _) = self
             .booking_call(
                 Route::Show(show_id),
                 Kind::LocalRead,
                 &metadata,
-                SeatMapRequest { show_id, linearizable: false, packed: true },
+                SeatMapRequest { show_id, linearizable: false, packed: true, cached },
                 |mut c, r| async move { c.get_seat_map(r).await },
             )
             .await?;
@@ -216,7 +223,7 @@ impl Client {
                 Route::Show(show_id),
                 Kind::Read,
                 &metadata,
-                SeatMapRequest { show_id, linearizable: true, packed: true },
+                SeatMapRequest { show_id, linearizable: true, packed: true, cached: false },
                 |mut c, r| async move { c.get_seat_map(r).await },
             )
             .await?;

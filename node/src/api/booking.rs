@@ -276,8 +276,13 @@ impl BookingService for BookingApi {
                 let read =
                     |state: &Group| self.seat_maps.packed_within(state, show, Duration::ZERO);
                 self.service.read_linearizable(show, read).await?
-            } else {
+            } else if request.cached {
                 let read = |state: &Group| self.seat_maps.packed(state, show);
+                self.service.read_local(show, read).await?
+            } else {
+                // Of this replica's current position.
+                let read =
+                    |state: &Group| self.seat_maps.packed_within(state, show, Duration::ZERO);
                 self.service.read_local(show, read).await?
             };
             map.linearizable = request.linearizable;

@@ -5,7 +5,8 @@
 //! applied hundreds of times a second, and building a map walks every seat under the replica's
 //! read lock, which holds up apply. Owns the last packed map of each show read on this node: a
 //! read gets it again (its byte buffers are shared, not copied) while it is of the replica's
-//! current position or younger than [`SEAT_MAP_REFRESH_MS`]; otherwise the read builds it anew.
+//! current position, or, for a read that allows it (`SeatMapRequest.cached`), younger than
+//! [`SEAT_MAP_REFRESH_MS`]; otherwise the read builds it anew.
 //! A map always says the position it reflects (`as_of`), and is at most that much older than
 //! the replica's state: well inside the 2 s a replica's map may lag (shared/DESIGN.md).
 

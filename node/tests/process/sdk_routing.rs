@@ -127,7 +127,7 @@ async fn follower_refuses_a_linearizable_seat_map(
 ) -> io::Result<()> {
     let address = format!("http://{}", sdk.cluster.address(follower));
     let mut direct = BookingServiceClient::connect(address).await.map_err(io::Error::other)?;
-    let request = SeatMapRequest { show_id, linearizable: true, packed: false };
+    let request = SeatMapRequest { show_id, linearizable: true, ..SeatMapRequest::default() };
     match direct.get_seat_map(request).await {
         Err(status)
             if status.code() == Code::Unavailable

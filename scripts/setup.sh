@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine of this kind lacks for building the workspace. Idempotent.
-# Sourced by the other scripts; safe to run by hand.
+# Installs what a fresh machine of this kind lacks for building the workspace. Idempotent: when
+# nothing is missing it prints nothing and touches no network (scripts/test.sh checks that).
+# Run by the other scripts; safe to run by hand.
 set -euo pipefail
 
 need_apt=()
+# The shared libraries the loader knows, read once. Not `ldconfig -p | grep -q`: under pipefail,
+# grep -q exits at its first match, ldconfig dies of SIGPIPE and the pipeline fails, so a library
+# that is installed looked missing on some runs (and every such run went to the network).
+libraries=$(ldconfig -p 2>/dev/null || true)
 # RocksDB's bindings (from issue 3 on) need libclang and a C++ compiler.
-if ! ldconfig -p 2>/dev/null | grep -q -E 'libclang(-[0-9]+)?\.so'; then need_apt+=(libclang-dev); fi
+if ! [[ $libraries =~ libclang(-[0-9]+)?\.so ]]; then need_apt+=(libclang-dev); fi
 if ! command -v c++ >/dev/null 2>&1; then need_apt+=(g++); fi
 # The Jepsen suite's clock-skew nemesis runs nodes under libfaketime (LD_PRELOAD).
 if ! compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null; then need_apt+=(libfaketime); fi

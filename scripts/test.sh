@@ -5,6 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
+echo "== set-up is quiet and offline when nothing is missing"
+# A second run, with apt-get replaced by one that fails, must print nothing and succeed: a
+# machine without network must be able to run every script once its packages are in.
+offline=$(mktemp -d)
+printf '#!/bin/sh\necho "apt-get called: $*" >&2\nexit 100\n' >"$offline/apt-get"
+chmod +x "$offline/apt-get"
+said=$(PATH="$offline:$PATH" bash scripts/setup.sh 2>&1) || { echo "$said"; exit 1; }
+rm -r "$offline"
+if [ -n "$said" ]; then echo "setup.sh printed on a machine that lacks nothing: $said"; exit 1; fi
+
 echo "== rustfmt"
 cargo fmt --all -- --check
 echo "== clippy (warnings denied)"

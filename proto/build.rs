@@ -19,6 +19,14 @@ fn main() -> Result<(), Box<dyn Error>> {
     // A packed seat map's bytes are shared, not copied, between the reads a node serves from
     // one encoding.
     config.bytes([".booking.v1.SeatMapReply"]);
+    // An error code's wire name (`booking-code`, the REST `code`) is its Rust variant in
+    // snake_case (prost strips the `ERROR_CODE_` prefix): strum derives both directions from
+    // the one list in booking.proto.
+    config.enum_attribute(
+        ".booking.v1.ErrorCode",
+        "#[derive(strum::IntoStaticStr, strum::EnumString, strum::EnumIter)] \
+         #[strum(serialize_all = \"snake_case\")]",
+    );
     tonic_prost_build::configure().compile_with_config(config, &PROTO_FILES, &["proto"])?;
     Ok(())
 }

@@ -17,3 +17,14 @@ if grep -rn -E 'SystemTime|Instant::now|HashMap|HashSet|thread_rng|f32|f64' stat
   exit 1
 fi
 echo "statemachine is pure: $(printf '%s\n' "$tree" | wc -l) crates in its normal dependency tree"
+
+# Inside the node, the two API skins import the node's shared concerns and never each other
+# (shared/DESIGN.md; a feature used by both lives once in node/src, beside service.rs).
+skins=$(grep -rn -E '\bapi::' node/src/rest || true)
+skins+=$(grep -rn -E '\brest::' node/src/api || true)
+if [ -n "$skins" ]; then
+  printf '%s\n' "$skins" >&2
+  echo "node/src/rest and node/src/api import each other" >&2
+  exit 1
+fi
+echo "node's REST and gRPC skins do not import each other"

@@ -65,11 +65,11 @@ impl Client {
     ///
     /// ```no_run
     /// # async fn run(client: client::Client, token: String) -> client::Result<()> {
-    /// use client::Error;
+    /// use client::{Error, ErrorCode};
     ///
     /// match client.hold(&token, 42, &[54, 55, 56], 1, Some("buyer-7-try-1")).await {
     ///     Ok(hold) => println!("hold {} until {}", hold.hold_id, hold.deadline_ms),
-    ///     Err(Error::Rejected { code, .. }) if code == "seat_unavailable" => println!("taken"),
+    ///     Err(Error::Rejected { code: ErrorCode::SeatUnavailable, .. }) => println!("taken"),
     ///     Err(error) => return Err(error),
     /// }
     /// # Ok(())

@@ -8,17 +8,11 @@ use std::time::Duration;
 
 use tonic::{Code, Status};
 
-/// Response metadata: the stable machine code of every non-OK status a node sends.
-pub const BOOKING_CODE: &str = "booking-code";
-/// Response metadata: the node id of the relevant group's leader, when the node knows it.
-pub const LEADER_ID: &str = "booking-leader-id";
-/// Response metadata: the address (host:port) of the relevant group's leader, when known.
-pub const LEADER_ADDR: &str = "booking-leader-addr";
-
-/// The booking code of a node that is not the leader of the group a call needs.
-pub const NOT_LEADER: &str = "not_leader";
-/// The booking code of a node whose group has no leader at the moment (an election is running).
-pub const NO_LEADER: &str = "no_leader";
+pub use proto::booking::ErrorCode;
+/// Response metadata: the stable machine code of every non-OK status a node sends
+/// (`booking-code`), and the leader hint (`booking-leader-id`, `booking-leader-addr`): the wire
+/// contract's keys (`proto`).
+pub use proto::booking::metadata::{CODE as BOOKING_CODE, LEADER_ADDR, LEADER_ID};
 
 /// What the SDK returns.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -32,13 +26,23 @@ pub enum Error {
     /// A node answered with a status that a retry cannot change (seat taken, hold expired, not
     /// found, bad input, ...). The call had no effect, or (for a replayed idempotency key) the
     /// stored answer is this rejection.
-    #[error("rejected: {code}: {message}")]
+    ///
+    /// ```
+    /// # use client::{Error, ErrorCode};
+    /// # fn taken(error: &Error) -> bool {
+    /// matches!(error, Error::Rejected { code: ErrorCode::SeatUnavailable, .. })
+    /// # }
+    /// ```
+    #[error("rejected: {code_name}: {message}")]
     Rejected {
         /// The gRPC status code.
         status: Code,
-        /// The node's `booking-code` (`seat_unavailable`, `hold_expired`, ...); when a status
-        /// carries none (a proxy or an older node), the snake_case name of the gRPC code.
-        code: String,
+        /// The node's `booking-code`, typed; [`ErrorCode::Unspecified`] for a code this SDK
+        /// does not know (a newer node's, kept in `code_name`) or a status without one.
+        code: ErrorCode,
+        /// The code as sent (`seat_unavailable`, `hold_expired`, ...); when a status carries
+        /// none (a proxy or an older node), the snake_case name of the gRPC code.
+        code_name: String,
         /// The node's human-readable message.
         message: String,
     },
@@ -98,13 +102,20 @@ impl Error {
         }
     }
 
-    /// The node's `booking-code`, when the error came with one.
+    /// The node's `booking-code` as sent, when the error came with one (for a rejection
+    /// without one, the gRPC code's name).
     pub fn booking_code(&self) -> Option<&str> {
         match self {
-            Error::Rejected { code, .. } => Some(code),
+            Error::Rejected { code_name, .. } => Some(code_name),
             Error::Unavailable { booking_code, .. } => booking_code.as_deref(),
             Error::Transport { .. } | Error::InvalidArgument(_) => None,
         }
+    }
+
+    /// The node's `booking-code`, typed, when the error came with one this SDK knows.
+    pub fn code(&self) -> Option<ErrorCode> {
+        Some(ErrorCode::from_name(self.booking_code()?))
+            .filter(|code| *code != ErrorCode::Unspecified)
     }
 
     /// Whether a mutation may have been applied although the call failed (see
@@ -115,9 +126,11 @@ impl Error {
 
     /// Builds the error of a non-retryable status.
     pub(crate) fn rejected(status: &Status) -> Error {
+        let sent = booking_code(status);
         Error::Rejected {
             status: status.code(),
-            code: booking_code(status).map_or_else(|| code_name(status.code()).into(), Into::into),
+            code: sent.map_or(ErrorCode::Unspecified, ErrorCode::from_name),
+            code_name: sent.map_or_else(|| code_name(status.code()).into(), Into::into),
             message: describe(status),
         }
     }
@@ -169,10 +182,9 @@ pub(crate) fn classify(status: &Status) -> Verdict {
     match booking_code(status) {
         Some(code) if status.code() == Code::Unavailable => Verdict::Retry {
             hint: leader_hint(status),
-            delivery: if code == NOT_LEADER || code == NO_LEADER {
-                Delivery::NotApplied
-            } else {
-                Delivery::Unknown
+            delivery: match ErrorCode::from_name(code) {
+                ErrorCode::NotLeader | ErrorCode::NoLeader => Delivery::NotApplied,
+                _ => Delivery::Unknown,
             },
         },
         Some(_) => Verdict::Final,
@@ -279,7 +291,7 @@ mod tests {
     fn not_leader_with_hint_is_retried_at_the_hint() {
         let status = status(
             Code::Unavailable,
-            &[(BOOKING_CODE, NOT_LEADER), (LEADER_ID, "2"), (LEADER_ADDR, "127.0.0.1:7102")],
+            &[(BOOKING_CODE, "not_leader"), (LEADER_ID, "2"), (LEADER_ADDR, "127.0.0.1:7102")],
         );
         assert_eq!(
             classify(&status),
@@ -294,7 +306,7 @@ mod tests {
     fn hint_address_with_scheme_is_normalized() {
         let status = status(
             Code::Unavailable,
-            &[(BOOKING_CODE, NOT_LEADER), (LEADER_ADDR, "http://10.0.0.3:7103/")],
+            &[(BOOKING_CODE, "not_leader"), (LEADER_ADDR, "http://10.0.0.3:7103/")],
         );
         let hint = leader_hint(&status).unwrap();
         assert_eq!(hint, LeaderHint { node_id: None, address: "10.0.0.3:7103".into() });
@@ -302,7 +314,7 @@ mod tests {
 
     #[test]
     fn no_leader_without_hint_is_retried_elsewhere() {
-        let status = status(Code::Unavailable, &[(BOOKING_CODE, NO_LEADER), (LEADER_ID, "0")]);
+        let status = status(Code::Unavailable, &[(BOOKING_CODE, "no_leader"), (LEADER_ID, "0")]);
         assert_eq!(
             classify(&status),
             Verdict::Retry { hint: None, delivery: Delivery::NotApplied }
@@ -313,12 +325,12 @@ mod tests {
     fn malformed_hints_are_ignored() {
         for address in ["", "  ", "not an address", "https://secure:1", "host:notaport"] {
             let status =
-                status(Code::Unavailable, &[(BOOKING_CODE, NOT_LEADER), (LEADER_ADDR, address)]);
+                status(Code::Unavailable, &[(BOOKING_CODE, "not_leader"), (LEADER_ADDR, address)]);
             assert_eq!(leader_hint(&status), None, "{address:?}");
         }
         let status = status(
             Code::Unavailable,
-            &[(BOOKING_CODE, NOT_LEADER), (LEADER_ID, "x"), (LEADER_ADDR, "n1:7101")],
+            &[(BOOKING_CODE, "not_leader"), (LEADER_ID, "x"), (LEADER_ADDR, "n1:7101")],
         );
         assert_eq!(leader_hint(&status).unwrap().node_id, None);
     }
@@ -336,10 +348,24 @@ mod tests {
         let error = Error::rejected(&status);
         assert_eq!(error.grpc_code(), Some(Code::Aborted));
         assert_eq!(error.booking_code(), Some("seat_unavailable"));
+        assert_eq!(error.code(), Some(ErrorCode::SeatUnavailable));
+        assert!(matches!(error, Error::Rejected { code: ErrorCode::SeatUnavailable, .. }));
         assert!(!error.is_outcome_unknown());
-        // An expired hold is DEADLINE_EXCEEDED with a code: the node's answer, not a timeout.
-        let expired = status_with(Code::DeadlineExceeded, "hold_expired");
-        assert_eq!(classify(&expired), Verdict::Final);
+        // An expired hold is FAILED_PRECONDITION with its code: the node's answer, final.
+        let expired = Error::rejected(&status_with(Code::FailedPrecondition, "hold_expired"));
+        assert!(matches!(expired, Error::Rejected { code: ErrorCode::HoldExpired, .. }));
+        // A node that still says DEADLINE_EXCEEDED with a code means the same: it answered.
+        let older = status_with(Code::DeadlineExceeded, "hold_expired");
+        assert_eq!(classify(&older), Verdict::Final);
+    }
+
+    #[test]
+    fn a_code_of_a_newer_node_is_unspecified_and_kept_by_name() {
+        let error = Error::rejected(&status_with(Code::FailedPrecondition, "show_moved"));
+        let Error::Rejected { code, code_name, .. } = &error else { panic!("{error:?}") };
+        assert_eq!((*code, code_name.as_str()), (ErrorCode::Unspecified, "show_moved"));
+        assert_eq!(error.code(), None);
+        assert_eq!(error.booking_code(), Some("show_moved"));
     }
 
     /// A status with only a booking code.
@@ -371,7 +397,9 @@ mod tests {
     fn other_statuses_without_code_are_final_and_named() {
         let status = Status::unimplemented("no such method");
         assert_eq!(classify(&status), Verdict::Final);
-        assert_eq!(Error::rejected(&status).booking_code(), Some("unimplemented"));
+        let error = Error::rejected(&status);
+        assert_eq!(error.booking_code(), Some("unimplemented"));
+        assert!(matches!(error, Error::Rejected { code: ErrorCode::Unspecified, .. }));
     }
 
     #[test]
@@ -380,13 +408,14 @@ mod tests {
             attempts: 3,
             elapsed: Duration::from_millis(150),
             status: Code::Unavailable,
-            booking_code: Some(NO_LEADER.into()),
+            booking_code: Some("no_leader".into()),
             message: "election running".into(),
             outcome_unknown: true,
             idempotency_key: Some("k".into()),
         };
         assert!(error.is_outcome_unknown());
-        assert_eq!(error.booking_code(), Some(NO_LEADER));
+        assert_eq!(error.booking_code(), Some("no_leader"));
+        assert_eq!(error.code(), Some(ErrorCode::NoLeader));
         let text = error.to_string();
         assert!(text.contains("outcome unknown") && text.contains("no_leader: election"), "{text}");
     }

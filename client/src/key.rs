@@ -14,10 +14,9 @@ use tonic::metadata::{AsciiMetadataValue, MetadataMap};
 
 use crate::error::{Error, Result};
 
-/// Request metadata: the idempotency key of a mutation.
-pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
-/// Request metadata: `Bearer <token>`; the node derives the session from the token.
-pub const AUTHORIZATION: &str = "authorization";
+/// Request metadata: the idempotency key of a mutation, and `Bearer <token>` (the node derives
+/// the session from the token). The keys are the wire contract's (`proto`).
+pub use proto::booking::metadata::{AUTHORIZATION, IDEMPOTENCY_KEY};
 
 /// The longest idempotency key a node accepts, in characters.
 pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 128;

@@ -22,13 +22,14 @@
 //!   [`Client::capacity_released`], [`Client::get_audit`] (with
 //!   [`Client::with_operator_token`]).
 //! - Cluster operations (`client.rs`): [`Client::status`], membership, leadership.
-//! - [`Error`]: `Rejected` (final, with its code), `Unavailable` (budget spent; a mutation's
-//!   outcome may be unknown), `Transport` (one node unreachable), `InvalidArgument`.
+//! - [`Error`]: `Rejected` (final, with its typed [`ErrorCode`] and the code's name as sent),
+//!   `Unavailable` (budget spent; a mutation's outcome may be unknown), `Transport` (one node
+//!   unreachable), `InvalidArgument`.
 //!
 //! # Example
 //!
 //! ```no_run
-//! use client::{Client, Error, NewShow};
+//! use client::{Client, Error, ErrorCode, NewShow};
 //!
 //! # async fn run() -> Result<(), Error> {
 //! let client = Client::connect(vec!["127.0.0.1:7101".into(), "127.0.0.1:7102".into()])?;
@@ -38,7 +39,7 @@
 //! // Retrying with the same key after `Unavailable` returns the stored outcome.
 //! let hold = match client.hold(&token, 42, &[54, 55, 56], 1, Some("buyer-7-try-1")).await {
 //!     Ok(hold) => hold,
-//!     Err(Error::Rejected { code, .. }) if code == "seat_unavailable" => return Ok(()),
+//!     Err(Error::Rejected { code: ErrorCode::SeatUnavailable, .. }) => return Ok(()),
 //!     Err(error) => return Err(error),
 //! };
 //! let checkout = client.checkout(&token, 42, hold.hold_id, None).await?;
@@ -62,9 +63,7 @@ pub use crate::batch::HOLD_BATCH_ITEMS_MAX;
 pub use crate::booking::Watch;
 pub use crate::client::{Client, KeySource, NodeStatus};
 pub use crate::connector::{ConnectFuture, Connector, Stream};
-pub use crate::error::{
-    BOOKING_CODE, Error, LEADER_ADDR, LEADER_ID, NO_LEADER, NOT_LEADER, Result,
-};
+pub use crate::error::{BOOKING_CODE, Error, ErrorCode, LEADER_ADDR, LEADER_ID, Result};
 pub use crate::key::{
     AUTHORIZATION, IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_LEN_MAX, generate_key, validate_key,
 };

@@ -233,7 +233,8 @@ impl Client {
         if !reply.linearizable {
             return Err(Error::Rejected {
                 status: Code::Unimplemented,
-                code: code_name(Code::Unimplemented).into(),
+                code: crate::ErrorCode::Unspecified,
+                code_name: code_name(Code::Unimplemented).into(),
                 message: format!("{address} served a replica's seat map, not a linearizable one"),
             });
         }

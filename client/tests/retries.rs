@@ -151,12 +151,12 @@ impl Fake {
         match answer {
             Answer::Serve => Ok(()),
             Answer::NotLeader(id, address) => {
-                let mut status = coded(Code::Unavailable, client::NOT_LEADER);
+                let mut status = coded(Code::Unavailable, client::ErrorCode::NotLeader.name());
                 status.metadata_mut().insert(client::LEADER_ID, id.to_string().parse().unwrap());
                 status.metadata_mut().insert(client::LEADER_ADDR, address.parse().unwrap());
                 Err(status)
             }
-            Answer::NoLeader => Err(coded(Code::Unavailable, client::NO_LEADER)),
+            Answer::NoLeader => Err(coded(Code::Unavailable, client::ErrorCode::NoLeader.name())),
             Answer::Reject(code, booking_code) => Err(coded(code, booking_code)),
             Answer::Hang(duration) => {
                 tokio::time::sleep(duration).await;
@@ -720,7 +720,10 @@ async fn rejections_are_final_and_keep_their_codes() {
 
     let error = client.hold("tok", 7, &[1], 1, None).await.unwrap_err();
     assert!(
-        matches!(&error, Error::Rejected { status: Code::Aborted, code, .. } if code == "seat_unavailable"),
+        matches!(
+            &error,
+            Error::Rejected { status: Code::Aborted, code: client::ErrorCode::SeatUnavailable, .. }
+        ),
         "{error:?}"
     );
     assert_eq!(node.calls("hold").len(), 1);
@@ -735,7 +738,7 @@ async fn an_exhausted_budget_is_unavailable_with_the_key_to_retry() {
     match &error {
         Error::Unavailable { attempts, booking_code, outcome_unknown, idempotency_key, .. } => {
             assert!(*attempts > 2, "{error}");
-            assert_eq!(booking_code.as_deref(), Some(client::NO_LEADER));
+            assert_eq!(booking_code.as_deref(), Some(client::ErrorCode::NoLeader.name()));
             assert!(!outcome_unknown, "no_leader means not proposed");
             let sent = node.calls("hold")[0].key.clone();
             assert_eq!(idempotency_key, &sent);

@@ -535,7 +535,7 @@ fn forget_offer(process: &mut Process, show: u64, offer: u64) {
 /// Returns whether the outcome is unknown (recorded as `info`).
 fn complete_error(recorder: &Recorder, pending: Pending, error: &Error, write: bool) -> bool {
     match error {
-        Error::Rejected { code, .. } if !is_refusal(code) => {
+        Error::Rejected { code_name: code, .. } if !is_refusal(code) => {
             recorder.ok(pending, Observed::rejected(code.clone()));
             false
         }

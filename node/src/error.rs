@@ -1,21 +1,21 @@
-//! The node's API errors and the one table that maps them to gRPC statuses and HTTP responses
-//! (shared/DESIGN.md, "Errors").
+//! The node's API errors and the one table that gives each its stable code, gRPC status and
+//! HTTP status (shared/DESIGN.md, "Errors").
 //!
-//! Owns the stable machine codes clients see (`booking-code` metadata) and the leader hint
-//! (`booking-leader-id`, `booking-leader-addr`). Never decides a rejection: those come from
-//! `statemachine` as `Rejection` values and are only translated here.
+//! Owns the table: every [`ApiError`] has an [`ErrorCode`] (the `proto` enum every client
+//! shares); the gRPC code follows from the error code, and the HTTP status from the gRPC code,
+//! except where HTTP has a more precise word (410 for an expired hold, grant or offer; 405, 413
+//! and 415 for the HTTP framework's own refusals), so the two APIs cannot disagree. Also owns
+//! the gRPC rendering of an error (its status and metadata: `booking-code` and the leader hint).
+//! Never decides a rejection: those come from `statemachine` as `Rejection` values and are
+//! only translated here.
 
+use proto::booking::metadata;
 use raft::NodeId;
 use statemachine::Rejection;
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 
-/// Metadata key of the stable machine code on every error.
-pub const CODE_KEY: &str = "booking-code";
-/// Metadata key of the leader's node id, when a node that is not the leader knows it.
-pub const LEADER_ID_KEY: &str = "booking-leader-id";
-/// Metadata key of the leader's address (host:port of the same API).
-pub const LEADER_ADDR_KEY: &str = "booking-leader-addr";
+pub use proto::booking::ErrorCode;
 
 /// A group's leader, as a hint for the caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,9 +49,18 @@ pub enum ApiError {
     /// The request carries no usable session token.
     #[error("{0}")]
     Unauthenticated(String),
-    /// The node hosts no such group, or no show is placed under that id.
+    /// The node hosts no such group, no show is placed under that id, or no route has the path.
     #[error("{0}")]
     NotFound(String),
+    /// The path exists but not with this HTTP method.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// The body is larger than the route accepts.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// The body is not of a content type the route accepts.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// A membership change was refused by Raft (for instance, a node that is not a learner).
     #[error("{0}")]
     MembershipRefused(String),
@@ -73,37 +82,40 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The error for a reply of the wrong kind: a bug, since each command has one kind of
+    /// reply.
+    pub fn unexpected(reply: statemachine::Reply) -> ApiError {
+        ApiError::Internal(format!("unexpected reply {reply:?}"))
+    }
+
     /// The stable machine code of the error.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ApiError::Rejected(rejection) => rejection.code(),
-            ApiError::NotLeader { leader: Some(_), .. } => "not_leader",
-            ApiError::NotLeader { leader: None, .. } => "no_leader",
-            ApiError::Unavailable(_) => "unavailable",
-            ApiError::InvalidArgument(_) => "invalid_argument",
-            ApiError::Unauthenticated(_) => "unauthenticated",
-            ApiError::NotFound(_) => "not_found",
-            ApiError::MembershipRefused(_) => "membership_refused",
-            ApiError::Forbidden(_) => "forbidden",
-            ApiError::RateLimited { .. } => "rate_limited",
-            ApiError::Internal(_) => "internal",
+            ApiError::Rejected(rejection) => rejection_code(rejection),
+            ApiError::NotLeader { leader: Some(_), .. } => ErrorCode::NotLeader,
+            ApiError::NotLeader { leader: None, .. } => ErrorCode::NoLeader,
+            ApiError::Unavailable(_) => ErrorCode::Unavailable,
+            ApiError::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            ApiError::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            ApiError::NotFound(_) => ErrorCode::NotFound,
+            ApiError::MethodNotAllowed(_) => ErrorCode::MethodNotAllowed,
+            ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
+            ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
+            ApiError::MembershipRefused(_) => ErrorCode::MembershipRefused,
+            ApiError::Forbidden(_) => ErrorCode::Forbidden,
+            ApiError::RateLimited { .. } => ErrorCode::RateLimited,
+            ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
 
-    /// The HTTP status: the same table as [`ApiError::grpc_code`], in HTTP's words (410 for
-    /// an expired hold, grant or offer; 409 for conflicts).
+    /// The gRPC status code: [`grpc_code`] of [`ApiError::code`].
+    pub fn grpc_code(&self) -> Code {
+        grpc_code(self.code())
+    }
+
+    /// The HTTP status: [`http_status`] of [`ApiError::code`].
     pub fn http_status(&self) -> u16 {
-        match self.grpc_code() {
-            Code::InvalidArgument | Code::OutOfRange => 400,
-            Code::Unauthenticated => 401,
-            Code::PermissionDenied => 403,
-            Code::NotFound => 404,
-            Code::Aborted | Code::AlreadyExists | Code::FailedPrecondition => 409,
-            Code::DeadlineExceeded => 410,
-            Code::ResourceExhausted => 429,
-            Code::Unavailable => 503,
-            _ => 500,
-        }
+        http_status(self.code())
     }
 
     /// Seconds after which a retry makes sense, for 429 and 503 (`Retry-After`).
@@ -135,53 +147,108 @@ impl ApiError {
             _ => json!({}),
         }
     }
+}
 
-    /// The gRPC status code: the one table of shared/DESIGN.md "Errors".
-    pub fn grpc_code(&self) -> Code {
-        match self {
-            ApiError::Rejected(rejection) => rejection_code(rejection),
-            ApiError::NotLeader { .. } | ApiError::Unavailable(_) => Code::Unavailable,
-            ApiError::InvalidArgument(_) => Code::InvalidArgument,
-            ApiError::Unauthenticated(_) => Code::Unauthenticated,
-            ApiError::NotFound(_) => Code::NotFound,
-            ApiError::MembershipRefused(_) => Code::FailedPrecondition,
-            ApiError::Forbidden(_) => Code::PermissionDenied,
-            ApiError::RateLimited { .. } => Code::ResourceExhausted,
-            ApiError::Internal(_) => Code::Internal,
-        }
+/// The gRPC status code of an error code: the one table of shared/DESIGN.md "Errors".
+pub fn grpc_code(code: ErrorCode) -> Code {
+    use ErrorCode::*;
+    match code {
+        InvalidArgument | SeatOutOfRange | UnsupportedMediaType => Code::InvalidArgument,
+        Unauthenticated => Code::Unauthenticated,
+        Forbidden | NotOwner => Code::PermissionDenied,
+        NotFound | ShowNotFound | TicketNotFound | HoldNotFound | PaymentNotFound
+        | BookingNotFound | EntryNotFound | OfferNotFound => Code::NotFound,
+        MethodNotAllowed => Code::Unimplemented,
+        PayloadTooLarge | RateLimited | GroupFull | QueueFull => Code::ResourceExhausted,
+        NotLeader | NoLeader | Unavailable => Code::Unavailable,
+        SeatUnavailable | OfferNotActive | IdempotencyKeyReused | ShowExists => Code::Aborted,
+        // Expired is an answer about the hold, grant or offer, never a timeout of the call:
+        // DEADLINE_EXCEEDED would make a client retry it.
+        HoldExpired | GrantExpired | OfferExpired => Code::FailedPrecondition,
+        MembershipRefused
+        | ShowNotOnSale
+        | ShowCancelled
+        | PriceVersionMismatch
+        | TooManyHolds
+        | GrantRequired
+        | TicketNotActive
+        | AdmissionDisabled
+        | AlreadyQueued
+        | HoldNotActive
+        | PaymentInProgress
+        | PaymentAttemptsExhausted
+        | PaymentMismatch
+        | BookingNotCancellable
+        | WaitlistDisabled
+        | NotSoldOut
+        | AlreadyOnWaitlist
+        | EntryNotActive => Code::FailedPrecondition,
+        Internal | Unspecified => Code::Internal,
     }
 }
 
-/// The gRPC code of a business rejection.
-fn rejection_code(rejection: &Rejection) -> Code {
+/// The HTTP status of an error code: the gRPC code's, in HTTP's words, except where HTTP has a
+/// more precise one (410 Gone for an expired hold, grant or offer; the framework's 405, 413,
+/// 415).
+pub fn http_status(code: ErrorCode) -> u16 {
+    match code {
+        ErrorCode::HoldExpired | ErrorCode::GrantExpired | ErrorCode::OfferExpired => 410,
+        ErrorCode::MethodNotAllowed => 405,
+        ErrorCode::PayloadTooLarge => 413,
+        ErrorCode::UnsupportedMediaType => 415,
+        other => match grpc_code(other) {
+            Code::InvalidArgument | Code::OutOfRange => 400,
+            Code::Unauthenticated => 401,
+            Code::PermissionDenied => 403,
+            Code::NotFound => 404,
+            Code::Aborted | Code::AlreadyExists | Code::FailedPrecondition => 409,
+            Code::ResourceExhausted => 429,
+            Code::Unavailable => 503,
+            _ => 500,
+        },
+    }
+}
+
+/// The error code of a business rejection.
+fn rejection_code(rejection: &Rejection) -> ErrorCode {
     use Rejection::*;
     match rejection {
-        InvalidArgument { .. } | SeatOutOfRange { .. } => Code::InvalidArgument,
-        NotOwner => Code::PermissionDenied,
-        ShowNotFound | TicketNotFound | HoldNotFound | PaymentNotFound | BookingNotFound
-        | EntryNotFound | OfferNotFound => Code::NotFound,
-        SeatUnavailable { .. } | OfferNotActive | IdempotencyKeyReused | ShowExists => {
-            Code::Aborted
-        }
-        HoldExpired | GrantExpired | OfferExpired => Code::DeadlineExceeded,
-        GroupFull | QueueFull { .. } => Code::ResourceExhausted,
-        ShowNotOnSale { .. }
-        | ShowCancelled
-        | PriceVersionMismatch { .. }
-        | TooManyHolds { .. }
-        | GrantRequired
-        | TicketNotActive { .. }
-        | AdmissionDisabled
-        | AlreadyQueued { .. }
-        | HoldNotActive { .. }
-        | PaymentInProgress
-        | PaymentAttemptsExhausted
-        | PaymentMismatch { .. }
-        | BookingNotCancellable
-        | WaitlistDisabled
-        | NotSoldOut { .. }
-        | AlreadyOnWaitlist { .. }
-        | EntryNotActive { .. } => Code::FailedPrecondition,
+        InvalidArgument { .. } => ErrorCode::InvalidArgument,
+        ShowNotFound => ErrorCode::ShowNotFound,
+        ShowExists => ErrorCode::ShowExists,
+        GroupFull => ErrorCode::GroupFull,
+        ShowNotOnSale { .. } => ErrorCode::ShowNotOnSale,
+        ShowCancelled => ErrorCode::ShowCancelled,
+        SeatOutOfRange { .. } => ErrorCode::SeatOutOfRange,
+        SeatUnavailable { .. } => ErrorCode::SeatUnavailable,
+        PriceVersionMismatch { .. } => ErrorCode::PriceVersionMismatch,
+        TooManyHolds { .. } => ErrorCode::TooManyHolds,
+        GrantRequired => ErrorCode::GrantRequired,
+        TicketNotFound => ErrorCode::TicketNotFound,
+        GrantExpired => ErrorCode::GrantExpired,
+        TicketNotActive { .. } => ErrorCode::TicketNotActive,
+        AdmissionDisabled => ErrorCode::AdmissionDisabled,
+        AlreadyQueued { .. } => ErrorCode::AlreadyQueued,
+        QueueFull { .. } => ErrorCode::QueueFull,
+        NotOwner => ErrorCode::NotOwner,
+        HoldNotFound => ErrorCode::HoldNotFound,
+        HoldExpired => ErrorCode::HoldExpired,
+        HoldNotActive { .. } => ErrorCode::HoldNotActive,
+        PaymentInProgress => ErrorCode::PaymentInProgress,
+        PaymentAttemptsExhausted => ErrorCode::PaymentAttemptsExhausted,
+        PaymentNotFound => ErrorCode::PaymentNotFound,
+        PaymentMismatch { .. } => ErrorCode::PaymentMismatch,
+        BookingNotFound => ErrorCode::BookingNotFound,
+        BookingNotCancellable => ErrorCode::BookingNotCancellable,
+        WaitlistDisabled => ErrorCode::WaitlistDisabled,
+        NotSoldOut { .. } => ErrorCode::NotSoldOut,
+        AlreadyOnWaitlist { .. } => ErrorCode::AlreadyOnWaitlist,
+        EntryNotFound => ErrorCode::EntryNotFound,
+        EntryNotActive { .. } => ErrorCode::EntryNotActive,
+        OfferNotFound => ErrorCode::OfferNotFound,
+        OfferExpired => ErrorCode::OfferExpired,
+        OfferNotActive => ErrorCode::OfferNotActive,
+        IdempotencyKeyReused => ErrorCode::IdempotencyKeyReused,
     }
 }
 
@@ -201,12 +268,12 @@ impl From<ApiError> for Status {
     fn from(error: ApiError) -> Status {
         let mut status = Status::new(error.grpc_code(), error.to_string());
         let metadata = status.metadata_mut();
-        metadata.insert(CODE_KEY, MetadataValue::from_static(error.code()));
+        metadata.insert(metadata::CODE, MetadataValue::from_static(error.code().name()));
         if let ApiError::NotLeader { leader: Some(leader), .. } = &error {
-            metadata.insert(LEADER_ID_KEY, MetadataValue::from(leader.id));
+            metadata.insert(metadata::LEADER_ID, MetadataValue::from(leader.id));
             if let Some(value) = leader.address.as_deref().and_then(|address| address.parse().ok())
             {
-                metadata.insert(LEADER_ADDR_KEY, value);
+                metadata.insert(metadata::LEADER_ADDR, value);
             }
         }
         status
@@ -215,6 +282,11 @@ impl From<ApiError> for Status {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
+    use statemachine::{Currency, WaitlistEntryState};
+    use statemachine::{EntryId, HoldState, Money, ShowStatus, TicketId, TicketState};
+
     use super::*;
 
     #[test]
@@ -224,14 +296,101 @@ mod tests {
             leader: Some(LeaderHint { id: 2, address: Some("127.0.0.1:7102".into()) }),
         });
         assert_eq!(status.code(), Code::Unavailable);
-        assert_eq!(status.metadata().get(CODE_KEY).unwrap(), "not_leader");
-        assert_eq!(status.metadata().get(LEADER_ID_KEY).unwrap(), "2");
-        assert_eq!(status.metadata().get(LEADER_ADDR_KEY).unwrap(), "127.0.0.1:7102");
+        assert_eq!(status.metadata().get(metadata::CODE).unwrap(), "not_leader");
+        assert_eq!(status.metadata().get(metadata::LEADER_ID).unwrap(), "2");
+        assert_eq!(status.metadata().get(metadata::LEADER_ADDR).unwrap(), "127.0.0.1:7102");
         let taken =
             Status::from(ApiError::from(Rejection::SeatUnavailable { seats: Default::default() }));
         assert_eq!(taken.code(), Code::Aborted);
-        assert_eq!(taken.metadata().get(CODE_KEY).unwrap(), "seat_unavailable");
-        let expired = Status::from(ApiError::from(Rejection::HoldExpired));
-        assert_eq!(expired.code(), Code::DeadlineExceeded);
+        assert_eq!(taken.metadata().get(metadata::CODE).unwrap(), "seat_unavailable");
+    }
+
+    #[test]
+    fn expired_is_gone_over_http_and_never_a_timeout_over_grpc() {
+        for rejection in [Rejection::HoldExpired, Rejection::GrantExpired, Rejection::OfferExpired]
+        {
+            let error = ApiError::from(rejection);
+            assert_eq!(error.grpc_code(), Code::FailedPrecondition, "{error}");
+            assert_eq!(error.http_status(), 410, "{error}");
+        }
+        for code in ErrorCode::all() {
+            assert_ne!(grpc_code(code), Code::DeadlineExceeded, "{code:?}");
+        }
+    }
+
+    /// One of every rejection: the node's codes are the state machine's own names for them.
+    fn every_rejection() -> Vec<Rejection> {
+        let money = Money { amount_minor: 1, currency: Currency(*b"EUR") };
+        vec![
+            Rejection::InvalidArgument { message: Cow::Borrowed("x") },
+            Rejection::ShowNotFound,
+            Rejection::ShowExists,
+            Rejection::GroupFull,
+            Rejection::ShowNotOnSale { status: ShowStatus::Draft },
+            Rejection::ShowCancelled,
+            Rejection::SeatOutOfRange { seat: 1, seat_count: 1 },
+            Rejection::SeatUnavailable { seats: Default::default() },
+            Rejection::PriceVersionMismatch { current: 1 },
+            Rejection::TooManyHolds { max: 1 },
+            Rejection::GrantRequired,
+            Rejection::TicketNotFound,
+            Rejection::GrantExpired,
+            Rejection::TicketNotActive { state: TicketState::Left },
+            Rejection::AdmissionDisabled,
+            Rejection::AlreadyQueued { ticket: TicketId(1) },
+            Rejection::QueueFull { what: Cow::Borrowed("lane") },
+            Rejection::NotOwner,
+            Rejection::HoldNotFound,
+            Rejection::HoldExpired,
+            Rejection::HoldNotActive { state: HoldState::Cancelled },
+            Rejection::PaymentInProgress,
+            Rejection::PaymentAttemptsExhausted,
+            Rejection::PaymentNotFound,
+            Rejection::PaymentMismatch { expected: money, got: money },
+            Rejection::BookingNotFound,
+            Rejection::BookingNotCancellable,
+            Rejection::WaitlistDisabled,
+            Rejection::NotSoldOut { free: 1 },
+            Rejection::AlreadyOnWaitlist { entry: EntryId(1) },
+            Rejection::EntryNotFound,
+            Rejection::EntryNotActive { state: WaitlistEntryState::Left },
+            Rejection::OfferNotFound,
+            Rejection::OfferExpired,
+            Rejection::OfferNotActive,
+            Rejection::IdempotencyKeyReused,
+        ]
+    }
+
+    #[test]
+    fn every_rejection_has_the_error_code_of_its_own_name() {
+        let rejections = every_rejection();
+        for rejection in &rejections {
+            assert_eq!(rejection_code(rejection).name(), rejection.code(), "{rejection:?}");
+        }
+        let distinct: std::collections::BTreeSet<&str> =
+            rejections.iter().map(Rejection::code).collect();
+        assert_eq!(distinct.len(), rejections.len(), "one sample per rejection");
+    }
+
+    #[test]
+    fn http_follows_grpc_except_where_http_has_a_more_precise_word() {
+        let table = [
+            (ErrorCode::InvalidArgument, Code::InvalidArgument, 400),
+            (ErrorCode::Unauthenticated, Code::Unauthenticated, 401),
+            (ErrorCode::NotOwner, Code::PermissionDenied, 403),
+            (ErrorCode::HoldNotFound, Code::NotFound, 404),
+            (ErrorCode::MethodNotAllowed, Code::Unimplemented, 405),
+            (ErrorCode::SeatUnavailable, Code::Aborted, 409),
+            (ErrorCode::TooManyHolds, Code::FailedPrecondition, 409),
+            (ErrorCode::OfferExpired, Code::FailedPrecondition, 410),
+            (ErrorCode::PayloadTooLarge, Code::ResourceExhausted, 413),
+            (ErrorCode::UnsupportedMediaType, Code::InvalidArgument, 415),
+            (ErrorCode::RateLimited, Code::ResourceExhausted, 429),
+            (ErrorCode::Internal, Code::Internal, 500),
+            (ErrorCode::NoLeader, Code::Unavailable, 503),
+        ];
+        for (code, grpc, http) in table {
+            assert_eq!((grpc_code(code), http_status(code)), (grpc, http), "{code:?}");
+        }
     }
 }

@@ -128,8 +128,9 @@ impl HostedGroup {
         }
     }
 
-    /// The `seat_unavailable` rejection a hold would get, answered without a log entry when
-    /// this node leads: this replica's applied state is asked first (most holds that will
+    /// The `seat_unavailable` rejection a hold would get, answered without a log entry, on the
+    /// group's leader (the caller checked; on a node that lost the lead since, the lease read
+    /// is refused as `NotLeader`): this replica's applied state is asked first (most holds that will
     /// succeed stop there and are proposed at no extra cost); a hold that looks rejected is
     /// judged again after a lease read (ReadIndex when the lease has lapsed), so the answer is
     /// a linearizable read
@@ -157,9 +158,6 @@ impl HostedGroup {
         commands: &[ClientCommand],
     ) -> Result<Vec<Option<Rejection>>, ApiError> {
         let clock = self.proposer.clock();
-        if !self.is_leader() {
-            return Ok(vec![None; commands.len()]);
-        }
         let now = clock.now_ms();
         let suspects = self.read_local(|state| {
             commands

@@ -2,14 +2,25 @@
 //! conversion, the one table that maps rejections to gRPC statuses, leader-only workers and
 //! placement (which data group holds a show, recorded by the metadata group 0).
 //!
-//! One file per concept: `config.rs` (command line and TOML), `environment.rs` (what a node runs
-//! on: storage, peer network, clock, entropy, connections; the simulator's seam), `node.rs`
-//! (start-up, bootstrap, serving, shutdown), `service.rs` (the booking operations every API wraps: routing by
-//! placement, proposing on the leader, reading), `group.rs` (one hosted group: writes with a deadline, ReadIndex reads,
-//! leader hints, leadership watch), `workers.rs` (leader-only workers: the tick proposer),
-//! `error.rs` (API errors and their gRPC mapping), `api/` (the gRPC services), `rest/` (the REST API on the same port). Nothing imports this
-//! crate; the daemon is `src/main.rs`, a thin shell over `daemon.rs` (logging, start, signals,
-//! stop), which the test-only `src/bin/bookingd-unsafe.rs` shares (the `unsafe-modes` feature).
+//! One file per concept. The node: `config.rs` (command line and TOML), `environment.rs` (what
+//! a node runs on: storage, peer network, clock, entropy, connections; the simulator's seam),
+//! `node.rs` (start-up, bootstrap, serving, shutdown), `group.rs` (one hosted group: writes
+//! with a deadline, ReadIndex reads, leader hints, leadership watch), `workers.rs` (leader-only
+//! workers: the tick proposer).
+//!
+//! What both APIs share, beside each other: `service.rs` (routing by placement, proposing on
+//! the leader, reading), `operations.rs` (one function per API operation: the command a
+//! request is, the view its answer shows, the count of decided holds), `input.rs` (request
+//! checks that need no state: seats into a `SeatSet` at the edge, ids, quantities),
+//! `sessions.rs` (who calls: session tokens, the operator credential, idempotency keys),
+//! `limits.rs` (token buckets), `metrics.rs` (what the node counts), `names.rs` (the wire
+//! names of every state), `watch.rs` (status streams), `error.rs` (the one table of error
+//! codes, gRPC and HTTP statuses).
+//!
+//! The two skins over them, which import those and never each other: `api/` (the gRPC
+//! services) and `rest/` (the REST API on the same port). Nothing imports this crate; the
+//! daemon is `src/main.rs`, a thin shell over `daemon.rs` (logging, start, signals, stop), which
+//! the test-only `src/bin/bookingd-unsafe.rs` shares (the `unsafe-modes` feature).
 
 pub mod api;
 pub mod config;
@@ -17,11 +28,20 @@ pub mod daemon;
 pub mod environment;
 pub mod error;
 pub mod group;
+pub mod input;
+pub mod limits;
+pub mod metrics;
+pub mod names;
 pub mod node;
+pub mod operations;
 pub mod rest;
 pub mod service;
+pub mod sessions;
 pub mod watch;
 pub mod workers;
+
+#[cfg(test)]
+pub(crate) mod test_node;
 
 pub use config::{Args, Config};
 pub use node::Node;

@@ -20,14 +20,14 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Endpoint;
 
-use crate::api::session::{DEVELOPMENT_SECRET, Sessions};
 use crate::api::{AdminApi, BookingApi};
 use crate::config::{Config, initial_voters};
 use crate::environment::{Environment, Incoming};
 use crate::group::HostedGroup;
-use crate::rest::limits::Limits;
-use crate::rest::metrics::Metrics;
+use crate::limits::Limits;
+use crate::metrics::Metrics;
 use crate::service::Service;
+use crate::sessions::{DEVELOPMENT_SECRET, Sessions};
 
 /// Why the node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +56,8 @@ pub enum StartError {
     },
 }
 
-/// What the API handlers share: this node's identity and its groups.
+/// What the API handlers share: this node's identity, its groups, its callers' credentials,
+/// limits and metrics.
 pub struct Shared {
     /// The node's settings.
     pub config: Config,
@@ -64,6 +65,10 @@ pub struct Shared {
     pub groups: BTreeMap<GroupId, Arc<HostedGroup>>,
     /// Session tokens and the operator credential.
     pub sessions: Sessions,
+    /// The token buckets every booking call pays, over REST and gRPC alike.
+    pub limits: Limits,
+    /// What the node counts (`GET /metrics`).
+    pub metrics: Metrics,
 }
 
 impl Shared {
@@ -168,24 +173,15 @@ impl Node {
             );
         }
         let sessions = Sessions::with_entropy(&secret, config.operator_token.clone(), entropy);
-        let shared = Arc::new(Shared { config, groups, sessions });
+        let limits = Limits::from_config(&config);
+        let shared = Arc::new(Shared { config, groups, sessions, limits, metrics: Metrics::new() });
         let (stop, stopped) = oneshot::channel::<()>();
-        let limits = Limits::from_config(&shared.config);
-        let metrics = Metrics::new();
         let grpc = tonic::service::Routes::new(RaftService::new(registry).into_server())
-            .add_service(
-                BookingApi::new(Service::new(shared.clone()), metrics.clone(), limits.clone())
-                    .into_server(),
-            )
+            .add_service(BookingApi::new(Service::new(shared.clone())).into_server())
             .add_service(AdminApi::new(shared.clone()).into_server())
             .into_axum_router();
-        let rest = crate::rest::router(
-            Service::new(shared.clone()),
-            limits.clone(),
-            metrics.clone(),
-            network.dialer.clone(),
-        );
-        let router = one_port(rest, grpc, limits);
+        let rest = crate::rest::router(Service::new(shared.clone()), network.dialer.clone());
+        let router = one_port(rest, grpc, shared.limits.clone());
         let server = match listener {
             Listener::Tcp(listener) => tokio::spawn(
                 tonic::transport::Server::builder()
@@ -322,7 +318,7 @@ fn one_port(rest: axum::Router, grpc: axum::Router, limits: Limits) -> axum::Rou
             let limited = request.uri().path().starts_with("/booking.v1.BookingService/");
             if is_grpc
                 && limited
-                && let Err(error) = limits.check(request.headers(), request.extensions())
+                && let Err(error) = limits.check(request.headers(), request.extensions(), false)
             {
                 let retry_after = error.retry_after_s();
                 let mut response = tonic::Status::from(error).into_http::<axum::body::Body>();

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use statemachine::limits::ADMISSION_WINDOW_MAX;
 use statemachine::{
-    ClientCommand, ClientRequest, Command, Group, IdempotencyKey, METADATA_GROUP, OperatorCommand,
-    PaymentOutcome, Rejection, Reply, SessionId, ShowId, ShowSpec,
+    ClientCommand, Command, Group, METADATA_GROUP, OperatorCommand, PaymentOutcome, Rejection,
+    Reply, ShowId, ShowSpec,
 };
 
 use crate::error::ApiError;
@@ -195,7 +195,7 @@ impl Service {
                 let group = self.choose_group(group)?;
                 match decide(metadata, Command::Place { show, group }).await? {
                     Reply::Placed { group, .. } => group,
-                    other => return Err(unexpected(other)),
+                    other => return Err(ApiError::unexpected(other)),
                 }
             }
         };
@@ -225,26 +225,23 @@ impl Service {
         decide(hosted, Command::Operator(command)).await
     }
 
-    /// Proposes a buyer's request under `session` and `key`. A hold whose seats the group's
-    /// state already refuses is answered `seat_unavailable` after a linearizable read, without
-    /// a log entry ([`HostedGroup::reject_without_log`]).
+    /// Proposes a buyer's command. On the leader of the show's group (`NotLeader` elsewhere,
+    /// checked once), a hold whose seats the group's state already refuses is answered
+    /// `seat_unavailable` after a linearizable read, without a log entry
+    /// ([`HostedGroup::reject_without_log`]).
     ///
     /// # Errors
     ///
     /// The request's rejection, or a routing error.
-    pub async fn client(
-        &self,
-        show: ShowId,
-        session: SessionId,
-        key: IdempotencyKey,
-        request: ClientRequest,
-    ) -> Result<Reply, ApiError> {
-        let hosted = self.group_of(show).await?;
-        let command = ClientCommand { show, session, key, request };
+    pub async fn client(&self, command: ClientCommand) -> Result<Reply, ApiError> {
+        let hosted = self.group_of(command.show).await?;
+        if !hosted.is_leader() {
+            return Err(hosted.not_leader());
+        }
         if let Some(rejection) = hosted.reject_without_log(&command).await? {
             return Err(ApiError::Rejected(rejection));
         }
-        decide(hosted, Command::Client(command)).await
+        propose(hosted, Command::Client(command)).await
     }
 
     /// Decides many buyers' requests, each exactly as [`Service::client`] would, one result
@@ -275,7 +272,7 @@ impl Service {
                 |((command, rejection), at)| async move {
                     let result = match rejection {
                         Some(rejection) => Err(ApiError::Rejected(rejection)),
-                        None => decide(hosted, Command::Client(command)).await,
+                        None => propose(hosted, Command::Client(command)).await,
                     };
                     (at, result)
                 },
@@ -361,15 +358,18 @@ fn made_by(state: &Group, spec: &ShowSpec) -> bool {
 }
 
 /// Proposes `command` on `group`'s leader and returns its reply, or the rejection as an error.
+/// A node that does not lead is refused before anything is encoded.
 async fn decide(group: &HostedGroup, command: Command) -> Result<Reply, ApiError> {
     if !group.is_leader() {
         return Err(group.not_leader());
     }
-    Ok(group.propose(command).await??)
+    propose(group, command).await
 }
 
-fn unexpected(reply: Reply) -> ApiError {
-    ApiError::Internal(format!("unexpected reply {reply:?}"))
+/// Proposes `command` (the caller checked leadership; a proposal on a node that lost it since
+/// is refused by Raft as `NotLeader`) and returns its reply, or the rejection as an error.
+async fn propose(group: &HostedGroup, command: Command) -> Result<Reply, ApiError> {
+    Ok(group.propose(command).await??)
 }
 
 #[cfg(test)]
@@ -377,6 +377,7 @@ mod tests {
     use statemachine::{Currency, SeatRange, ShowPolicy};
 
     use super::*;
+    use crate::error::ErrorCode;
 
     fn spec(policy: ShowPolicy) -> ShowSpec {
         ShowSpec {
@@ -399,7 +400,7 @@ mod tests {
         );
         let mut bad = spec(ShowPolicy::default());
         bad.layout.clear();
-        assert_eq!(checked_spec(bad).unwrap_err().code(), "invalid_argument");
+        assert_eq!(checked_spec(bad).unwrap_err().code(), ErrorCode::InvalidArgument);
     }
 
     #[test]
@@ -420,7 +421,7 @@ mod tests {
             ]
         );
         let closed = ShowSetup { admission: Some((true, 0)), ..ShowSetup::default() };
-        assert_eq!(closed.commands(show).unwrap_err().code(), "invalid_argument");
+        assert_eq!(closed.commands(show).unwrap_err().code(), ErrorCode::InvalidArgument);
         assert!(ShowSetup::default().commands(show).unwrap().is_empty());
     }
 }

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use client::{Client, Error, NewShow, SeatStatus, ShowPolicy};
+use client::{Client, Error, ErrorCode, NewShow, SeatStatus, ShowPolicy};
 use tempfile::TempDir;
 
 use crate::bench::driver::RunSpec;
@@ -182,8 +182,8 @@ impl ClusterRun {
     /// Whether `error` is a clean seat conflict, and otherwise its label.
     fn outcome_of(error: &Error) -> Outcome {
         match error {
-            Error::Rejected { code, .. } if code == "seat_unavailable" => Outcome::Conflict,
-            Error::Rejected { code, .. } => Outcome::Failed(format!("rejected {code}")),
+            Error::Rejected { code: ErrorCode::SeatUnavailable, .. } => Outcome::Conflict,
+            Error::Rejected { code_name, .. } => Outcome::Failed(format!("rejected {code_name}")),
             Error::Unavailable { outcome_unknown: true, booking_code, .. } => Outcome::Unknown(
                 format!("unavailable {}", booking_code.as_deref().unwrap_or("(no code)")),
             ),

@@ -1,11 +1,11 @@
-//! The gRPC `BookingService` over [`crate::service::Service`].
+//! The gRPC `BookingService`: a thin skin over `crate::operations`.
 //!
-//! Owns the request path of every booking call: who calls (session or operator credential),
-//! under which idempotency key, checking the message (through `convert.rs`, so bad input
-//! changes nothing), then one service call and the conversion of its answer; the streaming
-//! watches convert the views of `watch.rs`, served from this replica. Routing
-//! (placement, the group's leader) is the service's; rule decisions are the state machine's,
-//! passed through the one error table in `error.rs`.
+//! Owns the gRPC request path of every booking call: who calls (session or operator
+//! credential, from metadata), under which idempotency key, the message's fields checked into
+//! domain values (`crate::input`, so bad input changes nothing), then one operation and the
+//! conversion of its answer (`convert.rs`); the streaming watches convert the views of
+//! `crate::watch`. Routing is the service's, what an operation means is `operations.rs`'s, rule
+//! decisions are the state machine's, passed through the one error table in `crate::error`.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -13,6 +13,7 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
 use proto::booking::hold_item_result::Result as ItemResult;
+use proto::booking::metadata as keys;
 use proto::booking::{
     AuditReply, BookingRef, BookingReply, CapacityReleasedReply, CapacityReleasedRequest,
     CheckoutReply, CreateSessionRequest, CreateShowRequest, EntryRef, GetAuditRequest,
@@ -22,20 +23,18 @@ use proto::booking::{
     TicketRef, TicketReply, WaitlistEntryReply,
 };
 use statemachine::{
-    BookingId, ClientCommand, ClientRequest, EntityKind, EntryId, Group, HoldId, IdempotencyKey,
-    OfferId, OperatorCommand, Rejection, Reply, SessionId, ShowId, TicketId,
+    BookingId, ClientCommand, EntryId, Group, HoldId, IdempotencyKey, OfferId, OperatorCommand,
+    SessionId, TicketId,
 };
 use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::{Request, Response, Status};
 
 use crate::api::convert;
 use crate::api::seat_maps::SeatMaps;
-use crate::api::session;
 use crate::error::ApiError;
-use crate::rest::limits::Limits;
-use crate::rest::metrics::{HoldOutcome, Metrics};
+use crate::operations::{self, Freshness};
 use crate::service::Service;
-use crate::watch;
+use crate::{input, names, sessions, watch};
 
 /// A server stream of watch replies.
 pub type WatchStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -43,19 +42,13 @@ pub type WatchStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 
 /// The booking API of one node.
 pub struct BookingApi {
     service: Service,
-    metrics: Metrics,
     seat_maps: SeatMaps,
-    /// The token buckets each `HoldMany` item pays for its session (the call's own metadata
-    /// carries no session, so the layer in front charges only the caller's address).
-    limits: Limits,
 }
 
 impl BookingApi {
-    /// The API over this node's booking operations, recording hold outcomes in `metrics` (the
-    /// same registry `/metrics` serves) and charging each `HoldMany` item's session in
-    /// `limits` (the same buckets every call pays).
-    pub fn new(service: Service, metrics: Metrics, limits: Limits) -> BookingApi {
-        BookingApi { service, metrics, seat_maps: SeatMaps::new(), limits }
+    /// The API over this node's booking operations.
+    pub fn new(service: Service) -> BookingApi {
+        BookingApi { service, seat_maps: SeatMaps::new() }
     }
 
     /// The tonic service.
@@ -65,12 +58,12 @@ impl BookingApi {
 
     /// The caller's session, from its bearer token.
     fn session(&self, metadata: &MetadataMap) -> Result<SessionId, ApiError> {
-        self.service.shared().sessions.session(metadata_str(metadata, "authorization"))
+        self.service.shared().sessions.session(metadata_str(metadata, keys::AUTHORIZATION))
     }
 
     /// Checks the operator credential (open when the cluster has none).
     fn operator(&self, metadata: &MetadataMap) -> Result<(), ApiError> {
-        self.service.shared().sessions.operator(metadata_str(metadata, "authorization"))
+        self.service.shared().sessions.operator(metadata_str(metadata, keys::AUTHORIZATION))
     }
 
     /// A buyer's mutation: the session and the idempotency key from the metadata.
@@ -91,92 +84,22 @@ impl BookingApi {
         Ok(())
     }
 
-    /// Proposes an operator command that answers with the show's status, and returns where
-    /// the show lives.
-    async fn change_status(&self, command: OperatorCommand) -> Result<ShowPlacement, ApiError> {
-        let show = command.show();
-        match self.service.operator(command).await? {
-            Reply::ShowStatusChanged { .. } => {}
-            other => return Err(unexpected(other)),
-        }
-        let group = self.service.group_of(show).await?.id;
-        Ok(ShowPlacement { show_id: show.0, group_id: group })
-    }
-
-    /// Reads a hold from this replica (right after this node decided a command that made or
-    /// changed it, so the replica has applied it).
-    async fn hold_after(
-        &self,
-        show: ShowId,
-        hold: HoldId,
-        session: SessionId,
-    ) -> Result<HoldReply, ApiError> {
-        let view =
-            self.service.read_local(show, |state| state.hold(show, hold, Some(session))).await?;
-        Ok(convert::hold_reply(show, &view))
-    }
-
-    /// Reads a ticket from this replica, after a command about it was decided here.
-    async fn ticket_after(
-        &self,
-        show: ShowId,
-        ticket: TicketId,
-        session: SessionId,
-    ) -> Result<TicketReply, ApiError> {
-        let view = self
-            .service
-            .read_local(show, |state| state.ticket(show, ticket, Some(session)))
-            .await?;
-        Ok(convert::ticket_reply(show, &view))
-    }
-
-    /// Reads a waitlist entry (and its offer) from this replica, after a command about it was
-    /// decided here.
-    async fn entry_after(
-        &self,
-        show: ShowId,
-        entry: EntryId,
-        session: SessionId,
-    ) -> Result<WaitlistEntryReply, ApiError> {
-        self.service.read_local(show, |state| entry_read(state, show, entry, session)).await
+    /// The command of one `HoldMany` item, checked as a `Hold` call's metadata and message;
+    /// each item pays its session's token bucket (the call's own metadata carries no session,
+    /// so the layer in front charges only the caller's address).
+    fn hold_item(&self, item: HoldItem) -> Result<ClientCommand, ApiError> {
+        let shared = self.service.shared();
+        let session = shared.sessions.session_of_token(&item.session_token)?;
+        shared.limits.check_session(&item.session_token)?;
+        let key = sessions::idempotency_key(Some(&item.idempotency_key))?;
+        let hold = item.hold.ok_or_else(|| ApiError::InvalidArgument("hold: required".into()))?;
+        let (show, request) = convert::hold_request(&hold)?;
+        Ok(ClientCommand { show, session, key, request })
     }
 }
 
 /// The most items of one `HoldMany` call.
 pub const HOLD_MANY_ITEMS_MAX: usize = 1_024;
-
-impl BookingApi {
-    /// The command of one `HoldMany` item, checked as a `Hold` call's metadata and message.
-    fn hold_item(&self, item: HoldItem) -> Result<ClientCommand, ApiError> {
-        let session = self.service.shared().sessions.session_of_token(&item.session_token)?;
-        self.limits.check_session(&item.session_token)?;
-        let key = session::idempotency_key(Some(&item.idempotency_key))?;
-        let hold = item.hold.ok_or_else(|| ApiError::InvalidArgument("hold: required".into()))?;
-        let show = convert::show_id(hold.show_id)?;
-        let seats = convert::seat_set(&hold.seats)?;
-        let grant = (hold.grant_ticket_id != 0).then_some(TicketId(hold.grant_ticket_id));
-        let request = ClientRequest::Hold { seats, price_version: hold.price_version, grant };
-        Ok(ClientCommand { show, session, key, request })
-    }
-
-    /// What one decided hold answers: the hold as made, or the failure.
-    async fn held(
-        &self,
-        command: &ClientCommand,
-        decided: Result<Reply, ApiError>,
-    ) -> Result<HoldReply, ApiError> {
-        // A hold sent on to the leader is counted where it is decided, not here.
-        if !matches!(decided, Err(ApiError::NotLeader { .. })) {
-            self.metrics.record_hold(HoldOutcome::of(&decided));
-        }
-        match decided? {
-            Reply::Held(receipt) => {
-                self.hold_after(command.show, receipt.hold, command.session).await
-            }
-            other => Err(unexpected(other)),
-        }
-    }
-}
 
 /// A failure as a `HoldMany` item carries it: the status a `Hold` call would have failed with.
 fn item_status(error: ApiError) -> ItemStatus {
@@ -199,26 +122,7 @@ fn metadata_str<'a>(metadata: &'a MetadataMap, key: &str) -> Option<&'a str> {
 }
 
 fn idempotency_key(metadata: &MetadataMap) -> Result<IdempotencyKey, ApiError> {
-    session::idempotency_key(metadata_str(metadata, "idempotency-key"))
-}
-
-/// A waitlist entry and its offer, read in one step.
-fn entry_read(
-    state: &Group,
-    show: ShowId,
-    entry: EntryId,
-    session: SessionId,
-) -> Result<WaitlistEntryReply, Rejection> {
-    let view = state.waitlist_entry(show, entry, Some(session))?;
-    let offer = match view.entry.offer {
-        Some(offer) => Some(state.offer(show, offer, Some(session))?),
-        None => None,
-    };
-    Ok(convert::entry_reply(show, &view, offer.as_ref()))
-}
-
-fn unexpected(reply: Reply) -> ApiError {
-    ApiError::Internal(format!("unexpected reply {reply:?}"))
+    sessions::idempotency_key(metadata_str(metadata, keys::IDEMPOTENCY_KEY))
 }
 
 #[tonic::async_trait]
@@ -235,33 +139,14 @@ impl BookingService for BookingApi {
         &self,
         _request: Request<ListShowsRequest>,
     ) -> Result<Response<ListShowsReply>, Status> {
-        let mut shows = Vec::new();
-        for placed in self.service.placements()? {
-            let hosted = self.service.shared().group(placed.group)?;
-            let summary = hosted.read_local(|state| {
-                let show = state.show(placed.show)?;
-                let map = state.seat_map(placed.show).ok()?;
-                Some(convert::show_reply(placed.group, show, &map))
-            })?;
-            // A placement whose show is not created yet (a create-show under way) is skipped.
-            shows.extend(summary);
-        }
-        shows.sort_by_key(|show| show.show_id);
-        Ok(Response::new(ListShowsReply { shows }))
+        let shows = operations::list_shows(&self.service)?;
+        Ok(Response::new(ListShowsReply { shows: shows.iter().map(convert::show_reply).collect() }))
     }
 
     async fn get_show(&self, request: Request<ShowRef>) -> Result<Response<ShowReply>, Status> {
-        let show = convert::show_id(request.into_inner().show_id)?;
-        let hosted = self.service.group_of(show).await?;
-        let group = hosted.id;
-        let reply = hosted
-            .read_local(|state| {
-                let found = state.show(show).ok_or(Rejection::ShowNotFound)?;
-                let map = state.seat_map(show)?;
-                Ok::<_, Rejection>(convert::show_reply(group, found, &map))
-            })?
-            .map_err(ApiError::from)?;
-        Ok(Response::new(reply))
+        let show = input::show_id("show_id", request.into_inner().show_id)?;
+        let summary = operations::get_show(&self.service, show).await?;
+        Ok(Response::new(convert::show_reply(&summary)))
     }
 
     async fn get_seat_map(
@@ -269,7 +154,7 @@ impl BookingService for BookingApi {
         request: Request<SeatMapRequest>,
     ) -> Result<Response<SeatMapReply>, Status> {
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
+        let show = input::show_id("show_id", request.show_id)?;
         if request.packed {
             let mut map = if request.linearizable {
                 // Of the position the read index confirmed, never an older one.
@@ -288,12 +173,9 @@ impl BookingService for BookingApi {
             map.linearizable = request.linearizable;
             return Ok(Response::new(map));
         }
-        let read = |state: &Group| state.seat_map(show);
-        let map = if request.linearizable {
-            self.service.read_linearizable(show, read).await?
-        } else {
-            self.service.read_local(show, read).await?
-        };
+        let freshness =
+            if request.linearizable { Freshness::Linearizable } else { Freshness::Replica };
+        let map = operations::seat_map(&self.service, show, freshness).await?;
         Ok(Response::new(convert::seat_map_reply(&map, request.linearizable)))
     }
 
@@ -313,8 +195,10 @@ impl BookingService for BookingApi {
         request: Request<ShowRef>,
     ) -> Result<Response<ShowPlacement>, Status> {
         self.operator_mutation(request.metadata())?;
-        let show = convert::show_id(request.into_inner().show_id)?;
-        Ok(Response::new(self.change_status(OperatorCommand::OpenSales { show }).await?))
+        let show = input::show_id("show_id", request.into_inner().show_id)?;
+        let placed =
+            operations::change_status(&self.service, OperatorCommand::OpenSales { show }).await?;
+        Ok(Response::new(ShowPlacement { show_id: placed.show.0, group_id: placed.group }))
     }
 
     async fn close_sales(
@@ -322,20 +206,18 @@ impl BookingService for BookingApi {
         request: Request<ShowRef>,
     ) -> Result<Response<ShowPlacement>, Status> {
         self.operator_mutation(request.metadata())?;
-        let show = convert::show_id(request.into_inner().show_id)?;
-        Ok(Response::new(self.change_status(OperatorCommand::CloseSales { show }).await?))
+        let show = input::show_id("show_id", request.into_inner().show_id)?;
+        let placed =
+            operations::change_status(&self.service, OperatorCommand::CloseSales { show }).await?;
+        Ok(Response::new(ShowPlacement { show_id: placed.show.0, group_id: placed.group }))
     }
 
     async fn hold(&self, request: Request<HoldRequest>) -> Result<Response<HoldReply>, Status> {
         let (session, key) = self.buyer_mutation(request.metadata())?;
-        let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let seats = convert::seat_set(&request.seats)?;
-        let grant = (request.grant_ticket_id != 0).then_some(TicketId(request.grant_ticket_id));
-        let hold = ClientRequest::Hold { seats, price_version: request.price_version, grant };
-        let command = ClientCommand { show, session, key, request: hold };
-        let decided = self.service.client(show, session, key, command.request.clone()).await;
-        Ok(Response::new(self.held(&command, decided).await?))
+        let (show, request) = convert::hold_request(request.get_ref())?;
+        let command = ClientCommand { show, session, key, request };
+        let view = operations::hold(&self.service, command).await?;
+        Ok(Response::new(convert::hold_reply(show, &view)))
     }
 
     async fn hold_many(
@@ -350,24 +232,23 @@ impl BookingService for BookingApi {
         let parsed: Vec<Result<ClientCommand, ApiError>> =
             items.into_iter().map(|item| self.hold_item(item)).collect();
         let commands = parsed.iter().filter_map(|command| command.as_ref().ok().cloned()).collect();
-        let mut decided = self.service.clients(commands).await.into_iter();
-        let mut results = Vec::with_capacity(parsed.len());
-        for command in parsed {
-            let reply = match command {
-                Ok(command) => {
-                    let decision = decided.next().unwrap_or_else(|| {
+        let mut decided = operations::hold_many(&self.service, commands).await.into_iter();
+        let results = parsed
+            .into_iter()
+            .map(|command| {
+                let reply = command.and_then(|command| {
+                    let view = decided.next().unwrap_or_else(|| {
                         Err(ApiError::Internal("a hold got no decision".into()))
-                    });
-                    self.held(&command, decision).await
-                }
-                Err(error) => Err(error),
-            };
-            let result = match reply {
-                Ok(reply) => ItemResult::Held(reply),
-                Err(error) => ItemResult::Failed(item_status(error)),
-            };
-            results.push(HoldItemResult { result: Some(result) });
-        }
+                    })?;
+                    Ok(convert::hold_reply(command.show, &view))
+                });
+                let result = match reply {
+                    Ok(reply) => ItemResult::Held(reply),
+                    Err(error) => ItemResult::Failed(item_status(error)),
+                };
+                HoldItemResult { result: Some(result) }
+            })
+            .collect();
         Ok(Response::new(HoldManyReply { results }))
     }
 
@@ -377,45 +258,35 @@ impl BookingService for BookingApi {
     ) -> Result<Response<HoldReply>, Status> {
         let session = self.session(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let hold = HoldId(convert::nonzero("hold_id", request.hold_id)?);
-        let view = self
-            .service
-            .read_linearizable(show, |state| state.hold(show, hold, Some(session)))
-            .await?;
+        let show = input::show_id("show_id", request.show_id)?;
+        let hold = HoldId(input::nonzero("hold_id", request.hold_id)?);
+        let view = operations::get_hold(&self.service, show, hold, session).await?;
         Ok(Response::new(convert::hold_reply(show, &view)))
     }
 
     async fn cancel_hold(&self, request: Request<HoldRef>) -> Result<Response<HoldReply>, Status> {
         let (session, key) = self.buyer_mutation(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let hold = HoldId(convert::nonzero("hold_id", request.hold_id)?);
-        match self.service.client(show, session, key, ClientRequest::CancelHold { hold }).await? {
-            Reply::HoldCancelled { .. } => {}
-            other => return Err(unexpected(other).into()),
-        }
-        Ok(Response::new(self.hold_after(show, hold, session).await?))
+        let show = input::show_id("show_id", request.show_id)?;
+        let hold = HoldId(input::nonzero("hold_id", request.hold_id)?);
+        let view = operations::cancel_hold(&self.service, show, session, key, hold).await?;
+        Ok(Response::new(convert::hold_reply(show, &view)))
     }
 
     async fn checkout(&self, request: Request<HoldRef>) -> Result<Response<CheckoutReply>, Status> {
         let (session, key) = self.buyer_mutation(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let hold = HoldId(convert::nonzero("hold_id", request.hold_id)?);
-        match self.service.client(show, session, key, ClientRequest::Checkout { hold }).await? {
-            Reply::CheckoutStarted { hold, payment, price, deadline_ms } => {
-                Ok(Response::new(CheckoutReply {
-                    show_id: show.0,
-                    hold_id: hold.0,
-                    payment_id: payment.0,
-                    amount_minor: price.amount_minor,
-                    currency: price.currency.to_string(),
-                    deadline_ms,
-                }))
-            }
-            other => Err(unexpected(other).into()),
-        }
+        let show = input::show_id("show_id", request.show_id)?;
+        let hold = HoldId(input::nonzero("hold_id", request.hold_id)?);
+        let started = operations::checkout(&self.service, show, session, key, hold).await?;
+        Ok(Response::new(CheckoutReply {
+            show_id: show.0,
+            hold_id: started.hold.0,
+            payment_id: started.payment.0,
+            amount_minor: started.price.amount_minor,
+            currency: started.price.currency.to_string(),
+            deadline_ms: started.deadline_ms,
+        }))
     }
 
     async fn get_booking(
@@ -424,12 +295,9 @@ impl BookingService for BookingApi {
     ) -> Result<Response<BookingReply>, Status> {
         let session = self.session(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let booking = BookingId(convert::nonzero("booking_id", request.booking_id)?);
-        let view = self
-            .service
-            .read_linearizable(show, |state| state.booking(show, booking, Some(session)))
-            .await?;
+        let show = input::show_id("show_id", request.show_id)?;
+        let booking = BookingId(input::nonzero("booking_id", request.booking_id)?);
+        let view = operations::get_booking(&self.service, show, booking, session).await?;
         Ok(Response::new(convert::booking_reply(show, &view)))
     }
 
@@ -439,29 +307,17 @@ impl BookingService for BookingApi {
     ) -> Result<Response<BookingReply>, Status> {
         let (session, key) = self.buyer_mutation(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let booking = BookingId(convert::nonzero("booking_id", request.booking_id)?);
-        let cancel = ClientRequest::CancelBooking { booking };
-        match self.service.client(show, session, key, cancel).await? {
-            Reply::BookingCancelled { .. } => {}
-            other => return Err(unexpected(other).into()),
-        }
-        let view = self
-            .service
-            .read_local(show, |state| state.booking(show, booking, Some(session)))
-            .await?;
+        let show = input::show_id("show_id", request.show_id)?;
+        let booking = BookingId(input::nonzero("booking_id", request.booking_id)?);
+        let view = operations::cancel_booking(&self.service, show, session, key, booking).await?;
         Ok(Response::new(convert::booking_reply(show, &view)))
     }
 
     async fn join_queue(&self, request: Request<ShowRef>) -> Result<Response<TicketReply>, Status> {
         let (session, key) = self.buyer_mutation(request.metadata())?;
-        let show = convert::show_id(request.into_inner().show_id)?;
-        let ticket = match self.service.client(show, session, key, ClientRequest::JoinQueue).await?
-        {
-            Reply::Queued { ticket, .. } => ticket,
-            other => return Err(unexpected(other).into()),
-        };
-        Ok(Response::new(self.ticket_after(show, ticket, session).await?))
+        let show = input::show_id("show_id", request.into_inner().show_id)?;
+        let view = operations::join_queue(&self.service, show, session, key).await?;
+        Ok(Response::new(convert::ticket_reply(show, &view)))
     }
 
     async fn get_ticket(
@@ -470,12 +326,9 @@ impl BookingService for BookingApi {
     ) -> Result<Response<TicketReply>, Status> {
         let session = self.session(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let ticket = TicketId(convert::nonzero("ticket_id", request.ticket_id)?);
-        let view = self
-            .service
-            .read_linearizable(show, |state| state.ticket(show, ticket, Some(session)))
-            .await?;
+        let show = input::show_id("show_id", request.show_id)?;
+        let ticket = TicketId(input::nonzero("ticket_id", request.ticket_id)?);
+        let view = operations::get_ticket(&self.service, show, ticket, session).await?;
         Ok(Response::new(convert::ticket_reply(show, &view)))
     }
 
@@ -485,14 +338,10 @@ impl BookingService for BookingApi {
     ) -> Result<Response<TicketReply>, Status> {
         let (session, key) = self.buyer_mutation(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let ticket = TicketId(convert::nonzero("ticket_id", request.ticket_id)?);
-        let leave = ClientRequest::LeaveQueue { ticket };
-        match self.service.client(show, session, key, leave).await? {
-            Reply::QueueLeft { .. } => {}
-            other => return Err(unexpected(other).into()),
-        }
-        Ok(Response::new(self.ticket_after(show, ticket, session).await?))
+        let show = input::show_id("show_id", request.show_id)?;
+        let ticket = TicketId(input::nonzero("ticket_id", request.ticket_id)?);
+        let view = operations::leave_queue(&self.service, show, session, key, ticket).await?;
+        Ok(Response::new(convert::ticket_reply(show, &view)))
     }
 
     async fn join_waitlist(
@@ -501,15 +350,10 @@ impl BookingService for BookingApi {
     ) -> Result<Response<WaitlistEntryReply>, Status> {
         let (session, key) = self.buyer_mutation(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let quantity = convert::quantity(request.quantity)?;
-        // Guest sessions wait in band 0; priority bands come with other credentials.
-        let join = ClientRequest::JoinWaitlist { quantity, band: 0 };
-        let entry = match self.service.client(show, session, key, join).await? {
-            Reply::WaitlistJoined { entry, .. } => entry,
-            other => return Err(unexpected(other).into()),
-        };
-        Ok(Response::new(self.entry_after(show, entry, session).await?))
+        let show = input::show_id("show_id", request.show_id)?;
+        let quantity = input::quantity("quantity", request.quantity)?;
+        let entry = operations::join_waitlist(&self.service, show, session, key, quantity).await?;
+        Ok(Response::new(convert::entry_reply(show, &entry)))
     }
 
     async fn get_waitlist_entry(
@@ -518,13 +362,10 @@ impl BookingService for BookingApi {
     ) -> Result<Response<WaitlistEntryReply>, Status> {
         let session = self.session(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let entry = EntryId(convert::nonzero("entry_id", request.entry_id)?);
-        let reply = self
-            .service
-            .read_linearizable(show, |state| entry_read(state, show, entry, session))
-            .await?;
-        Ok(Response::new(reply))
+        let show = input::show_id("show_id", request.show_id)?;
+        let entry = EntryId(input::nonzero("entry_id", request.entry_id)?);
+        let found = operations::get_entry(&self.service, show, entry, session).await?;
+        Ok(Response::new(convert::entry_reply(show, &found)))
     }
 
     async fn leave_waitlist(
@@ -533,25 +374,18 @@ impl BookingService for BookingApi {
     ) -> Result<Response<WaitlistEntryReply>, Status> {
         let (session, key) = self.buyer_mutation(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let entry = EntryId(convert::nonzero("entry_id", request.entry_id)?);
-        let leave = ClientRequest::LeaveWaitlist { entry };
-        match self.service.client(show, session, key, leave).await? {
-            Reply::WaitlistLeft { .. } => {}
-            other => return Err(unexpected(other).into()),
-        }
-        Ok(Response::new(self.entry_after(show, entry, session).await?))
+        let show = input::show_id("show_id", request.show_id)?;
+        let entry = EntryId(input::nonzero("entry_id", request.entry_id)?);
+        let left = operations::leave_waitlist(&self.service, show, session, key, entry).await?;
+        Ok(Response::new(convert::entry_reply(show, &left)))
     }
 
     async fn get_offer(&self, request: Request<OfferRef>) -> Result<Response<OfferReply>, Status> {
         let session = self.session(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let offer = OfferId(convert::nonzero("offer_id", request.offer_id)?);
-        let view = self
-            .service
-            .read_linearizable(show, |state| state.offer(show, offer, Some(session)))
-            .await?;
+        let show = input::show_id("show_id", request.show_id)?;
+        let offer = OfferId(input::nonzero("offer_id", request.offer_id)?);
+        let view = operations::get_offer(&self.service, show, offer, session).await?;
         Ok(Response::new(convert::offer_reply(show, &view)))
     }
 
@@ -561,14 +395,10 @@ impl BookingService for BookingApi {
     ) -> Result<Response<HoldReply>, Status> {
         let (session, key) = self.buyer_mutation(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let offer = OfferId(convert::nonzero("offer_id", request.offer_id)?);
-        let accept = ClientRequest::AcceptOffer { offer };
-        let receipt = match self.service.client(show, session, key, accept).await? {
-            Reply::OfferAccepted { hold, .. } => hold,
-            other => return Err(unexpected(other).into()),
-        };
-        Ok(Response::new(self.hold_after(show, receipt.hold, session).await?))
+        let show = input::show_id("show_id", request.show_id)?;
+        let offer = OfferId(input::nonzero("offer_id", request.offer_id)?);
+        let view = operations::accept_offer(&self.service, show, session, key, offer).await?;
+        Ok(Response::new(convert::hold_reply(show, &view)))
     }
 
     async fn decline_offer(
@@ -577,15 +407,9 @@ impl BookingService for BookingApi {
     ) -> Result<Response<OfferReply>, Status> {
         let (session, key) = self.buyer_mutation(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let offer = OfferId(convert::nonzero("offer_id", request.offer_id)?);
-        let decline = ClientRequest::DeclineOffer { offer };
-        match self.service.client(show, session, key, decline).await? {
-            Reply::OfferDeclined { .. } => {}
-            other => return Err(unexpected(other).into()),
-        }
-        let view =
-            self.service.read_local(show, |state| state.offer(show, offer, Some(session))).await?;
+        let show = input::show_id("show_id", request.show_id)?;
+        let offer = OfferId(input::nonzero("offer_id", request.offer_id)?);
+        let view = operations::decline_offer(&self.service, show, session, key, offer).await?;
         Ok(Response::new(convert::offer_reply(show, &view)))
     }
 
@@ -595,20 +419,15 @@ impl BookingService for BookingApi {
     ) -> Result<Response<CapacityReleasedReply>, Status> {
         self.operator_mutation(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let event = convert::capacity_event_id(&request.event_id)?;
-        let seats = convert::released_seats(&request.seats)?;
-        let command = OperatorCommand::CapacityReleased { show, event, seats };
-        match self.service.operator(command).await? {
-            Reply::CapacityReleased { seats_released, duplicate, .. } => {
-                Ok(Response::new(CapacityReleasedReply {
-                    show_id: show.0,
-                    seats_released,
-                    duplicate,
-                }))
-            }
-            other => Err(unexpected(other).into()),
-        }
+        let show = input::show_id("show_id", request.show_id)?;
+        let event = input::capacity_event_id("event_id", &request.event_id)?;
+        let seats = input::released_seats("seats", &request.seats)?;
+        let released = operations::capacity_released(&self.service, show, event, seats).await?;
+        Ok(Response::new(CapacityReleasedReply {
+            show_id: show.0,
+            seats_released: released.seats_released,
+            duplicate: released.duplicate,
+        }))
     }
 
     async fn get_audit(
@@ -617,40 +436,11 @@ impl BookingService for BookingApi {
     ) -> Result<Response<AuditReply>, Status> {
         self.operator(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let kind = convert::entity_kind(&request.kind)?;
-        let id = convert::nonzero("id", request.id)?;
-        let reply = self
-            .service
-            .read_linearizable(show, |state| {
-                state.show(show).ok_or(Rejection::ShowNotFound)?;
-                let records = state.audit_trail(show, kind, id);
-                let skips = match kind {
-                    EntityKind::WaitlistEntry if !records.is_empty() => {
-                        state.waitlist_skips(show, EntryId(id), None)?
-                    }
-                    _ => Vec::new(),
-                };
-                let as_of = state.as_of();
-                Ok(AuditReply {
-                    show_id: show.0,
-                    kind: convert::entity_kind_name(kind).to_owned(),
-                    id,
-                    records: records.iter().map(convert::audit_record).collect(),
-                    skips: skips.iter().map(convert::waitlist_skip).collect(),
-                    as_of_log_index: as_of.log_index,
-                    as_of_log_time_ms: as_of.log_time_ms,
-                })
-            })
-            .await?;
-        if reply.records.is_empty() {
-            return Err(ApiError::NotFound(format!(
-                "no audit records for {} {id} of show {show}",
-                reply.kind
-            ))
-            .into());
-        }
-        Ok(Response::new(reply))
+        let show = input::show_id("show_id", request.show_id)?;
+        let kind = names::entity_kind("kind", &request.kind)?;
+        let id = input::nonzero("id", request.id)?;
+        let trail = operations::audit_trail(&self.service, show, kind, id).await?;
+        Ok(Response::new(convert::audit_reply(&trail)))
     }
 
     type WatchHoldStream = WatchStream<HoldReply>;
@@ -661,8 +451,8 @@ impl BookingService for BookingApi {
     ) -> Result<Response<Self::WatchHoldStream>, Status> {
         let session = self.session(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let hold = HoldId(convert::nonzero("hold_id", request.hold_id)?);
+        let show = input::show_id("show_id", request.show_id)?;
+        let hold = HoldId(input::nonzero("hold_id", request.hold_id)?);
         let views = watch::watch_hold(&self.service, show, hold, Some(session)).await?;
         let replies = views.map(move |view| {
             view.map(|view| convert::hold_reply(show, &view)).map_err(Status::from)
@@ -678,8 +468,8 @@ impl BookingService for BookingApi {
     ) -> Result<Response<Self::WatchTicketStream>, Status> {
         let session = self.session(request.metadata())?;
         let request = request.into_inner();
-        let show = convert::show_id(request.show_id)?;
-        let ticket = TicketId(convert::nonzero("ticket_id", request.ticket_id)?);
+        let show = input::show_id("show_id", request.show_id)?;
+        let ticket = TicketId(input::nonzero("ticket_id", request.ticket_id)?);
         let views = watch::watch_ticket(&self.service, show, ticket, Some(session)).await?;
         let replies = views.map(move |view| {
             view.map(|view| convert::ticket_reply(show, &view)).map_err(Status::from)

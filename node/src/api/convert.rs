@@ -1,158 +1,37 @@
 //! Proto ↔ domain conversion for the gRPC `BookingService`.
 //!
-//! Owns checking request messages (everything that can be judged without state: ids, seat
-//! counts, duplicates, currencies, layouts, policies) so that bad input is refused with
-//! `InvalidArgument` before anything is proposed, and turning the state machine's read views
-//! and replies into reply messages. Never decides a booking rule (the state machine does) and
-//! never routes (the service does).
+//! Owns reading request messages into domain values (their fields checked by `crate::input`,
+//! so bad input is refused with `InvalidArgument` before anything is proposed) and turning the
+//! operations' views into reply messages, with the wire names of `crate::names`. Never decides
+//! a booking rule (the state machine does) and never routes (the service does).
 
 use proto::booking as pb;
-use statemachine::limits::{CAPACITY_EVENT_SEATS_MAX, SEATS_PER_HOLD_MAX};
 use statemachine::{
-    Actor, AuditRecord, BookingState, BookingView, CapacityEventId, Currency, EntityKind,
-    HoldState, HoldView, OfferState, OfferView, OrderKey, Reason, SeatMap, SeatNo, SeatRange,
-    SeatSet, SeatStatus, Show, ShowId, ShowPolicy, ShowSpec, ShowStatus, StateName, TicketState,
-    TicketView, WaitlistEntryState, WaitlistEntryView, WaitlistSkip,
+    Actor, AuditRecord, BookingView, ClientRequest, HoldView, OfferView, OrderKey, SeatMap,
+    SeatRange, SeatStatus, ShowId, ShowPolicy, ShowSpec, TicketId, TicketState, TicketView,
+    WaitlistSkip,
 };
 
-use crate::api::session;
 use crate::error::ApiError;
+use crate::input;
+use crate::names::{
+    AuditStateName, BookingStateName, EntityKindName, EntryStateName, HoldStateName,
+    OfferStateName, ReasonName, ShowStatusName, TicketStateName,
+};
+use crate::operations::{AuditTrail, EntryWithOffer, ShowSummary};
 use crate::service::{ShowSetup, checked_spec};
 
-/// The longest capacity event id accepted, in bytes.
-pub const CAPACITY_EVENT_ID_BYTES_MAX: usize = 128;
-
-/// A show id from a request: non-zero.
+/// The show and the hold request of a `Hold` message (or of a `HoldMany` item): its seats
+/// checked into a seat set, its grant if it names one.
 ///
 /// # Errors
 ///
-/// `InvalidArgument` for 0.
-pub fn show_id(id: u64) -> Result<ShowId, ApiError> {
-    Ok(ShowId(nonzero("show_id", id)?))
-}
-
-/// An entity id from a request (hold, booking, ticket, entry, offer): non-zero, since every
-/// show numbers its entities from 1.
-///
-/// # Errors
-///
-/// `InvalidArgument` for 0, naming `field`.
-pub fn nonzero(field: &str, id: u64) -> Result<u64, ApiError> {
-    if id == 0 {
-        return Err(ApiError::InvalidArgument(format!("{field}: must be non-zero")));
-    }
-    Ok(id)
-}
-
-/// The seats of a hold: 1..=10 distinct seat numbers, in the order given (the state machine
-/// sorts them).
-///
-/// # Errors
-///
-/// `InvalidArgument` for none, too many, or a seat named twice.
-pub fn seat_set(seats: &[u32]) -> Result<SeatSet, ApiError> {
-    if seats.is_empty() || seats.len() > SEATS_PER_HOLD_MAX {
-        return Err(ApiError::InvalidArgument(format!(
-            "seats: 1..={SEATS_PER_HOLD_MAX} seats per hold, got {}",
-            seats.len()
-        )));
-    }
-    distinct("seats", seats)?;
-    SeatSet::try_from(seats)
-        .map_err(|_capacity| ApiError::InvalidArgument("seats: too many".into()))
-}
-
-/// The seats of a capacity-released event: 1..=1024 distinct seat numbers.
-///
-/// # Errors
-///
-/// `InvalidArgument` for none, too many, or a seat named twice.
-pub fn released_seats(seats: &[u32]) -> Result<Vec<SeatNo>, ApiError> {
-    if seats.is_empty() || seats.len() > CAPACITY_EVENT_SEATS_MAX {
-        return Err(ApiError::InvalidArgument(format!(
-            "seats: 1..={CAPACITY_EVENT_SEATS_MAX} seats per event, got {}",
-            seats.len()
-        )));
-    }
-    distinct("seats", seats)?;
-    Ok(seats.to_vec())
-}
-
-fn distinct(field: &str, seats: &[u32]) -> Result<(), ApiError> {
-    let mut sorted = seats.to_vec();
-    sorted.sort_unstable();
-    match sorted.windows(2).find(|pair| pair[0] == pair[1]) {
-        Some(pair) => {
-            Err(ApiError::InvalidArgument(format!("{field}: seat {} is named twice", pair[0])))
-        }
-        None => Ok(()),
-    }
-}
-
-/// The party size of a waitlist entry: 1..=10.
-///
-/// # Errors
-///
-/// `InvalidArgument` otherwise.
-pub fn quantity(quantity: u32) -> Result<u8, ApiError> {
-    match u8::try_from(quantity) {
-        Ok(quantity) if quantity >= 1 && usize::from(quantity) <= SEATS_PER_HOLD_MAX => {
-            Ok(quantity)
-        }
-        _ => Err(ApiError::InvalidArgument(format!(
-            "quantity: must be 1..={SEATS_PER_HOLD_MAX}, got {quantity}"
-        ))),
-    }
-}
-
-/// A capacity event id: the sender's text (1..=128 printable ASCII characters), hashed to the
-/// 128 bits the state machine deduplicates by. REST and gRPC hash the same way, so one event
-/// sent through both is processed once.
-///
-/// # Errors
-///
-/// `InvalidArgument` for an empty, too long or unprintable id.
-pub fn capacity_event_id(text: &str) -> Result<CapacityEventId, ApiError> {
-    let printable = text.bytes().all(|byte| byte.is_ascii_graphic() || byte == b' ');
-    if text.is_empty() || text.len() > CAPACITY_EVENT_ID_BYTES_MAX || !printable {
-        return Err(ApiError::InvalidArgument(format!(
-            "event_id: 1..={CAPACITY_EVENT_ID_BYTES_MAX} printable ASCII characters"
-        )));
-    }
-    Ok(CapacityEventId(session::hash128(b"capacity-event", text.as_bytes())))
-}
-
-/// An audited entity kind by its wire name.
-///
-/// # Errors
-///
-/// `InvalidArgument` for an unknown name.
-pub fn entity_kind(name: &str) -> Result<EntityKind, ApiError> {
-    Ok(match name {
-        "hold" => EntityKind::Hold,
-        "booking" => EntityKind::Booking,
-        "payment" => EntityKind::Payment,
-        "ticket" => EntityKind::Ticket,
-        "waitlist_entry" => EntityKind::WaitlistEntry,
-        "offer" => EntityKind::Offer,
-        other => {
-            return Err(ApiError::InvalidArgument(format!(
-                "kind: one of hold, booking, payment, ticket, waitlist_entry, offer; got {other:?}"
-            )));
-        }
-    })
-}
-
-/// The wire name of an audited entity kind.
-pub fn entity_kind_name(kind: EntityKind) -> &'static str {
-    match kind {
-        EntityKind::Hold => "hold",
-        EntityKind::Booking => "booking",
-        EntityKind::Payment => "payment",
-        EntityKind::Ticket => "ticket",
-        EntityKind::WaitlistEntry => "waitlist_entry",
-        EntityKind::Offer => "offer",
-    }
+/// `InvalidArgument` for a zero show, or no, too many or repeated seats.
+pub fn hold_request(request: &pb::HoldRequest) -> Result<(ShowId, ClientRequest), ApiError> {
+    let show = input::show_id("show_id", request.show_id)?;
+    let seats = input::seats("seats", &request.seats)?;
+    let grant = (request.grant_ticket_id != 0).then_some(TicketId(request.grant_ticket_id));
+    Ok((show, ClientRequest::Hold { seats, price_version: request.price_version, grant }))
 }
 
 /// What creating a show amounts to: the show and the operator commands that set it up, in the
@@ -174,12 +53,8 @@ pub struct NewShow {
 ///
 /// `InvalidArgument` naming the first problem.
 pub fn new_show(request: &pb::CreateShowRequest) -> Result<NewShow, ApiError> {
-    let show = show_id(request.show_id)?;
-    let currency: [u8; 3] = request
-        .currency
-        .as_bytes()
-        .try_into()
-        .map_err(|_| ApiError::InvalidArgument("currency: three upper-case letters".into()))?;
+    let show = input::show_id("show_id", request.show_id)?;
+    let currency = input::currency("currency", &request.currency)?;
     let layout = request
         .layout
         .iter()
@@ -190,13 +65,8 @@ pub fn new_show(request: &pb::CreateShowRequest) -> Result<NewShow, ApiError> {
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
     let policy = show_policy(request.policy.as_ref(), request.hold_ttl_ms)?;
-    let spec = ShowSpec {
-        show,
-        currency: Currency(currency),
-        prices_minor: request.prices_minor.clone(),
-        layout,
-        policy,
-    };
+    let spec =
+        ShowSpec { show, currency, prices_minor: request.prices_minor.clone(), layout, policy };
     let spec = checked_spec(spec)?;
     // An absent message, or one with everything at zero, leaves the setting alone.
     let setup = ShowSetup {
@@ -243,23 +113,21 @@ fn show_policy(policy: Option<&pb::ShowPolicy>, hold_ttl_ms: u64) -> Result<Show
     Ok(result)
 }
 
-/// A show's summary: its state and the seat counts of its seat map (read in the same step).
-pub fn show_reply(group: u64, show: &Show, map: &SeatMap) -> pb::ShowReply {
-    let count =
-        |status: SeatStatus| map.seats.iter().filter(|seat| **seat == status).count() as u32;
-    let policy = show.policy;
+/// A show's summary.
+pub fn show_reply(summary: &ShowSummary) -> pb::ShowReply {
+    let policy = summary.policy;
     pb::ShowReply {
-        show_id: show.id.0,
-        group_id: group,
-        status: show_status_name(show.status).to_owned(),
-        currency: show.currency.to_string(),
-        prices_minor: show.prices_minor.clone(),
-        price_version: show.price_version,
-        seat_count: show.seat_count(),
-        seats_free: count(SeatStatus::Free),
-        seats_held: count(SeatStatus::Held),
-        seats_booked: count(SeatStatus::Booked),
-        seats_reserved: count(SeatStatus::Reserved),
+        show_id: summary.show.0,
+        group_id: summary.group,
+        status: ShowStatusName::from(summary.status).as_str().to_owned(),
+        currency: summary.currency.to_string(),
+        prices_minor: summary.prices_minor.clone(),
+        price_version: summary.price_version,
+        seat_count: summary.seat_count,
+        seats_free: summary.free,
+        seats_held: summary.held,
+        seats_booked: summary.booked,
+        seats_reserved: summary.reserved,
         policy: Some(pb::ShowPolicy {
             hold_ttl_ms: policy.hold_ttl_ms,
             payment_grace_ms: policy.payment_grace_ms,
@@ -271,15 +139,15 @@ pub fn show_reply(group: u64, show: &Show, map: &SeatMap) -> pb::ShowReply {
             booking_cancel_allowed: Some(policy.booking_cancel_allowed),
         }),
         admission: Some(pb::AdmissionConfig {
-            enabled: show.lane.enabled,
-            window: show.lane.window,
+            enabled: summary.admission.0,
+            window: summary.admission.1,
         }),
         waitlist: Some(pb::WaitlistConfig {
-            enabled: show.waitlist.enabled,
-            policy_version: show.waitlist.policy_version,
+            enabled: summary.waitlist.0,
+            policy_version: summary.waitlist.1,
         }),
-        as_of_log_index: map.as_of.log_index,
-        as_of_log_time_ms: map.as_of.log_time_ms,
+        as_of_log_index: summary.as_of.log_index,
+        as_of_log_time_ms: summary.as_of.log_time_ms,
     }
 }
 
@@ -307,7 +175,7 @@ pub fn packed_seat_map_reply(map: &SeatMap, linearizable: bool) -> pb::SeatMapRe
 fn seat_map_header(map: &SeatMap, linearizable: bool) -> pb::SeatMapReply {
     pb::SeatMapReply {
         show_id: map.show.0,
-        status: show_status_name(map.status).to_owned(),
+        status: ShowStatusName::from(map.status).as_str().to_owned(),
         price_version: map.price_version,
         currency: map.currency.to_string(),
         prices_minor: map.prices_minor.clone(),
@@ -338,7 +206,7 @@ pub fn hold_reply(show: ShowId, view: &HoldView) -> pb::HoldReply {
         price_minor: hold.price.amount_minor,
         currency: hold.price.currency.to_string(),
         deadline_ms: hold.deadline_ms(),
-        state: hold_state_name(view.state).to_owned(),
+        state: HoldStateName::from(view.state).as_str().to_owned(),
         as_of_log_index: view.as_of.log_index,
         as_of_log_time_ms: view.as_of.log_time_ms,
         price_version: hold.price_version,
@@ -360,7 +228,7 @@ pub fn booking_reply(show: ShowId, view: &BookingView) -> pb::BookingReply {
         payment_id: booking.payment.0,
         price_minor: booking.price.amount_minor,
         currency: booking.price.currency.to_string(),
-        state: booking_state_name(booking.state).to_owned(),
+        state: BookingStateName::from(booking.state).as_str().to_owned(),
         created_ms: booking.created_ms,
         as_of_log_index: view.as_of.log_index,
         as_of_log_time_ms: view.as_of.log_time_ms,
@@ -372,7 +240,7 @@ pub fn ticket_reply(show: ShowId, view: &TicketView) -> pb::TicketReply {
     pb::TicketReply {
         show_id: show.0,
         ticket_id: view.ticket.0,
-        state: ticket_state_name(view.state).to_owned(),
+        state: TicketStateName::from(view.state).as_str().to_owned(),
         ahead: view.ahead,
         grant_deadline_ms: match view.state {
             TicketState::Granted => view.grant_deadline_ms.unwrap_or(0),
@@ -384,22 +252,19 @@ pub fn ticket_reply(show: ShowId, view: &TicketView) -> pb::TicketReply {
 }
 
 /// A waitlist entry, with its offer when it has one (read in the same step).
-pub fn entry_reply(
-    show: ShowId,
-    view: &WaitlistEntryView,
-    offer: Option<&OfferView>,
-) -> pb::WaitlistEntryReply {
+pub fn entry_reply(show: ShowId, found: &EntryWithOffer) -> pb::WaitlistEntryReply {
+    let view = &found.entry;
     let entry = &view.entry;
     pb::WaitlistEntryReply {
         show_id: show.0,
         entry_id: entry.id.0,
         quantity: u32::from(entry.quantity),
-        state: entry_state_name(view.state).to_owned(),
+        state: EntryStateName::from(view.state).as_str().to_owned(),
         ahead: view.ahead,
         band: u32::from(entry.order.band),
         joined_ms: entry.order.joined_ms,
         policy_version: entry.policy_version,
-        offer: offer.map(|offer| offer_reply(show, offer)),
+        offer: found.offer.as_ref().map(|offer| offer_reply(show, offer)),
         as_of_log_index: view.as_of.log_index,
         as_of_log_time_ms: view.as_of.log_time_ms,
     }
@@ -413,11 +278,24 @@ pub fn offer_reply(show: ShowId, view: &OfferView) -> pb::OfferReply {
         offer_id: offer.id.0,
         entry_id: offer.entry.0,
         seats: offer.seats.iter().copied().collect(),
-        state: offer_state_name(view.state).to_owned(),
+        state: OfferStateName::from(view.state).as_str().to_owned(),
         deadline_ms: offer.deadline_ms,
         hold_id: offer.hold.map_or(0, |hold| hold.0),
         as_of_log_index: view.as_of.log_index,
         as_of_log_time_ms: view.as_of.log_time_ms,
+    }
+}
+
+/// An entity's audit trail.
+pub fn audit_reply(trail: &AuditTrail) -> pb::AuditReply {
+    pb::AuditReply {
+        show_id: trail.show.0,
+        kind: EntityKindName::from(trail.kind).as_str().to_owned(),
+        id: trail.id,
+        records: trail.records.iter().map(audit_record).collect(),
+        skips: trail.skips.iter().flatten().map(waitlist_skip).collect(),
+        as_of_log_index: trail.as_of.log_index,
+        as_of_log_time_ms: trail.as_of.log_time_ms,
     }
 }
 
@@ -430,9 +308,9 @@ pub fn audit_record(record: &AuditRecord) -> pb::AuditRecord {
         Actor::System => ("system", String::new()),
     };
     pb::AuditRecord {
-        from: record.from.map_or("", state_name).to_owned(),
-        to: state_name(record.to).to_owned(),
-        reason: reason_name(record.reason).to_owned(),
+        from: record.from.map_or("", |from| AuditStateName::from(from).as_str()).to_owned(),
+        to: AuditStateName::from(record.to).as_str().to_owned(),
+        reason: ReasonName::from(record.reason).as_str().to_owned(),
         actor: actor.to_owned(),
         session,
         log_time_ms: record.log_time_ms,
@@ -458,71 +336,11 @@ fn order_key(order: OrderKey) -> pb::OrderKey {
     pb::OrderKey { band: u32::from(order.band), joined_ms: order.joined_ms, seq: order.seq }
 }
 
-/// The wire name of a show status.
-pub fn show_status_name(status: ShowStatus) -> &'static str {
-    match status {
-        ShowStatus::Draft => "draft",
-        ShowStatus::OnSale => "on_sale",
-        ShowStatus::Closed => "closed",
-        ShowStatus::Cancelled => "cancelled",
-    }
-}
-
-/// The wire name of a hold state.
-pub fn hold_state_name(state: HoldState) -> &'static str {
-    state_name(state.into())
-}
-
-/// The wire name of a booking state.
-pub fn booking_state_name(state: BookingState) -> &'static str {
-    state_name(state.into())
-}
-
-/// The wire name of a ticket state.
-pub fn ticket_state_name(state: TicketState) -> &'static str {
-    state_name(state.into())
-}
-
-/// The wire name of a waitlist entry state.
-pub fn entry_state_name(state: WaitlistEntryState) -> &'static str {
-    state_name(state.into())
-}
-
-/// The wire name of an offer state.
-pub fn offer_state_name(state: OfferState) -> &'static str {
-    state_name(state.into())
-}
-
-/// The wire name of any audited state (the names every state reply uses).
-pub fn state_name(state: StateName) -> &'static str {
-    state.as_str()
-}
-
-/// The wire name of an audit reason.
-pub fn reason_name(reason: Reason) -> &'static str {
-    match reason {
-        Reason::Requested => "requested",
-        Reason::DeadlinePassed => "deadline_passed",
-        Reason::WaitingLimit => "waiting_limit",
-        Reason::CheckoutStarted => "checkout_started",
-        Reason::PaymentSucceeded => "payment_succeeded",
-        Reason::LatePayment => "late_payment",
-        Reason::PaymentDeclined => "payment_declined",
-        Reason::PaymentUnknown => "payment_unknown",
-        Reason::ShowCancelled => "show_cancelled",
-        Reason::GrantConsumed => "grant_consumed",
-        Reason::NextInLine => "next_in_line",
-        Reason::OfferAccepted => "offer_accepted",
-        Reason::LaneDisabled => "lane_disabled",
-        Reason::WaitlistDisabled => "waitlist_disabled",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use statemachine::{
-        AsOf, Booking, BookingId, Hold, HoldId, Money, OperatorCommand, PaymentId, SessionId,
-        TicketId,
+        AsOf, Booking, BookingId, BookingState, Currency, Hold, HoldId, HoldState, Money,
+        OperatorCommand, PaymentId, Reason, SeatSet, SessionId, ShowStatus, StateName,
     };
 
     use super::*;
@@ -550,21 +368,29 @@ mod tests {
     }
 
     #[test]
-    fn bad_holds_are_refused_before_anything_is_proposed() {
-        invalid(seat_set(&[]));
-        invalid(seat_set(&[1; 11]));
-        assert!(invalid(seat_set(&[4, 2, 4])).contains("seat 4 is named twice"));
-        assert_eq!(seat_set(&[3, 1]).unwrap().as_slice(), &[3, 1]);
-        invalid(show_id(0));
-        invalid(nonzero("hold_id", 0));
-        invalid(quantity(0));
-        invalid(quantity(11));
-        invalid(quantity(256 + 2));
-        assert_eq!(quantity(10).unwrap(), 10);
-        invalid(released_seats(&[]));
-        invalid(released_seats(&[1, 1]));
-        invalid(released_seats(&(0..1_025).collect::<Vec<_>>()));
-        assert_eq!(released_seats(&[5, 3]).unwrap(), [5, 3]);
+    fn a_hold_message_becomes_a_sorted_seat_set_with_its_grant() {
+        let message = pb::HoldRequest {
+            show_id: 4,
+            seats: vec![56, 54, 55],
+            price_version: 2,
+            grant_ticket_id: 3,
+        };
+        let (show, request) = hold_request(&message).unwrap();
+        assert_eq!(show, ShowId(4));
+        assert_eq!(
+            request,
+            ClientRequest::Hold {
+                seats: input::seats("seats", &[54, 55, 56]).unwrap(),
+                price_version: 2,
+                grant: Some(TicketId(3)),
+            }
+        );
+        let without_grant = pb::HoldRequest { grant_ticket_id: 0, ..message.clone() };
+        let (_, request) = hold_request(&without_grant).unwrap();
+        assert!(matches!(request, ClientRequest::Hold { grant: None, .. }));
+        invalid(hold_request(&pb::HoldRequest { seats: vec![1, 1], ..message.clone() }));
+        invalid(hold_request(&pb::HoldRequest { seats: vec![], ..message.clone() }));
+        invalid(hold_request(&pb::HoldRequest { show_id: 0, ..message }));
     }
 
     #[test]
@@ -631,19 +457,6 @@ mod tests {
         request.admission = Some(pb::AdmissionConfig::default());
         request.waitlist = Some(pb::WaitlistConfig::default());
         assert!(new_show(&request).unwrap().setup.is_empty());
-    }
-
-    #[test]
-    fn event_ids_and_kinds_are_checked() {
-        assert_eq!(capacity_event_id("e-1").unwrap(), capacity_event_id("e-1").unwrap());
-        assert_ne!(capacity_event_id("e-1").unwrap(), capacity_event_id("e-2").unwrap());
-        invalid(capacity_event_id(""));
-        invalid(capacity_event_id(&"e".repeat(129)));
-        invalid(capacity_event_id("tab\there"));
-        for name in ["hold", "booking", "payment", "ticket", "waitlist_entry", "offer"] {
-            assert_eq!(entity_kind_name(entity_kind(name).unwrap()), name);
-        }
-        invalid(entity_kind("holds"));
     }
 
     fn hold(state: HoldState) -> Hold {

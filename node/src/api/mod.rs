@@ -1,13 +1,12 @@
-//! The gRPC APIs a node serves next to the peer Raft service: `booking.rs` (BookingService),
-//! `convert.rs` (its proto ↔ domain conversion and request checks), `admin.rs`
-//! (AdminService), `session.rs` (who calls, under which idempotency key), and `seat_maps.rs`
-//! (packed seat maps, encoded once per applied position).
+//! The gRPC skin of the node, served next to the peer Raft service: `booking.rs`
+//! (BookingService over `crate::operations`), `convert.rs` (its proto ↔ domain conversion),
+//! `admin.rs` (AdminService), and `seat_maps.rs` (packed seat maps, encoded once per applied
+//! position). Imports the node's shared concerns and never the REST skin.
 
 mod admin;
 mod booking;
 pub mod convert;
 mod seat_maps;
-pub mod session;
 
 pub use admin::AdminApi;
 pub use booking::BookingApi;

@@ -8,20 +8,20 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
-use statemachine::{
-    BookingId, EntityKind, EntryId, Group, HoldId, OfferId, OrderKey, PaymentId, Rejection, ShowId,
-    TicketId, WaitlistSkip,
-};
+use statemachine::{EntityKind, OrderKey, ShowId, WaitlistSkip};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
+use crate::names::{AuditStateName, ReasonName, actor_name};
+use crate::operations;
 use crate::rest::RestState;
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::Operator;
 use crate::rest::ids::{format_id, parse_id};
-use crate::rest::types::{AsOf, AuditStateName, ReasonName, actor_name};
+use crate::rest::types::AsOf;
 
-/// The `{kind}` path segments and the entity kinds they name.
+/// The `{kind}` path segments and the entity kinds they name: the REST paths' own words
+/// (`entry`, where gRPC's `kind` field says `waitlist_entry`, `crate::names`).
 pub const KINDS: [(&str, EntityKind); 6] = [
     ("hold", EntityKind::Hold),
     ("booking", EntityKind::Booking),
@@ -132,36 +132,9 @@ pub struct AuditTrail {
     pub as_of: AsOf,
 }
 
-/// The trail of an entity that exists, read from `group`.
-fn trail(
-    group: &Group,
-    show: ShowId,
-    kind: EntityKind,
-    number: u64,
-) -> Result<(Vec<AuditRecord>, Option<Vec<Skip>>), Rejection> {
-    let found = group.show(show).ok_or(Rejection::ShowNotFound)?;
-    let exists = match kind {
-        EntityKind::Hold => found.holds.contains_key(&HoldId(number)),
-        EntityKind::Booking => found.bookings.contains_key(&BookingId(number)),
-        EntityKind::Payment => found.payments.contains_key(&PaymentId(number)),
-        EntityKind::Ticket => found.lane.tickets.contains_key(&TicketId(number)),
-        EntityKind::WaitlistEntry => found.waitlist.entries.contains_key(&EntryId(number)),
-        EntityKind::Offer => found.waitlist.offers.contains_key(&OfferId(number)),
-    };
-    if !exists {
-        return Err(match kind {
-            EntityKind::Hold => Rejection::HoldNotFound,
-            EntityKind::Booking => Rejection::BookingNotFound,
-            EntityKind::Payment => Rejection::PaymentNotFound,
-            EntityKind::Ticket => Rejection::TicketNotFound,
-            EntityKind::WaitlistEntry => Rejection::EntryNotFound,
-            EntityKind::Offer => Rejection::OfferNotFound,
-        });
-    }
-    let records = group
-        .audit_trail(show, kind, number)
-        .iter()
-        .map(|record| AuditRecord {
+impl AuditRecord {
+    fn of(record: &statemachine::AuditRecord) -> AuditRecord {
+        AuditRecord {
             from: record.from.map(AuditStateName::from),
             to: record.to.into(),
             reason: record.reason.into(),
@@ -170,19 +143,8 @@ fn trail(
             log_index: record.log_index,
             policy_version: record.policy_version,
             order: record.order.map(Order::from),
-        })
-        .collect();
-    let skips = match kind {
-        EntityKind::WaitlistEntry => Some(
-            group
-                .waitlist_skips(show, EntryId(number), None)?
-                .iter()
-                .map(|skip| Skip::of(show, skip))
-                .collect(),
-        ),
-        _ => None,
-    };
-    Ok((records, skips))
+        }
+    }
 }
 
 /// The audit trail of one entity (operator), read linearizably.
@@ -209,20 +171,14 @@ pub async fn get_trail(
 ) -> Result<Json<AuditTrail>, ApiError> {
     let kind = parse_kind(&kind_name)?;
     let (show, number) = parse_id("id", &id)?;
-    let (records, skips, as_of) = state
-        .service
-        .read_linearizable(show, |group| {
-            let (records, skips) = trail(group, show, kind, number)?;
-            Ok((records, skips, group.as_of()))
-        })
-        .await?;
+    let trail = operations::audit_trail(&state.service, show, kind, number).await?;
     Ok(Json(AuditTrail {
         kind: kind_name,
         id: format_id(show, number),
         show_id: show.0,
-        records,
-        skips,
-        as_of: as_of.into(),
+        records: trail.records.iter().map(AuditRecord::of).collect(),
+        skips: trail.skips.map(|skips| skips.iter().map(|skip| Skip::of(show, skip)).collect()),
+        as_of: trail.as_of.into(),
     }))
 }
 

@@ -6,15 +6,17 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
-use statemachine::{BookingId, BookingView, ClientRequest, Reply, ShowId};
+use statemachine::{BookingId, BookingView, ShowId};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
+use crate::names::BookingStateName;
+use crate::operations;
 use crate::rest::RestState;
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::{Idempotency, Session};
 use crate::rest::ids::{format_id, parse_id};
-use crate::rest::types::{AsOf, BookingStateName, Money, unexpected};
+use crate::rest::types::{AsOf, Money};
 
 /// A confirmed (or cancelled) booking.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -77,10 +79,7 @@ pub async fn get_booking(
     Session(session): Session,
 ) -> Result<Json<Booking>, ApiError> {
     let (show, number) = parse_id("booking_id", &booking_id)?;
-    let view = state
-        .service
-        .read_linearizable(show, |group| group.booking(show, BookingId(number), Some(session)))
-        .await?;
+    let view = operations::get_booking(&state.service, show, BookingId(number), session).await?;
     Ok(Json(Booking::from_view(show, &view)))
 }
 
@@ -111,12 +110,6 @@ pub async fn cancel_booking(
 ) -> Result<Json<Booking>, ApiError> {
     let (show, number) = parse_id("booking_id", &booking_id)?;
     let booking = BookingId(number);
-    let request = ClientRequest::CancelBooking { booking };
-    match state.service.client(show, session, key, request).await? {
-        Reply::BookingCancelled { .. } => {}
-        other => return Err(unexpected(other)),
-    }
-    let view =
-        state.service.read_local(show, |group| group.booking(show, booking, Some(session))).await?;
+    let view = operations::cancel_booking(&state.service, show, session, key, booking).await?;
     Ok(Json(Booking::from_view(show, &view)))
 }

@@ -115,7 +115,7 @@ where
                 let json = shape(&view);
                 Event::default().event(name).id(log_index(&json).to_string()).json_data(&json)
             }
-            Err(error) => Event::default().event("error").json_data(error_body(&error)),
+            Err(error) => Event::default().event("error").json_data(ErrorBody::of(&error)),
         };
         // Serializing these shapes cannot fail; if it ever did, a bare error event says so.
         let event =
@@ -123,14 +123,6 @@ where
         Ok::<_, Infallible>(event)
     });
     Sse::new(frames).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response()
-}
-
-fn error_body(error: &ApiError) -> ErrorBody {
-    ErrorBody {
-        code: error.code().to_owned(),
-        message: error.to_string(),
-        details: error.details(),
-    }
 }
 
 #[cfg(test)]
@@ -144,7 +136,7 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
-    use crate::watch::test_node;
+    use crate::test_node;
 
     fn router(state: RestState) -> Router {
         Router::new()

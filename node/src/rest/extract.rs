@@ -7,9 +7,9 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use statemachine::{IdempotencyKey, SessionId};
 
-use crate::api::session;
 use crate::error::ApiError;
 use crate::rest::RestState;
+use crate::sessions;
 
 /// The largest request body accepted (a show layout with thousands of ranges fits).
 pub const BODY_BYTES_MAX: usize = 256 * 1024;
@@ -52,7 +52,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Idempotency {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        Ok(Idempotency(session::idempotency_key(header(parts, "idempotency-key"))?))
+        Ok(Idempotency(sessions::idempotency_key(header(parts, "idempotency-key"))?))
     }
 }
 

@@ -1,10 +1,12 @@
 //! Forwarding to the leader: "every node serves the whole API and routes each request to its
-//! show's group leader". A REST request that this node answers `503` with a leader hint
-//! (`booking-leader-addr`, see `rest/error.rs`) is replayed once, byte for byte (method, path,
-//! query, headers, body), to that leader, and the leader's response is returned instead.
+//! show's group leader". A REST request that this node refuses as `not_leader` with the
+//! leader's address (the typed [`ApiError`] the handler's response carries, see
+//! `rest/error.rs`) is replayed once, byte for byte (method, path, query, headers, body), to
+//! that leader, and the leader's response is returned instead.
 //!
 //! Owns the replay: the body is buffered first (at most `BODY_BYTES_MAX`, else 400), the
-//! request is answered locally, and only a `503` that names a leader's address is forwarded,
+//! request is answered locally, and only a `not_leader` that names a leader's address is
+//! forwarded,
 //! marked `booking-forwarded: 1` so that the leader never forwards it again (one hop at most:
 //! if leadership moved meanwhile, the client gets the leader's own hint). Replaying is safe
 //! because the local answer was a refusal that changed nothing (the service refuses before
@@ -19,7 +21,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderName, HeaderValue, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use http_body_util::Full;
@@ -28,7 +30,7 @@ use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use raft::{DialerRef, PeerStream};
 
-use crate::error::{ApiError, LEADER_ADDR_KEY};
+use crate::error::{ApiError, LeaderHint};
 use crate::rest::extract::BODY_BYTES_MAX;
 
 /// The header marking a request one node forwarded to another (never forwarded again).
@@ -123,7 +125,18 @@ fn is_grpc(request: &Request) -> bool {
         .is_some_and(|value| value.starts_with("application/grpc"))
 }
 
-/// The middleware: answers locally, and replays a `503` with a leader address to that leader.
+/// The leader address a local refusal names, if it is a `not_leader` that knows one.
+fn leader_address(response: &Response) -> Option<String> {
+    match response.extensions().get::<ApiError>()? {
+        ApiError::NotLeader { leader: Some(LeaderHint { address: Some(address), .. }), .. } => {
+            Some(address.clone())
+        }
+        _ => None,
+    }
+}
+
+/// The middleware: answers locally, and replays a `not_leader` with a leader address to that
+/// leader.
 pub async fn forward(State(forwarder): State<Forwarder>, request: Request, next: Next) -> Response {
     if is_grpc(&request) || request.headers().contains_key(FORWARDED_HEADER) {
         return next.run(request).await;
@@ -136,14 +149,9 @@ pub async fn forward(State(forwarder): State<Forwarder>, request: Request, next:
     };
     let replay = head_of(&parts);
     let local = next.run(Request::from_parts(parts, Body::from(body.clone()))).await;
-    if local.status() != StatusCode::SERVICE_UNAVAILABLE {
-        return local;
-    }
-    let Some(leader) = local.headers().get(LEADER_ADDR_KEY).and_then(|value| value.to_str().ok())
-    else {
+    let Some(leader) = leader_address(&local) else {
         return local;
     };
-    let leader = leader.to_owned();
     match forwarder.replay(&leader, &replay, body).await {
         Ok(response) => response,
         Err(error) => {
@@ -264,14 +272,13 @@ mod tests {
     use std::net::SocketAddr;
 
     use axum::Json;
-    use axum::http::HeaderMap;
+    use axum::http::{HeaderMap, StatusCode};
     use axum::routing::any;
     use http_body_util::BodyExt;
     use serde_json::{Value, json};
     use tower::ServiceExt;
 
     use super::*;
-    use crate::error::LeaderHint;
 
     /// A "leader" that echoes what it received.
     async fn echo_server() -> SocketAddr {
@@ -382,7 +389,7 @@ mod tests {
         let response = unreachable.oneshot(post("/v1/x", &[], "{}")).await.unwrap();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         let headers: HeaderMap = response.headers().clone();
-        assert_eq!(headers[LEADER_ADDR_KEY], closed.to_string());
+        assert_eq!(headers[proto::booking::metadata::LEADER_ADDR], closed.to_string());
         assert_eq!(headers["retry-after"], "1");
         assert_eq!(json_of(response).await["code"], "not_leader");
     }

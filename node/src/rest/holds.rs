@@ -1,16 +1,15 @@
 //! Holds over REST: hold seats, read, cancel and check out a hold.
 //!
-//! Owns the hold request body and its checks (1..=10 distinct seats, a grant of the same
-//! show) before anything is proposed, and the checkout shape. Never judges a seat: the state
-//! machine does (taken seats come back as `seat_unavailable` with the seats; seats outside the
-//! show as `seat_out_of_range`).
+//! Owns the hold request body (its seats checked by `crate::input`, its grant a ticket of the
+//! same show) and the checkout shape. Never judges a seat: the state machine does (taken seats
+//! come back as `seat_unavailable` with the seats; seats outside the show as
+//! `seat_out_of_range`).
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use statemachine::limits::SEATS_PER_HOLD_MAX;
-use statemachine::{ClientRequest, HoldId, Reply, SeatSet, SessionId, ShowId, TicketId};
+use statemachine::{ClientCommand, ClientRequest, HoldId, ShowId, TicketId};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
@@ -18,8 +17,8 @@ use crate::rest::RestState;
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::{Idempotency, JsonBody, Session};
 use crate::rest::ids::{format_id, parse_id, parse_show_id};
-use crate::rest::types::{Hold, Money, unexpected};
-use crate::service::Service;
+use crate::rest::types::{Hold, Money};
+use crate::{input, operations};
 
 /// A request to hold seats.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -42,7 +41,7 @@ impl HoldRequest {
     /// `InvalidArgument` for no seats, more than 10, a seat named twice, or a malformed grant
     /// or one of another show.
     pub fn into_request(self, show: ShowId) -> Result<ClientRequest, ApiError> {
-        let seats = seat_set(&self.seats)?;
+        let seats = input::seats("seats", &self.seats)?;
         let grant = match self.grant_id {
             None => None,
             Some(text) => {
@@ -59,23 +58,6 @@ impl HoldRequest {
     }
 }
 
-/// 1..=10 distinct seats.
-fn seat_set(seats: &[u32]) -> Result<SeatSet, ApiError> {
-    if seats.is_empty() || seats.len() > SEATS_PER_HOLD_MAX {
-        return Err(ApiError::InvalidArgument(format!(
-            "seats: 1..={SEATS_PER_HOLD_MAX} seats per hold, got {}",
-            seats.len()
-        )));
-    }
-    let mut set = SeatSet::try_from(seats)
-        .map_err(|_capacity| ApiError::InvalidArgument("seats: too many".into()))?;
-    set.sort_unstable();
-    if let Some(pair) = set.windows(2).find(|pair| pair[0] == pair[1]) {
-        return Err(ApiError::InvalidArgument(format!("seats: seat {} is named twice", pair[0])));
-    }
-    Ok(set)
-}
-
 /// A started checkout: the payment attempt to charge and its deadline.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Checkout {
@@ -87,17 +69,6 @@ pub struct Checkout {
     pub amount: Money,
     /// Log time (ms) by which the payment must succeed.
     pub processing_deadline_ms: u64,
-}
-
-/// Reads a hold of `session` on this node (the leader that just applied a write).
-pub(crate) async fn hold_after_write(
-    service: &Service,
-    show: ShowId,
-    hold: HoldId,
-    session: SessionId,
-) -> Result<Hold, ApiError> {
-    let view = service.read_local(show, |group| group.hold(show, hold, Some(session))).await?;
-    Ok(Hold::from_view(show, &view))
 }
 
 /// Holds 1..=10 seats of a show for this session, all or nothing.
@@ -128,12 +99,9 @@ pub async fn create_hold(
 ) -> Result<(StatusCode, Json<Hold>), ApiError> {
     let show = parse_show_id("show_id", &show_id)?;
     let request = request.into_request(show)?;
-    let receipt = match state.service.client(show, session, key, request).await? {
-        Reply::Held(receipt) => receipt,
-        other => return Err(unexpected(other)),
-    };
-    let hold = hold_after_write(&state.service, show, receipt.hold, session).await?;
-    Ok((StatusCode::CREATED, Json(hold)))
+    let command = ClientCommand { show, session, key, request };
+    let view = operations::hold(&state.service, command).await?;
+    Ok((StatusCode::CREATED, Json(Hold::from_view(show, &view))))
 }
 
 /// One of this session's holds, read linearizably on its group's leader.
@@ -156,10 +124,7 @@ pub async fn get_hold(
     Session(session): Session,
 ) -> Result<Json<Hold>, ApiError> {
     let (show, number) = parse_id("hold_id", &hold_id)?;
-    let view = state
-        .service
-        .read_linearizable(show, |group| group.hold(show, HoldId(number), Some(session)))
-        .await?;
+    let view = operations::get_hold(&state.service, show, HoldId(number), session).await?;
     Ok(Json(Hold::from_view(show, &view)))
 }
 
@@ -189,12 +154,8 @@ pub async fn cancel_hold(
     Idempotency(key): Idempotency,
 ) -> Result<Json<Hold>, ApiError> {
     let (show, number) = parse_id("hold_id", &hold_id)?;
-    let hold = HoldId(number);
-    match state.service.client(show, session, key, ClientRequest::CancelHold { hold }).await? {
-        Reply::HoldCancelled { .. } => {}
-        other => return Err(unexpected(other)),
-    }
-    Ok(Json(hold_after_write(&state.service, show, hold, session).await?))
+    let view = operations::cancel_hold(&state.service, show, session, key, HoldId(number)).await?;
+    Ok(Json(Hold::from_view(show, &view)))
 }
 
 /// Starts paying for one of this session's held holds (retries get the same attempt).
@@ -223,19 +184,16 @@ pub async fn checkout(
     Idempotency(key): Idempotency,
 ) -> Result<(StatusCode, Json<Checkout>), ApiError> {
     let (show, number) = parse_id("hold_id", &hold_id)?;
-    let request = ClientRequest::Checkout { hold: HoldId(number) };
-    match state.service.client(show, session, key, request).await? {
-        Reply::CheckoutStarted { hold, payment, price, deadline_ms } => Ok((
-            StatusCode::CREATED,
-            Json(Checkout {
-                hold_id: format_id(show, hold.0),
-                payment_id: format_id(show, payment.0),
-                amount: price.into(),
-                processing_deadline_ms: deadline_ms,
-            }),
-        )),
-        other => Err(unexpected(other)),
-    }
+    let started = operations::checkout(&state.service, show, session, key, HoldId(number)).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(Checkout {
+            hold_id: format_id(show, started.hold.0),
+            payment_id: format_id(show, started.payment.0),
+            amount: started.price.into(),
+            processing_deadline_ms: started.deadline_ms,
+        }),
+    ))
 }
 
 #[cfg(test)]

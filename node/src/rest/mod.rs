@@ -1,19 +1,22 @@
 //! The REST/JSON API (axum), served on the node's one port next to gRPC: requests whose
 //! content type is `application/grpc` go to the gRPC services, everything else to these routes.
 //!
-//! Owns the HTTP skin over [`crate::service::Service`]: paths, JSON bodies (unknown fields and
-//! oversized bodies refused), headers (`Authorization`, `Idempotency-Key`), the error body
-//! `{code, message, details}` with the status of the one table in `error.rs`, and `Retry-After`.
-//! Never decides a booking rule and never routes by itself: the service does (a request for a
-//! group this node does not lead comes back as `not_leader`, which the forwarding layer
-//! handles).
+//! Owns the HTTP skin over the node's shared concerns (`crate::operations`, `crate::input`,
+//! `crate::names`, `crate::sessions`, `crate::limits`, `crate::metrics`, `crate::watch`): paths,
+//! JSON bodies (unknown fields and oversized bodies refused), headers (`Authorization`,
+//! `Idempotency-Key`), the error body `{code, message, details}` with the status of the one
+//! table in `crate::error` (on every error, the framework's own included), and `Retry-After`.
+//! Never imports the gRPC skin, never decides a booking rule and never routes by itself: the
+//! service does (a request for a group this node does not lead comes back as `not_leader`,
+//! which the forwarding layer handles).
 //!
 //! One file per concern: `extract.rs` (session, operator, idempotency key, JSON body),
-//! `error.rs` (errors as responses), `ids.rs` (external ids `<show_id>-<n>`), `types.rs`
-//! (shared JSON shapes), the route files (`sessions.rs`, `shows.rs`, `holds.rs`,
-//! `bookings.rs`, `queue.rs`, `waitlist.rs`, `audit.rs`) and `openapi.rs` (the document at
-//! `/openapi.json`). This file holds the one route table ([`routes`]): the router is built
-//! from it and a test checks the OpenAPI document against it.
+//! `error.rs` (errors as responses, the uniform error body), `ids.rs` (external ids
+//! `<show_id>-<n>`), `types.rs` (shared JSON shapes), the route files (`sessions.rs`,
+//! `shows.rs`, `holds.rs`, `bookings.rs`, `queue.rs`, `waitlist.rs`, `audit.rs`, `events.rs`,
+//! `webhook.rs`), the layers (`limits.rs`, `metrics.rs`, `forward.rs`) and `openapi.rs` (the
+//! document at `/openapi.json`). This file holds the one route table ([`routes`]): the router
+//! is built from it and a test checks the OpenAPI document against it.
 
 pub mod audit;
 pub mod bookings;
@@ -52,19 +55,17 @@ pub struct RestState {
 
 /// The REST routes of a node.
 ///
-/// `limits` are the node's token buckets, shared with the gRPC booking calls so that mixing
-/// the two APIs does not double a caller's rate; `metrics` is the registry both APIs record in;
-/// requests for a leader are forwarded over TCP, or through `dialer` when one is given.
-pub fn router(
-    service: Service,
-    limits: limits::Limits,
-    metrics: metrics::Metrics,
-    dialer: Option<raft::DialerRef>,
-) -> Router {
+/// Every route pays the node's token buckets (shared with the gRPC booking calls, so that
+/// mixing the two APIs does not double a caller's rate) and is timed in the node's metrics;
+/// requests for a leader are forwarded over TCP, or through `dialer` when one is given; every
+/// error carries the one error body.
+pub fn router(service: Service, dialer: Option<raft::DialerRef>) -> Router {
+    let shared = service.shared().clone();
     let router = routes().router.with_state(RestState { service });
-    let router = metrics::layer(router, metrics);
-    let router = limits::layer(router, limits);
-    forward::layer(router, dialer)
+    let router = metrics::layer(router, shared.metrics.clone());
+    let router = limits::layer(router, shared.limits.clone());
+    let router = forward::layer(router, dialer);
+    error::layer(router)
 }
 
 /// Routes being registered, with the `(method, path)` of each as the OpenAPI document names

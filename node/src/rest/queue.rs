@@ -8,16 +8,17 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use statemachine::{ClientRequest, Reply, SessionId, ShowId, TicketId, TicketState, TicketView};
+use statemachine::{ShowId, TicketId, TicketState, TicketView};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
+use crate::names::TicketStateName;
+use crate::operations;
 use crate::rest::RestState;
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::{Idempotency, Session};
 use crate::rest::ids::{format_id, parse_id, parse_show_id};
-use crate::rest::types::{AsOf, TicketStateName, unexpected};
-use crate::service::Service;
+use crate::rest::types::AsOf;
 
 /// An admission ticket (a granted ticket is the grant a hold presents as `grant_id`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -54,16 +55,6 @@ impl Ticket {
     }
 }
 
-async fn ticket_after_write(
-    service: &Service,
-    show: ShowId,
-    ticket: TicketId,
-    session: SessionId,
-) -> Result<Ticket, ApiError> {
-    let view = service.read_local(show, |group| group.ticket(show, ticket, Some(session))).await?;
-    Ok(Ticket::from_view(show, &view))
-}
-
 /// Joins a show's admission lane (granted at once when the window has room).
 #[utoipa::path(
     post, path = "/v1/shows/{show_id}/queue", tag = "queue",
@@ -89,12 +80,8 @@ pub async fn join_queue(
     Idempotency(key): Idempotency,
 ) -> Result<(StatusCode, Json<Ticket>), ApiError> {
     let show = parse_show_id("show_id", &show_id)?;
-    let ticket = match state.service.client(show, session, key, ClientRequest::JoinQueue).await? {
-        Reply::Queued { ticket, .. } => ticket,
-        other => return Err(unexpected(other)),
-    };
-    let ticket = ticket_after_write(&state.service, show, ticket, session).await?;
-    Ok((StatusCode::CREATED, Json(ticket)))
+    let view = operations::join_queue(&state.service, show, session, key).await?;
+    Ok((StatusCode::CREATED, Json(Ticket::from_view(show, &view))))
 }
 
 /// One of this session's tickets and its place in line, read linearizably.
@@ -117,10 +104,7 @@ pub async fn get_ticket(
     Session(session): Session,
 ) -> Result<Json<Ticket>, ApiError> {
     let (show, number) = parse_id("ticket_id", &ticket_id)?;
-    let view = state
-        .service
-        .read_linearizable(show, |group| group.ticket(show, TicketId(number), Some(session)))
-        .await?;
+    let view = operations::get_ticket(&state.service, show, TicketId(number), session).await?;
     Ok(Json(Ticket::from_view(show, &view)))
 }
 
@@ -150,17 +134,15 @@ pub async fn leave_queue(
 ) -> Result<Json<Ticket>, ApiError> {
     let (show, number) = parse_id("ticket_id", &ticket_id)?;
     let ticket = TicketId(number);
-    match state.service.client(show, session, key, ClientRequest::LeaveQueue { ticket }).await? {
-        Reply::QueueLeft { .. } => {}
-        other => return Err(unexpected(other)),
-    }
-    Ok(Json(ticket_after_write(&state.service, show, ticket, session).await?))
+    let view = operations::leave_queue(&state.service, show, session, key, ticket).await?;
+    Ok(Json(Ticket::from_view(show, &view)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+    use statemachine::SessionId;
 
     fn view(state: TicketState, ahead: u32, grant_deadline_ms: Option<u64>) -> TicketView {
         TicketView {

@@ -12,27 +12,26 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use statemachine::{
-    AsOf as StateAsOf, Currency, Group, OperatorCommand, Rejection, SeatRange, Show, ShowPolicy,
-    ShowSpec,
-};
+use statemachine::{OperatorCommand, SeatRange, ShowPolicy, ShowSpec};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
+use crate::input;
+use crate::names::{SeatStatusName, ShowStatusName};
+use crate::operations::{self, Freshness};
 use crate::rest::RestState;
 use crate::rest::error::ErrorBody;
-use crate::rest::extract::{JsonBody, Operator};
-use crate::rest::ids::{parse_show_id, show_id};
-use crate::rest::types::{AsOf, SeatStatusName, ShowStatusName};
+use crate::rest::extract::{Idempotency, JsonBody, Operator};
+use crate::rest::ids::parse_show_id;
+use crate::rest::types::AsOf;
 use crate::service::{ShowSetup, checked_spec};
 
-/// Seats of a show by status.
+/// Seats of a show by status, as its seat map counts them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SeatCounts {
-    /// Free seats.
+    /// Free seats (a hold past its deadline counts as free, as on the seat map).
     pub free: u32,
-    /// Seats in live holds (a hold past its deadline counts until the cluster's tick expires
-    /// it, within about 100 ms).
+    /// Seats in live holds.
     pub held: u32,
     /// Sold seats.
     pub booked: u32,
@@ -91,25 +90,27 @@ pub struct ShowSummary {
 }
 
 impl ShowSummary {
-    fn of(show: &Show, group_id: u64, as_of: StateAsOf) -> ShowSummary {
-        let counts = show.counts;
+    fn of(summary: &operations::ShowSummary) -> ShowSummary {
         ShowSummary {
-            show_id: show.id.0,
-            group_id,
-            status: show.status.into(),
-            seat_count: show.seat_count(),
+            show_id: summary.show.0,
+            group_id: summary.group,
+            status: summary.status.into(),
+            seat_count: summary.seat_count,
             counts: SeatCounts {
-                free: counts.free,
-                held: counts.held,
-                booked: counts.booked,
-                reserved: counts.pooled + counts.offered,
+                free: summary.free,
+                held: summary.held,
+                booked: summary.booked,
+                reserved: summary.reserved,
             },
-            price_version: show.price_version,
-            currency: show.currency.to_string(),
-            prices_minor: show.prices_minor.clone(),
-            admission: AdmissionSettings { enabled: show.lane.enabled, window: show.lane.window },
-            waitlist: WaitlistSettings { enabled: show.waitlist.enabled },
-            as_of: as_of.into(),
+            price_version: summary.price_version,
+            currency: summary.currency.to_string(),
+            prices_minor: summary.prices_minor.clone(),
+            admission: AdmissionSettings {
+                enabled: summary.admission.0,
+                window: summary.admission.1,
+            },
+            waitlist: WaitlistSettings { enabled: summary.waitlist.0 },
+            as_of: summary.as_of.into(),
         }
     }
 }
@@ -255,13 +256,11 @@ impl CreateShowRequest {
     ///
     /// `InvalidArgument` naming the first problem.
     pub fn into_commands(self) -> Result<(ShowSpec, Vec<OperatorCommand>), ApiError> {
-        let show = show_id("show_id", self.show_id)?;
-        let currency: [u8; 3] = self.currency.as_bytes().try_into().map_err(|_| {
-            ApiError::InvalidArgument("currency: must be three upper-case letters".into())
-        })?;
+        let show = input::show_id("show_id", self.show_id)?;
+        let currency = input::currency("currency", &self.currency)?;
         let spec = ShowSpec {
             show,
-            currency: Currency(currency),
+            currency,
             prices_minor: self.prices_minor,
             layout: self
                 .layout
@@ -301,17 +300,8 @@ pub struct ShowCreated {
     )
 )]
 pub async fn list_shows(State(state): State<RestState>) -> Result<Json<ShowList>, ApiError> {
-    let service = &state.service;
-    let mut shows = Vec::new();
-    for placed in service.placements()? {
-        let hosted = service.shared().group(placed.group)?;
-        let summary = hosted.read_local(|group| {
-            group.show(placed.show).map(|show| ShowSummary::of(show, placed.group, group.as_of()))
-        })?;
-        // A show placed but not yet created (or not yet applied here) is not listed.
-        shows.extend(summary);
-    }
-    Ok(Json(ShowList { shows }))
+    let shows = operations::list_shows(&state.service)?;
+    Ok(Json(ShowList { shows: shows.iter().map(ShowSummary::of).collect() }))
 }
 
 /// One show's summary, from this node's replica of its group.
@@ -329,11 +319,8 @@ pub async fn get_show(
     Path(show_id): Path<String>,
 ) -> Result<Json<ShowSummary>, ApiError> {
     let show = parse_show_id("show_id", &show_id)?;
-    let hosted = state.service.group_of(show).await?;
-    let summary = hosted.read_local(|group| {
-        group.show(show).map(|found| ShowSummary::of(found, hosted.id, group.as_of()))
-    })?;
-    Ok(Json(summary.ok_or(Rejection::ShowNotFound)?))
+    let summary = operations::get_show(&state.service, show).await?;
+    Ok(Json(ShowSummary::of(&summary)))
 }
 
 /// A show's seat map: from this node's replica (stale allowed, labelled `as_of`), or with
@@ -357,11 +344,11 @@ pub async fn get_seats(
     let Query(query) = query.map_err(|rejection| {
         ApiError::InvalidArgument(format!("query: {}", rejection.body_text()))
     })?;
-    let read = |group: &Group| group.seat_map(show);
-    let map = match query.consistency {
-        Consistency::Replica => state.service.read_local(show, read).await?,
-        Consistency::Linearizable => state.service.read_linearizable(show, read).await?,
+    let freshness = match query.consistency {
+        Consistency::Replica => Freshness::Replica,
+        Consistency::Linearizable => Freshness::Linearizable,
     };
+    let map = operations::seat_map(&state.service, show, freshness).await?;
     Ok(Json(SeatMap {
         show_id: map.show.0,
         status: map.status.into(),
@@ -379,11 +366,12 @@ pub async fn get_seats(
 /// waitlist and opens sales as asked.
 #[utoipa::path(
     post, path = "/v1/shows", tag = "shows",
+    params(("Idempotency-Key" = String, Header, description = "Required on every mutation")),
     request_body = CreateShowRequest,
     security(("operator" = [])),
     responses(
         (status = 201, description = "The show exists", body = ShowCreated),
-        (status = 400, description = "Bad layout, prices, policy or JSON", body = ErrorBody),
+        (status = 400, description = "Bad layout, prices, policy, JSON or key", body = ErrorBody),
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Not the operator credential", body = ErrorBody),
         (status = 409, description = "`show_exists`", body = ErrorBody),
@@ -393,6 +381,9 @@ pub async fn get_seats(
 pub async fn create_show(
     State(state): State<RestState>,
     _operator: Operator,
+    // Required as on every mutation; a show is idempotent by its id and spec (a retry finds the
+    // show as this request would make it), so the key itself is not stored.
+    _key: Idempotency,
     JsonBody(request): JsonBody<CreateShowRequest>,
 ) -> Result<(StatusCode, Json<ShowCreated>), ApiError> {
     let group = request.group_id.unwrap_or(0);
@@ -495,6 +486,7 @@ mod tests {
 
     #[test]
     fn a_summary_serializes_with_nested_settings() {
+        use crate::names::ShowStatusName;
         let summary = ShowSummary {
             show_id: 1,
             group_id: 2,

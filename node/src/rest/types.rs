@@ -1,219 +1,15 @@
-//! JSON shapes shared by several REST routes: money, `as_of`, the hold, and the state names
-//! clients see (snake_case strings mirroring the state machine's enums).
+//! JSON shapes shared by several REST routes: money, `as_of` and the hold. State names come
+//! from `crate::names`, the one table both APIs use.
 //!
 //! Owns the conversion from the state machine's views to these shapes. Never reads state and
-//! never decides anything: handlers pass in what the service returned.
+//! never decides anything: handlers pass in what the operations returned.
 
 use serde::{Deserialize, Serialize};
-use statemachine::{
-    Actor, BookingState, HoldState, HoldView, OfferState, Reason, Reply, SeatStatus, ShowId,
-    ShowStatus, StateName, TicketState, WaitlistEntryState,
-};
+use statemachine::{HoldView, ShowId};
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::names::HoldStateName;
 use crate::rest::ids::format_id;
-
-/// Defines a snake_case JSON enum mirroring a state machine enum variant by variant, with the
-/// conversion from it.
-macro_rules! mirror {
-    ($(#[$doc:meta])* $name:ident from $source:ident {
-        $($(#[$variant_doc:meta])* $variant:ident),+ $(,)?
-    }) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name {
-            $($(#[$variant_doc])* $variant),+
-        }
-
-        impl From<$source> for $name {
-            fn from(value: $source) -> $name {
-                match value {
-                    $($source::$variant => $name::$variant),+
-                }
-            }
-        }
-    };
-}
-
-mirror!(
-    /// A show's sales status.
-    ShowStatusName from ShowStatus {
-        /// Created, sales not open.
-        Draft,
-        /// Holds may be made.
-        OnSale,
-        /// No new holds; existing ones may still be paid.
-        Closed,
-        /// Terminal: everything released and refunded.
-        Cancelled,
-    }
-);
-
-mirror!(
-    /// A seat as a buyer browsing the map sees it.
-    SeatStatusName from SeatStatus {
-        /// Can be held.
-        Free,
-        /// In a live hold.
-        Held,
-        /// Sold.
-        Booked,
-        /// Kept for or offered to the waitlist.
-        Reserved,
-    }
-);
-
-mirror!(
-    /// A hold's state (by log time: an overdue live hold reads as expired).
-    HoldStateName from HoldState {
-        /// Owns its seats.
-        Held,
-        /// Checkout started; the payment is being processed.
-        Processing,
-        /// Paid: it became a booking.
-        Confirmed,
-        /// Cancelled by its owner or by show cancellation.
-        Cancelled,
-        /// Its deadline passed.
-        Expired,
-    }
-);
-
-mirror!(
-    /// A booking's state.
-    BookingStateName from BookingState {
-        /// The seats are the buyer's.
-        Confirmed,
-        /// Cancelled; refund work was queued.
-        Cancelled,
-    }
-);
-
-mirror!(
-    /// An admission ticket's state.
-    TicketStateName from TicketState {
-        /// In line.
-        Waiting,
-        /// Holds a grant: may hold seats until the grant deadline.
-        Granted,
-        /// The grant was used by a hold.
-        Consumed,
-        /// Left the line.
-        Left,
-        /// The grant or the waiting limit ran out.
-        Expired,
-    }
-);
-
-mirror!(
-    /// A waitlist entry's state.
-    EntryStateName from WaitlistEntryState {
-        /// In line.
-        Waiting,
-        /// Has an open offer.
-        Offered,
-        /// Accepted its offer.
-        Accepted,
-        /// Declined its offer.
-        Declined,
-        /// Its offer ran out.
-        Expired,
-        /// Left the waitlist.
-        Left,
-    }
-);
-
-mirror!(
-    /// A waitlist offer's state.
-    OfferStateName from OfferState {
-        /// May be accepted until its deadline.
-        Open,
-        /// Accepted: its seats became a hold.
-        Accepted,
-        /// Declined: passed on.
-        Declined,
-        /// Its deadline passed.
-        Expired,
-        /// Closed by show cancellation.
-        Withdrawn,
-    }
-);
-
-mirror!(
-    /// A state of any audited entity.
-    AuditStateName from StateName {
-        /// Hold: owns its seats.
-        Held,
-        /// Hold: checkout started.
-        Processing,
-        /// Hold or booking: confirmed.
-        Confirmed,
-        /// Hold or booking: cancelled.
-        Cancelled,
-        /// Hold, ticket, entry or offer: ran out of time.
-        Expired,
-        /// Payment: awaiting the provider.
-        Pending,
-        /// Payment: the provider could not say.
-        Unknown,
-        /// Payment: money taken.
-        Succeeded,
-        /// Payment: refused; entry or offer: declined.
-        Declined,
-        /// Ticket or entry: in line.
-        Waiting,
-        /// Ticket: holds a grant.
-        Granted,
-        /// Ticket: grant used.
-        Consumed,
-        /// Ticket or entry: left.
-        Left,
-        /// Entry: has an offer.
-        Offered,
-        /// Offer: open.
-        Open,
-        /// Entry or offer: accepted.
-        Accepted,
-        /// Offer: closed by show cancellation.
-        Withdrawn,
-    }
-);
-
-mirror!(
-    /// Why an audited transition happened.
-    ReasonName from Reason {
-        /// The owner asked for it.
-        Requested,
-        /// A deadline passed in log time.
-        DeadlinePassed,
-        /// A ticket waited longer than the show allows.
-        WaitingLimit,
-        /// Checkout started a payment attempt.
-        CheckoutStarted,
-        /// The provider reported success in time.
-        PaymentSucceeded,
-        /// The provider reported success too late: the money is to be refunded.
-        LatePayment,
-        /// The provider declined.
-        PaymentDeclined,
-        /// The provider could not say.
-        PaymentUnknown,
-        /// The show was cancelled.
-        ShowCancelled,
-        /// A grant was used by a hold.
-        GrantConsumed,
-        /// The next in line was served.
-        NextInLine,
-        /// An offer was accepted and became a hold.
-        OfferAccepted,
-        /// The admission lane was turned off.
-        LaneDisabled,
-        /// The waitlist was turned off.
-        WaitlistDisabled,
-    }
-);
 
 /// The log position a read reflects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -296,27 +92,11 @@ impl Hold {
     }
 }
 
-/// Who caused an audited transition: `session:<32 hex>` (the hash of a session token, never
-/// the token), `operator`, `provider` or `system`.
-pub fn actor_name(actor: Actor) -> String {
-    match actor {
-        Actor::Session(session) => format!("session:{:032x}", session.0),
-        Actor::Operator => "operator".to_owned(),
-        Actor::Provider => "provider".to_owned(),
-        Actor::System => "system".to_owned(),
-    }
-}
-
-/// The error for a reply of the wrong kind (a bug: each command has one kind of reply).
-pub fn unexpected(reply: Reply) -> ApiError {
-    ApiError::Internal(format!("unexpected reply {reply:?}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-    use statemachine::{Currency, HoldId, OfferId, PaymentId, SessionId};
+    use statemachine::{Currency, HoldId, HoldState, OfferId, PaymentId, SessionId};
 
     #[test]
     fn a_hold_serializes_with_external_ids_and_snake_case_states() {
@@ -350,13 +130,5 @@ mod tests {
                 "as_of": {"log_index": 12, "log_time_ms": 2000},
             })
         );
-    }
-
-    #[test]
-    fn state_names_are_snake_case() {
-        assert_eq!(serde_json::to_value(ShowStatusName::OnSale).unwrap(), json!("on_sale"));
-        assert_eq!(serde_json::to_value(ReasonName::DeadlinePassed).unwrap(), "deadline_passed");
-        assert_eq!(actor_name(Actor::Session(SessionId(255))), format!("session:{:032x}", 255));
-        assert_eq!(actor_name(Actor::System), "system");
     }
 }

@@ -12,25 +12,20 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use statemachine::limits::{CAPACITY_EVENT_SEATS_MAX, SEATS_PER_HOLD_MAX};
 use statemachine::{
-    CapacityEventId, ClientRequest, EntryId, IdempotencyKey, OfferId, OfferView, OperatorCommand,
-    Reply, SessionId, ShowId, WaitlistEntryView,
+    CapacityEventId, EntryId, IdempotencyKey, OfferId, OfferView, SeatNo, SessionId, ShowId,
 };
 use utoipa::ToSchema;
 
-use crate::api::session::{IDEMPOTENCY_KEY_BYTES_MAX, hash128};
 use crate::error::ApiError;
+use crate::input;
+use crate::names::{EntryStateName, OfferStateName};
+use crate::operations::{self, EntryWithOffer};
 use crate::rest::RestState;
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::{Idempotency, JsonBody, Operator, Session};
-use crate::rest::holds::hold_after_write;
-use crate::rest::ids::{format_id, parse_id, parse_show_id, show_id};
-use crate::rest::types::{AsOf, EntryStateName, Hold, OfferStateName, unexpected};
-
-/// The priority band of a guest session (0 is served first; bands come from credentials,
-/// never from a request body).
-pub const GUEST_BAND: u8 = 0;
+use crate::rest::ids::{format_id, parse_id, parse_show_id};
+use crate::rest::types::{AsOf, Hold};
 
 /// A request to join a waitlist.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -41,18 +36,13 @@ pub struct JoinWaitlistRequest {
 }
 
 impl JoinWaitlistRequest {
-    /// The state machine request, checked.
+    /// The party size, checked.
     ///
     /// # Errors
     ///
     /// `InvalidArgument` for a quantity outside 1..=10.
-    pub fn into_request(self) -> Result<ClientRequest, ApiError> {
-        if self.quantity == 0 || usize::from(self.quantity) > SEATS_PER_HOLD_MAX {
-            return Err(ApiError::InvalidArgument(format!(
-                "quantity: must be 1..={SEATS_PER_HOLD_MAX}"
-            )));
-        }
-        Ok(ClientRequest::JoinWaitlist { quantity: self.quantity, band: GUEST_BAND })
+    pub fn quantity(self) -> Result<u8, ApiError> {
+        input::quantity("quantity", u32::from(self.quantity))
     }
 }
 
@@ -121,11 +111,8 @@ pub struct WaitlistEntry {
 
 impl WaitlistEntry {
     /// The JSON shape of an entry of `show` and its offer.
-    pub fn from_views(
-        show: ShowId,
-        view: &WaitlistEntryView,
-        offer: Option<&OfferView>,
-    ) -> WaitlistEntry {
+    pub fn from_view(show: ShowId, found: &EntryWithOffer) -> WaitlistEntry {
+        let view = &found.entry;
         let entry = &view.entry;
         WaitlistEntry {
             entry_id: format_id(show, entry.id.0),
@@ -135,7 +122,7 @@ impl WaitlistEntry {
             ahead: view.ahead,
             joined_ms: entry.order.joined_ms,
             policy_version: entry.policy_version,
-            offer: offer.map(|offer| Offer::from_view(show, offer)),
+            offer: found.offer.as_ref().map(|offer| Offer::from_view(show, offer)),
             as_of: view.as_of.into(),
         }
     }
@@ -154,35 +141,16 @@ pub struct CapacityReleasedRequest {
 }
 
 impl CapacityReleasedRequest {
-    /// The operator command, checked.
+    /// The show, the hashed event id and the sorted seats, checked.
     ///
     /// # Errors
     ///
     /// `InvalidArgument` for a zero show, a bad event id, or no, too many or repeated seats.
-    pub fn into_command(self) -> Result<OperatorCommand, ApiError> {
-        let show = show_id("show_id", self.show_id)?;
-        let printable = self.event_id.bytes().all(|byte| byte.is_ascii_graphic() || byte == b' ');
-        if self.event_id.is_empty() || self.event_id.len() > IDEMPOTENCY_KEY_BYTES_MAX || !printable
-        {
-            return Err(ApiError::InvalidArgument(format!(
-                "event_id: 1..={IDEMPOTENCY_KEY_BYTES_MAX} printable ASCII characters"
-            )));
-        }
-        let mut seats = self.seats;
-        if seats.is_empty() || seats.len() > CAPACITY_EVENT_SEATS_MAX {
-            return Err(ApiError::InvalidArgument(format!(
-                "seats: 1..={CAPACITY_EVENT_SEATS_MAX} seats"
-            )));
-        }
-        seats.sort_unstable();
-        if let Some(pair) = seats.windows(2).find(|pair| pair[0] == pair[1]) {
-            return Err(ApiError::InvalidArgument(format!(
-                "seats: seat {} is named twice",
-                pair[0]
-            )));
-        }
-        let event = CapacityEventId(hash128(b"capacity-event", self.event_id.as_bytes()));
-        Ok(OperatorCommand::CapacityReleased { show, event, seats })
+    pub fn into_parts(self) -> Result<(ShowId, CapacityEventId, Vec<SeatNo>), ApiError> {
+        let show = input::show_id("show_id", self.show_id)?;
+        let event = input::capacity_event_id("event_id", &self.event_id)?;
+        let seats = input::released_seats("seats", &self.seats)?;
+        Ok((show, event, seats))
     }
 }
 
@@ -250,35 +218,9 @@ pub async fn join_waitlist(
     JsonBody(request): JsonBody<JoinWaitlistRequest>,
 ) -> Result<(StatusCode, Json<WaitlistEntry>), ApiError> {
     let show = parse_show_id("resource_id", &resource_id)?;
-    let request = request.into_request()?;
-    let entry = match state.service.client(show, session, key, request).await? {
-        Reply::WaitlistJoined { entry, .. } => entry,
-        other => return Err(unexpected(other)),
-    };
-    let entry = read_entry(&state, show, entry, session, false).await?;
-    Ok((StatusCode::CREATED, Json(entry)))
-}
-
-/// Reads an entry of `session` and its offer: linearizably on the leader, or from this node
-/// right after a write it applied.
-async fn read_entry(
-    state: &RestState,
-    show: ShowId,
-    entry: EntryId,
-    session: SessionId,
-    linearizable: bool,
-) -> Result<WaitlistEntry, ApiError> {
-    let read = move |group: &statemachine::Group| {
-        let view = group.waitlist_entry(show, entry, Some(session))?;
-        let offer = view.entry.offer.map(|offer| group.offer(show, offer, Some(session)));
-        Ok((view, offer.transpose()?))
-    };
-    let (view, offer) = if linearizable {
-        state.service.read_linearizable(show, read).await?
-    } else {
-        state.service.read_local(show, read).await?
-    };
-    Ok(WaitlistEntry::from_views(show, &view, offer.as_ref()))
+    let quantity = request.quantity()?;
+    let joined = operations::join_waitlist(&state.service, show, session, key, quantity).await?;
+    Ok((StatusCode::CREATED, Json(WaitlistEntry::from_view(show, &joined))))
 }
 
 /// One of this session's waitlist entries, its place in line and its offer, read
@@ -302,7 +244,8 @@ pub async fn get_entry(
     Session(session): Session,
 ) -> Result<Json<WaitlistEntry>, ApiError> {
     let (show, number) = parse_id("entry_id", &entry_id)?;
-    Ok(Json(read_entry(&state, show, EntryId(number), session, true).await?))
+    let found = operations::get_entry(&state.service, show, EntryId(number), session).await?;
+    Ok(Json(WaitlistEntry::from_view(show, &found)))
 }
 
 /// Leaves the waitlist; an open offer is declined and passed on.
@@ -331,12 +274,8 @@ pub async fn leave_waitlist(
 ) -> Result<Json<WaitlistEntry>, ApiError> {
     let (show, number) = parse_id("entry_id", &entry_id)?;
     let entry = EntryId(number);
-    let request = ClientRequest::LeaveWaitlist { entry };
-    match state.service.client(show, session, key, request).await? {
-        Reply::WaitlistLeft { .. } => {}
-        other => return Err(unexpected(other)),
-    }
-    Ok(Json(read_entry(&state, show, entry, session, false).await?))
+    let left = operations::leave_waitlist(&state.service, show, session, key, entry).await?;
+    Ok(Json(WaitlistEntry::from_view(show, &left)))
 }
 
 /// Accepts an offer: its seats become a hold of this session (201 Hold).
@@ -365,13 +304,8 @@ pub async fn accept_offer(
     session: SessionId,
     key: IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let request = ClientRequest::AcceptOffer { offer };
-    let receipt = match state.service.client(show, session, key, request).await? {
-        Reply::OfferAccepted { hold, .. } => hold,
-        other => return Err(unexpected(other)),
-    };
-    let hold = hold_after_write(&state.service, show, receipt.hold, session).await?;
-    Ok((StatusCode::CREATED, Json(hold)).into_response())
+    let view = operations::accept_offer(&state.service, show, session, key, offer).await?;
+    Ok((StatusCode::CREATED, Json(Hold::from_view(show, &view))).into_response())
 }
 
 /// Declines an offer: its seats go to the next waiter (200 Offer).
@@ -400,13 +334,7 @@ pub async fn decline_offer(
     session: SessionId,
     key: IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let request = ClientRequest::DeclineOffer { offer };
-    match state.service.client(show, session, key, request).await? {
-        Reply::OfferDeclined { .. } => {}
-        other => return Err(unexpected(other)),
-    }
-    let view =
-        state.service.read_local(show, |group| group.offer(show, offer, Some(session))).await?;
+    let view = operations::decline_offer(&state.service, show, session, key, offer).await?;
     Ok(Json(Offer::from_view(show, &view)).into_response())
 }
 
@@ -433,6 +361,7 @@ pub async fn offer_action(
 /// Releases free seats of a show to its waitlist (operator), once per event id.
 #[utoipa::path(
     post, path = "/v1/internal/capacity-released", tag = "waitlist",
+    params(("Idempotency-Key" = String, Header, description = "Required on every mutation")),
     request_body = CapacityReleasedRequest,
     security(("operator" = [])),
     responses(
@@ -448,17 +377,19 @@ pub async fn offer_action(
 pub async fn capacity_released(
     State(state): State<RestState>,
     _operator: Operator,
+    // Required as on every mutation; the event id is what deduplicates a delivery.
+    _key: Idempotency,
     JsonBody(request): JsonBody<CapacityReleasedRequest>,
 ) -> Result<Json<CapacityReleased>, ApiError> {
     let event_id = request.event_id.clone();
-    let command = request.into_command()?;
-    let show = command.show();
-    match state.service.operator(command).await? {
-        Reply::CapacityReleased { seats_released, duplicate, .. } => {
-            Ok(Json(CapacityReleased { show_id: show.0, event_id, seats_released, duplicate }))
-        }
-        other => Err(unexpected(other)),
-    }
+    let (show, event, seats) = request.into_parts()?;
+    let released = operations::capacity_released(&state.service, show, event, seats).await?;
+    Ok(Json(CapacityReleased {
+        show_id: show.0,
+        event_id,
+        seats_released: released.seats_released,
+        duplicate: released.duplicate,
+    }))
 }
 
 #[cfg(test)]
@@ -485,12 +416,9 @@ mod tests {
         let parse = |value: serde_json::Value| {
             serde_json::from_value::<JoinWaitlistRequest>(value)
                 .map_err(|error| ApiError::InvalidArgument(error.to_string()))
-                .and_then(JoinWaitlistRequest::into_request)
+                .and_then(JoinWaitlistRequest::quantity)
         };
-        assert_eq!(
-            parse(json!({"quantity": 2})).unwrap(),
-            ClientRequest::JoinWaitlist { quantity: 2, band: GUEST_BAND }
-        );
+        assert_eq!(parse(json!({"quantity": 2})).unwrap(), 2);
         for bad in [
             json!({"quantity": 0}),
             json!({"quantity": 11}),
@@ -509,22 +437,15 @@ mod tests {
             event_id: event.into(),
             seats,
         };
-        let one = request(vec![3, 1], "evt-1").into_command().unwrap();
-        let again = request(vec![1, 3], "evt-1").into_command().unwrap();
-        assert_eq!(one, again);
-        let OperatorCommand::CapacityReleased { seats, event, .. } = one else { panic!() };
-        assert_eq!(seats, vec![1, 3]);
-        let OperatorCommand::CapacityReleased { event: other, .. } =
-            request(vec![1], "evt-2").into_command().unwrap()
-        else {
-            panic!()
-        };
-        assert_ne!(event, other);
-        assert!(request(vec![], "e").into_command().is_err());
-        assert!(request(vec![1, 1], "e").into_command().is_err());
-        assert!(request(vec![1], "").into_command().is_err());
-        assert!(request((0..1025).collect(), "e").into_command().is_err());
+        let (show, event, seats) = request(vec![3, 1], "evt-1").into_parts().unwrap();
+        assert_eq!((show, seats.as_slice()), (ShowId(41), &[1, 3][..]));
+        assert_eq!(request(vec![1, 3], "evt-1").into_parts().unwrap().1, event);
+        assert_ne!(request(vec![1], "evt-2").into_parts().unwrap().1, event);
+        assert!(request(vec![], "e").into_parts().is_err());
+        assert!(request(vec![1, 1], "e").into_parts().is_err());
+        assert!(request(vec![1], "").into_parts().is_err());
+        assert!(request((0..1025).collect(), "e").into_parts().is_err());
         let zero = CapacityReleasedRequest { show_id: 0, event_id: "e".into(), seats: vec![1] };
-        assert!(zero.into_command().is_err());
+        assert!(zero.into_parts().is_err());
     }
 }

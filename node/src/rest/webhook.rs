@@ -18,18 +18,19 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use statemachine::{
-    Currency, PaymentEffect, PaymentId, PaymentOutcome, PaymentResult, PaymentState,
-    ProviderEventId, Reply, ShowId,
+    PaymentEffect, PaymentId, PaymentOutcome, PaymentResult, ProviderEventId, ShowId,
 };
 use utoipa::ToSchema;
 
-use crate::api::session::hash128;
 use crate::error::ApiError;
+use crate::input;
+use crate::names::{HoldStateName, PaymentStateName};
+use crate::operations;
 use crate::rest::RestState;
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::BODY_BYTES_MAX;
 use crate::rest::ids::{format_id, parse_id};
-use crate::rest::types::HoldStateName;
+use crate::sessions::hash128;
 
 /// The header carrying the signature, `sha256=<64 lower-case hex>`.
 pub const SIGNATURE_HEADER: &str = "x-booking-signature";
@@ -136,19 +137,10 @@ impl WebhookEvent {
                 let amount_minor = self.amount_minor.ok_or_else(|| {
                     ApiError::InvalidArgument("amount_minor: required with succeeded".into())
                 })?;
-                let currency = self
-                    .currency
-                    .as_deref()
-                    .and_then(|code| <[u8; 3]>::try_from(code.as_bytes()).ok())
-                    .map(Currency)
-                    .filter(Currency::is_valid)
-                    .ok_or_else(|| {
-                        ApiError::InvalidArgument(
-                            "currency: an ISO 4217 code (3 upper-case letters), required with \
-                             succeeded"
-                                .into(),
-                        )
-                    })?;
+                let code = self.currency.as_deref().ok_or_else(|| {
+                    ApiError::InvalidArgument("currency: required with succeeded".into())
+                })?;
+                let currency = input::currency("currency", code)?;
                 PaymentResult::Succeeded { amount_minor, currency }
             }
         };
@@ -172,31 +164,6 @@ pub enum EffectName {
     /// This event id, or a final answer for the attempt, was already recorded: nothing changed
     /// (`payment_state`).
     Duplicate,
-}
-
-/// A payment attempt's state, as a duplicate event reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum PaymentStateName {
-    /// Awaiting the provider.
-    Pending,
-    /// The provider could not say.
-    Unknown,
-    /// Money taken.
-    Succeeded,
-    /// Refused.
-    Declined,
-}
-
-impl From<PaymentState> for PaymentStateName {
-    fn from(state: PaymentState) -> PaymentStateName {
-        match state {
-            PaymentState::Pending => PaymentStateName::Pending,
-            PaymentState::Unknown => PaymentStateName::Unknown,
-            PaymentState::Succeeded => PaymentStateName::Succeeded,
-            PaymentState::Declined => PaymentStateName::Declined,
-        }
-    }
 }
 
 /// The answer to a verified callback.
@@ -279,10 +246,8 @@ pub async fn payment_webhook(
         .map_err(|error| ApiError::InvalidArgument(format!("body: {error}")))?;
     let outcome = event.into_outcome()?;
     let (show, payment) = (outcome.show, outcome.payment);
-    match state.service.payment(outcome).await? {
-        Reply::PaymentRecorded { effect, .. } => Ok(Json(WebhookReply::new(show, payment, effect))),
-        other => Err(ApiError::Internal(format!("unexpected reply {other:?}"))),
-    }
+    let effect = operations::payment(&state.service, outcome).await?;
+    Ok(Json(WebhookReply::new(show, payment, effect)))
 }
 
 /// The node's webhook secret, or the development one (with a warning, once per process).
@@ -313,8 +278,10 @@ mod tests {
     use statemachine::{HoldState, SessionId};
     use tower::ServiceExt;
 
+    use statemachine::Currency;
+
     use super::*;
-    use crate::watch::test_node;
+    use crate::test_node;
 
     #[test]
     fn a_signature_verifies_only_its_body_under_its_secret() {

@@ -224,8 +224,8 @@ pub fn expect_rejected<T: Debug>(
     code: &str,
 ) -> io::Result<String> {
     match result {
-        Err(Error::Rejected { status: got_status, code: got_code, message })
-            if got_status == status && got_code == code =>
+        Err(Error::Rejected { status: got_status, code: got_code, message, .. })
+            if got_status == status && got_code.name() == code =>
         {
             Ok(message)
         }

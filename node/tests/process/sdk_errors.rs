@@ -140,9 +140,9 @@ async fn unknown_show_and_hold_are_not_found(sdk: &Sdk) -> io::Result<()> {
     Ok(())
 }
 
-/// A hold of a show whose holds live 1 s, checked out once its deadline has passed: DEADLINE
-/// EXCEEDED `hold_expired` (a node's answer, which the SDK does not retry), the hold reads
-/// `expired` and its seat is free again.
+/// A hold of a show whose holds live 1 s, checked out once its deadline has passed:
+/// FAILED_PRECONDITION `hold_expired` (a node's answer, never a timeout, which the SDK does not
+/// retry), the hold reads `expired` and its seat is free again.
 async fn expired_hold_cannot_be_checked_out(sdk: &Sdk) -> io::Result<()> {
     let show = NewShow {
         group_id: 2,
@@ -167,7 +167,7 @@ async fn expired_hold_cannot_be_checked_out(sdk: &Sdk) -> io::Result<()> {
     })
     .await?;
     let checkout = client.checkout(&buyer, show_id, hold.hold_id, Some(&sdk.key("late"))).await;
-    expect_rejected("a late checkout", checkout, Code::DeadlineExceeded, "hold_expired")?;
+    expect_rejected("a late checkout", checkout, Code::FailedPrecondition, "hold_expired")?;
     let read = expect_ok("read the hold", client.get_hold(&buyer, show_id, hold.hold_id).await)?;
     ensure!(read.state == "expired", "{read:?}");
     let map = sdk.seat_map_as_of(show_id, read.as_of_log_index).await?;

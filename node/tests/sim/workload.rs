@@ -610,7 +610,7 @@ impl Process {
 /// never saw is `fail`; an unknown outcome of a write is `info`. Returns whether it was `info`.
 fn complete_error(recorder: &Recorder, pending: Pending, error: &Error, write: bool) -> bool {
     match error {
-        Error::Rejected { code, .. } if !is_refusal(code) => {
+        Error::Rejected { code_name: code, .. } if !is_refusal(code) => {
             recorder.ok(pending, Observed::rejected(code.clone()));
             false
         }

@@ -1,0 +1,182 @@
+//! What both APIs check in a request before anything is proposed: ids, seats, party sizes,
+//! currencies and event ids, each turned into a value of the state machine's types or refused
+//! with `InvalidArgument` naming the field.
+//!
+//! Owns the shape checks that need no state, once for REST (`rest/`) and gRPC (`api/`): seats
+//! become a [`SeatSet`] here, at the edge, so nothing later sees an empty, oversized or repeated
+//! seat list. Two seat lists with the same seats in another order are the same request (the set
+//! is sorted), so they are one idempotency payload. Never judges a rule that needs state (a seat
+//! outside the show is the state machine's `seat_out_of_range`, a taken one its
+//! `seat_unavailable`).
+
+use statemachine::limits::{CAPACITY_EVENT_SEATS_MAX, SEATS_PER_HOLD_MAX};
+use statemachine::{CapacityEventId, Currency, SeatNo, SeatSet, ShowId};
+
+use crate::error::ApiError;
+use crate::sessions::hash128;
+
+/// The longest capacity event id accepted, in bytes.
+pub const CAPACITY_EVENT_ID_BYTES_MAX: usize = 128;
+
+/// A show id: non-zero.
+///
+/// # Errors
+///
+/// `InvalidArgument` for 0, naming `field`.
+pub fn show_id(field: &str, id: u64) -> Result<ShowId, ApiError> {
+    Ok(ShowId(nonzero(field, id)?))
+}
+
+/// An entity id (hold, booking, ticket, entry, offer): non-zero, since every show numbers its
+/// entities from 1.
+///
+/// # Errors
+///
+/// `InvalidArgument` for 0, naming `field`.
+pub fn nonzero(field: &str, id: u64) -> Result<u64, ApiError> {
+    if id == 0 {
+        return Err(ApiError::InvalidArgument(format!("{field}: must be non-zero")));
+    }
+    Ok(id)
+}
+
+/// The seats of a hold: 1..=10 distinct seat numbers, in any order.
+///
+/// # Errors
+///
+/// `InvalidArgument` for none, more than 10, or a seat named twice.
+pub fn seats(field: &str, seats: &[u32]) -> Result<SeatSet, ApiError> {
+    if seats.is_empty() || seats.len() > SEATS_PER_HOLD_MAX {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: 1..={SEATS_PER_HOLD_MAX} seats per hold, got {}",
+            seats.len()
+        )));
+    }
+    let sorted = distinct(field, seats)?;
+    SeatSet::try_from(sorted.as_slice())
+        .map_err(|_capacity| ApiError::InvalidArgument(format!("{field}: too many")))
+}
+
+/// The seats of a capacity-released event: 1..=1024 distinct seat numbers, sorted.
+///
+/// # Errors
+///
+/// `InvalidArgument` for none, too many, or a seat named twice.
+pub fn released_seats(field: &str, seats: &[u32]) -> Result<Vec<SeatNo>, ApiError> {
+    if seats.is_empty() || seats.len() > CAPACITY_EVENT_SEATS_MAX {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: 1..={CAPACITY_EVENT_SEATS_MAX} seats per event, got {}",
+            seats.len()
+        )));
+    }
+    distinct(field, seats)
+}
+
+/// `seats` sorted, or the first seat named twice.
+fn distinct(field: &str, seats: &[u32]) -> Result<Vec<SeatNo>, ApiError> {
+    let mut sorted = seats.to_vec();
+    sorted.sort_unstable();
+    match sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+        Some(pair) => {
+            Err(ApiError::InvalidArgument(format!("{field}: seat {} is named twice", pair[0])))
+        }
+        None => Ok(sorted),
+    }
+}
+
+/// The party size of a waitlist entry: 1..=10.
+///
+/// # Errors
+///
+/// `InvalidArgument` otherwise.
+pub fn quantity(field: &str, quantity: u32) -> Result<u8, ApiError> {
+    match u8::try_from(quantity) {
+        Ok(quantity) if quantity >= 1 && usize::from(quantity) <= SEATS_PER_HOLD_MAX => {
+            Ok(quantity)
+        }
+        _ => Err(ApiError::InvalidArgument(format!(
+            "{field}: must be 1..={SEATS_PER_HOLD_MAX}, got {quantity}"
+        ))),
+    }
+}
+
+/// An ISO 4217 currency code: three upper-case letters.
+///
+/// # Errors
+///
+/// `InvalidArgument` otherwise.
+pub fn currency(field: &str, code: &str) -> Result<Currency, ApiError> {
+    <[u8; 3]>::try_from(code.as_bytes()).ok().map(Currency).filter(Currency::is_valid).ok_or_else(
+        || ApiError::InvalidArgument(format!("{field}: must be three upper-case letters")),
+    )
+}
+
+/// A capacity event id: the sender's text (1..=128 printable ASCII characters), hashed to the
+/// 128 bits the state machine deduplicates by. Both APIs hash the same way, so one event sent
+/// through both is processed once.
+///
+/// # Errors
+///
+/// `InvalidArgument` for an empty, too long or unprintable id.
+pub fn capacity_event_id(field: &str, text: &str) -> Result<CapacityEventId, ApiError> {
+    let printable = text.bytes().all(|byte| byte.is_ascii_graphic() || byte == b' ');
+    if text.is_empty() || text.len() > CAPACITY_EVENT_ID_BYTES_MAX || !printable {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: 1..={CAPACITY_EVENT_ID_BYTES_MAX} printable ASCII characters"
+        )));
+    }
+    Ok(CapacityEventId(hash128(b"capacity-event", text.as_bytes())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid<T: std::fmt::Debug>(result: Result<T, ApiError>) -> String {
+        match result {
+            Err(error @ ApiError::InvalidArgument(_)) => error.to_string(),
+            other => panic!("expected invalid_argument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn seats_become_a_sorted_set_of_one_to_ten_distinct_seats() {
+        assert_eq!(seats("seats", &[56, 54, 55]).unwrap().as_slice(), &[54, 55, 56]);
+        assert_eq!(seats("seats", &(0..10).collect::<Vec<_>>()).unwrap().len(), 10);
+        assert!(invalid(seats("seats", &[])).starts_with("seats: "));
+        invalid(seats("seats", &[1; 11]));
+        assert!(invalid(seats("seats", &[4, 2, 4])).contains("seat 4 is named twice"));
+        // The same seats in another order are the same request.
+        assert_eq!(seats("seats", &[3, 1]).unwrap(), seats("seats", &[1, 3]).unwrap());
+    }
+
+    #[test]
+    fn ids_quantities_events_and_currencies_are_checked() {
+        invalid(show_id("show_id", 0));
+        invalid(nonzero("hold_id", 0));
+        assert_eq!(show_id("show_id", 3).unwrap(), ShowId(3));
+        invalid(quantity("quantity", 0));
+        invalid(quantity("quantity", 11));
+        invalid(quantity("quantity", 256 + 2));
+        assert_eq!(quantity("quantity", 10).unwrap(), 10);
+        invalid(released_seats("seats", &[]));
+        invalid(released_seats("seats", &[1, 1]));
+        invalid(released_seats("seats", &(0..1_025).collect::<Vec<_>>()));
+        assert_eq!(released_seats("seats", &[5, 3]).unwrap(), [3, 5]);
+        assert_eq!(
+            capacity_event_id("event_id", "e-1").unwrap(),
+            capacity_event_id("event_id", "e-1").unwrap()
+        );
+        assert_ne!(
+            capacity_event_id("event_id", "e-1").unwrap(),
+            capacity_event_id("event_id", "e-2").unwrap()
+        );
+        invalid(capacity_event_id("event_id", ""));
+        invalid(capacity_event_id("event_id", &"e".repeat(129)));
+        invalid(capacity_event_id("event_id", "tab\there"));
+        assert_eq!(currency("currency", "EUR").unwrap(), Currency(*b"EUR"));
+        for bad in ["EURO", "eur", "EU", "€UR"] {
+            invalid(currency("currency", bad));
+        }
+    }
+}

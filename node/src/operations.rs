@@ -1,0 +1,640 @@
+//! The booking operations as both APIs serve them: one function per operation, taking checked
+//! domain values and answering with the state machine's views, so that REST (`rest/`) and gRPC
+//! (`api/`) only parse their requests and render these answers.
+//!
+//! Owns what an operation means beyond routing: which command a request is, the view a write
+//! answers with, the reads of views (linearizable where the view is authoritative: holds,
+//! bookings, tickets, waitlist entries, offers, audit trails; this replica's, labelled `as_of`,
+//! for shows and seat maps unless asked otherwise), and the counting of decided holds in the
+//! node's metrics. Never parses a wire format (the skins do), never routes by itself (the
+//! service does) and never judges a rule (the state machine does).
+
+use statemachine::{
+    AuditRecord, BookingId, BookingView, CapacityEventId, ClientCommand, ClientRequest, EntityKind,
+    EntryId, Group, HoldId, HoldView, IdempotencyKey, Money, OfferId, OfferView, OperatorCommand,
+    PaymentEffect, PaymentId, PaymentOutcome, Rejection, Reply, SeatMap, SeatNo, SeatStatus,
+    SessionId, ShowId, ShowPolicy, ShowStatus, TicketId, TicketView, WaitlistEntryView,
+    WaitlistSkip,
+};
+
+use crate::error::ApiError;
+use crate::metrics::HoldOutcome;
+use crate::service::{Placed, Service};
+
+/// A show as listed: its settings and its seats by status, as the seat map counts them (an
+/// overdue hold's seats count as free), from one replica's state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShowSummary {
+    /// The show.
+    pub show: ShowId,
+    /// Its data group.
+    pub group: u64,
+    /// Its sales status.
+    pub status: ShowStatus,
+    /// Its currency.
+    pub currency: statemachine::Currency,
+    /// One price per class.
+    pub prices_minor: Vec<u64>,
+    /// The price version a hold must quote.
+    pub price_version: u32,
+    /// Its seats.
+    pub seat_count: u32,
+    /// Free seats.
+    pub free: u32,
+    /// Seats in live holds.
+    pub held: u32,
+    /// Sold seats.
+    pub booked: u32,
+    /// Seats kept for or offered to the waitlist.
+    pub reserved: u32,
+    /// Deadlines and limits.
+    pub policy: ShowPolicy,
+    /// Whether holds need an admission grant, and the lane's window.
+    pub admission: (bool, u32),
+    /// Whether the waitlist is on, and its policy version.
+    pub waitlist: (bool, u32),
+    /// The replica position this summary reflects.
+    pub as_of: statemachine::AsOf,
+}
+
+impl ShowSummary {
+    /// The summary of `show` in `state`, or `None` while it is not created there.
+    fn read(state: &Group, show: ShowId, group: u64) -> Option<ShowSummary> {
+        let found = state.show(show)?;
+        let map = state.seat_map(show).ok()?;
+        let count = |status: SeatStatus| {
+            u32::try_from(map.seats.iter().filter(|seat| **seat == status).count())
+                .unwrap_or(u32::MAX)
+        };
+        Some(ShowSummary {
+            show,
+            group,
+            status: found.status,
+            currency: found.currency,
+            prices_minor: found.prices_minor.clone(),
+            price_version: found.price_version,
+            seat_count: found.seat_count(),
+            free: count(SeatStatus::Free),
+            held: count(SeatStatus::Held),
+            booked: count(SeatStatus::Booked),
+            reserved: count(SeatStatus::Reserved),
+            policy: found.policy,
+            admission: (found.lane.enabled, found.lane.window),
+            waitlist: (found.waitlist.enabled, found.waitlist.policy_version),
+            as_of: map.as_of,
+        })
+    }
+}
+
+/// A waitlist entry and its latest offer, read in one step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryWithOffer {
+    /// The entry.
+    pub entry: WaitlistEntryView,
+    /// Its latest offer, if it had one.
+    pub offer: Option<OfferView>,
+}
+
+/// A started checkout: the payment attempt to charge and by when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checkout {
+    /// The show.
+    pub show: ShowId,
+    /// The hold, now processing.
+    pub hold: HoldId,
+    /// The payment attempt, stable across checkout retries.
+    pub payment: PaymentId,
+    /// What to charge.
+    pub price: Money,
+    /// Log time by which the payment must succeed.
+    pub deadline_ms: u64,
+}
+
+/// What a capacity-released event did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CapacityReleased {
+    /// The show.
+    pub show: ShowId,
+    /// Seats that went to the waitlist (0 for a duplicate).
+    pub seats_released: u32,
+    /// Whether the event id had been processed before.
+    pub duplicate: bool,
+}
+
+/// An entity's audit trail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditTrail {
+    /// The show.
+    pub show: ShowId,
+    /// The entity's kind.
+    pub kind: EntityKind,
+    /// Its id within the show.
+    pub id: u64,
+    /// Every transition, oldest first.
+    pub records: Vec<AuditRecord>,
+    /// For a waitlist entry: the offers made to others while it waited.
+    pub skips: Option<Vec<WaitlistSkip>>,
+    /// The position read.
+    pub as_of: statemachine::AsOf,
+}
+
+/// How fresh a seat map must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Freshness {
+    /// The show's group leader after ReadIndex: every acknowledged write is in it.
+    Linearizable,
+    /// This replica's current position.
+    Replica,
+}
+
+/// Every show placed in the cluster that this node's replicas have created, in id order.
+///
+/// # Errors
+///
+/// `Internal` if a group's state cannot be read.
+pub fn list_shows(service: &Service) -> Result<Vec<ShowSummary>, ApiError> {
+    let mut shows = Vec::new();
+    for placed in service.placements()? {
+        let hosted = service.shared().group(placed.group)?;
+        // A show placed but not yet created (or not yet applied here) is not listed.
+        shows.extend(
+            hosted.read_local(|state| ShowSummary::read(state, placed.show, placed.group))?,
+        );
+    }
+    shows.sort_by_key(|summary| summary.show);
+    Ok(shows)
+}
+
+/// One show's summary, from this node's replica of its group.
+///
+/// # Errors
+///
+/// `show_not_found`, or a routing error.
+pub async fn get_show(service: &Service, show: ShowId) -> Result<ShowSummary, ApiError> {
+    let hosted = service.group_of(show).await?;
+    let group = hosted.id;
+    let summary = hosted.read_local(|state| ShowSummary::read(state, show, group))?;
+    Ok(summary.ok_or(Rejection::ShowNotFound)?)
+}
+
+/// A show's seat map, as fresh as asked.
+///
+/// # Errors
+///
+/// `show_not_found`, or a routing error (`NotLeader` for a linearizable read elsewhere).
+pub async fn seat_map(
+    service: &Service,
+    show: ShowId,
+    freshness: Freshness,
+) -> Result<SeatMap, ApiError> {
+    let read = |state: &Group| state.seat_map(show);
+    match freshness {
+        Freshness::Linearizable => service.read_linearizable(show, read).await,
+        Freshness::Replica => service.read_local(show, read).await,
+    }
+}
+
+/// Changes a show's sales status (open or close), and says where the show lives.
+///
+/// # Errors
+///
+/// The command's rejection, or a routing error.
+pub async fn change_status(
+    service: &Service,
+    command: OperatorCommand,
+) -> Result<Placed, ApiError> {
+    let show = command.show();
+    match service.operator(command).await? {
+        Reply::ShowStatusChanged { .. } => {}
+        other => return Err(ApiError::unexpected(other)),
+    }
+    let group = service.group_of(show).await?.id;
+    Ok(Placed { show, group })
+}
+
+/// Releases free seats of a show to its waitlist, once per event id.
+///
+/// # Errors
+///
+/// The command's rejection (seats not free, show cancelled), or a routing error.
+pub async fn capacity_released(
+    service: &Service,
+    show: ShowId,
+    event: CapacityEventId,
+    seats: Vec<SeatNo>,
+) -> Result<CapacityReleased, ApiError> {
+    let command = OperatorCommand::CapacityReleased { show, event, seats };
+    match service.operator(command).await? {
+        Reply::CapacityReleased { seats_released, duplicate, .. } => {
+            Ok(CapacityReleased { show, seats_released, duplicate })
+        }
+        other => Err(ApiError::unexpected(other)),
+    }
+}
+
+/// Records a payment provider's verified outcome, and says what it did.
+///
+/// # Errors
+///
+/// The outcome's rejection, or a routing error.
+pub async fn payment(
+    service: &Service,
+    outcome: PaymentOutcome,
+) -> Result<PaymentEffect, ApiError> {
+    match service.payment(outcome).await? {
+        Reply::PaymentRecorded { effect, .. } => Ok(effect),
+        other => Err(ApiError::unexpected(other)),
+    }
+}
+
+/// The hold a successful hold (or accepted offer) made, as this node decided it.
+async fn hold_made(
+    service: &Service,
+    show: ShowId,
+    hold: HoldId,
+    session: SessionId,
+) -> Result<HoldView, ApiError> {
+    view_after_write(service, show, |state| state.hold(show, hold, Some(session))).await
+}
+
+/// A view of what a write this node just decided changed, read from this replica (the leader
+/// that applied it).
+async fn view_after_write<T>(
+    service: &Service,
+    show: ShowId,
+    read: impl FnOnce(&Group) -> Result<T, Rejection>,
+) -> Result<T, ApiError> {
+    service.read_local(show, read).await
+}
+
+/// Counts a decided hold in the node's metrics. A hold this node did not lead is counted where
+/// it is decided (the leader the client or the forwarder goes to next).
+fn count_hold<T>(service: &Service, decided: &Result<T, ApiError>) {
+    if !matches!(decided, Err(ApiError::NotLeader { .. })) {
+        service.shared().metrics.record_hold(HoldOutcome::of(decided));
+    }
+}
+
+/// Holds seats for `session`, all or nothing, and answers with the hold as made.
+///
+/// # Errors
+///
+/// The hold's rejection (`seat_unavailable` with the taken seats, ...), or a routing error.
+pub async fn hold(service: &Service, command: ClientCommand) -> Result<HoldView, ApiError> {
+    let (show, session) = (command.show, command.session);
+    let decided = service.client(command).await;
+    count_hold(service, &decided);
+    match decided? {
+        Reply::Held(receipt) => hold_made(service, show, receipt.hold, session).await,
+        other => Err(ApiError::unexpected(other)),
+    }
+}
+
+/// Decides many holds, each exactly as [`hold`] would, one result per command in order.
+pub async fn hold_many(
+    service: &Service,
+    commands: Vec<ClientCommand>,
+) -> Vec<Result<HoldView, ApiError>> {
+    let owners: Vec<(ShowId, SessionId)> =
+        commands.iter().map(|command| (command.show, command.session)).collect();
+    let decided = service.clients(commands).await;
+    let mut results = Vec::with_capacity(decided.len());
+    for ((show, session), decision) in owners.into_iter().zip(decided) {
+        count_hold(service, &decision);
+        let result = match decision {
+            Ok(Reply::Held(receipt)) => hold_made(service, show, receipt.hold, session).await,
+            Ok(other) => Err(ApiError::unexpected(other)),
+            Err(error) => Err(error),
+        };
+        results.push(result);
+    }
+    results
+}
+
+/// Cancels a held hold of `session`; its seats are released.
+///
+/// # Errors
+///
+/// The rejection (`hold_not_active`, `payment_in_progress`, `hold_expired`, ...), or a routing
+/// error.
+pub async fn cancel_hold(
+    service: &Service,
+    show: ShowId,
+    session: SessionId,
+    key: IdempotencyKey,
+    hold: HoldId,
+) -> Result<HoldView, ApiError> {
+    let command = ClientCommand { show, session, key, request: ClientRequest::CancelHold { hold } };
+    match service.client(command).await? {
+        Reply::HoldCancelled { .. } => {}
+        other => return Err(ApiError::unexpected(other)),
+    }
+    view_after_write(service, show, |state| state.hold(show, hold, Some(session))).await
+}
+
+/// Starts paying for a held hold of `session` (a retry gets the same payment attempt).
+///
+/// # Errors
+///
+/// The rejection, or a routing error.
+pub async fn checkout(
+    service: &Service,
+    show: ShowId,
+    session: SessionId,
+    key: IdempotencyKey,
+    hold: HoldId,
+) -> Result<Checkout, ApiError> {
+    let command = ClientCommand { show, session, key, request: ClientRequest::Checkout { hold } };
+    match service.client(command).await? {
+        Reply::CheckoutStarted { hold, payment, price, deadline_ms } => {
+            Ok(Checkout { show, hold, payment, price, deadline_ms })
+        }
+        other => Err(ApiError::unexpected(other)),
+    }
+}
+
+/// Cancels a confirmed booking of `session`; its seats return and refund work is queued.
+///
+/// # Errors
+///
+/// The rejection (`booking_not_cancellable`, ...), or a routing error.
+pub async fn cancel_booking(
+    service: &Service,
+    show: ShowId,
+    session: SessionId,
+    key: IdempotencyKey,
+    booking: BookingId,
+) -> Result<BookingView, ApiError> {
+    let request = ClientRequest::CancelBooking { booking };
+    match service.client(ClientCommand { show, session, key, request }).await? {
+        Reply::BookingCancelled { .. } => {}
+        other => return Err(ApiError::unexpected(other)),
+    }
+    view_after_write(service, show, |state| state.booking(show, booking, Some(session))).await
+}
+
+/// Joins a show's admission lane.
+///
+/// # Errors
+///
+/// The rejection (`admission_disabled`, `already_queued`, `queue_full`, ...), or a routing
+/// error.
+pub async fn join_queue(
+    service: &Service,
+    show: ShowId,
+    session: SessionId,
+    key: IdempotencyKey,
+) -> Result<TicketView, ApiError> {
+    let command = ClientCommand { show, session, key, request: ClientRequest::JoinQueue };
+    let ticket = match service.client(command).await? {
+        Reply::Queued { ticket, .. } => ticket,
+        other => return Err(ApiError::unexpected(other)),
+    };
+    view_after_write(service, show, |state| state.ticket(show, ticket, Some(session))).await
+}
+
+/// Leaves a show's admission lane.
+///
+/// # Errors
+///
+/// The rejection (`ticket_not_active`, ...), or a routing error.
+pub async fn leave_queue(
+    service: &Service,
+    show: ShowId,
+    session: SessionId,
+    key: IdempotencyKey,
+    ticket: TicketId,
+) -> Result<TicketView, ApiError> {
+    let request = ClientRequest::LeaveQueue { ticket };
+    match service.client(ClientCommand { show, session, key, request }).await? {
+        Reply::QueueLeft { .. } => {}
+        other => return Err(ApiError::unexpected(other)),
+    }
+    view_after_write(service, show, |state| state.ticket(show, ticket, Some(session))).await
+}
+
+/// Reads an entry of `session` and its offer in one step.
+fn entry_with_offer(
+    state: &Group,
+    show: ShowId,
+    entry: EntryId,
+    session: SessionId,
+) -> Result<EntryWithOffer, Rejection> {
+    let entry = state.waitlist_entry(show, entry, Some(session))?;
+    let offer = match entry.entry.offer {
+        Some(offer) => Some(state.offer(show, offer, Some(session))?),
+        None => None,
+    };
+    Ok(EntryWithOffer { entry, offer })
+}
+
+/// The priority band of a guest session: 0, served first. Bands come from credentials, never
+/// from a request.
+pub const GUEST_BAND: u8 = 0;
+
+/// Joins a sold-out show's waitlist with a party of `quantity` (in the guest band).
+///
+/// # Errors
+///
+/// The rejection (`waitlist_disabled`, `not_sold_out`, `already_on_waitlist`, ...), or a
+/// routing error.
+pub async fn join_waitlist(
+    service: &Service,
+    show: ShowId,
+    session: SessionId,
+    key: IdempotencyKey,
+    quantity: u8,
+) -> Result<EntryWithOffer, ApiError> {
+    let request = ClientRequest::JoinWaitlist { quantity, band: GUEST_BAND };
+    let entry = match service.client(ClientCommand { show, session, key, request }).await? {
+        Reply::WaitlistJoined { entry, .. } => entry,
+        other => return Err(ApiError::unexpected(other)),
+    };
+    view_after_write(service, show, |state| entry_with_offer(state, show, entry, session)).await
+}
+
+/// Leaves the waitlist; an open offer is declined and passed on.
+///
+/// # Errors
+///
+/// The rejection (`entry_not_active`, ...), or a routing error.
+pub async fn leave_waitlist(
+    service: &Service,
+    show: ShowId,
+    session: SessionId,
+    key: IdempotencyKey,
+    entry: EntryId,
+) -> Result<EntryWithOffer, ApiError> {
+    let request = ClientRequest::LeaveWaitlist { entry };
+    match service.client(ClientCommand { show, session, key, request }).await? {
+        Reply::WaitlistLeft { .. } => {}
+        other => return Err(ApiError::unexpected(other)),
+    }
+    view_after_write(service, show, |state| entry_with_offer(state, show, entry, session)).await
+}
+
+/// Accepts an offer: its seats become a hold of `session`.
+///
+/// # Errors
+///
+/// The rejection (`offer_not_active`, `offer_expired`, ...), or a routing error.
+pub async fn accept_offer(
+    service: &Service,
+    show: ShowId,
+    session: SessionId,
+    key: IdempotencyKey,
+    offer: OfferId,
+) -> Result<HoldView, ApiError> {
+    let request = ClientRequest::AcceptOffer { offer };
+    match service.client(ClientCommand { show, session, key, request }).await? {
+        Reply::OfferAccepted { hold, .. } => hold_made(service, show, hold.hold, session).await,
+        other => Err(ApiError::unexpected(other)),
+    }
+}
+
+/// Declines an offer: its seats go to the next waiter.
+///
+/// # Errors
+///
+/// The rejection, or a routing error.
+pub async fn decline_offer(
+    service: &Service,
+    show: ShowId,
+    session: SessionId,
+    key: IdempotencyKey,
+    offer: OfferId,
+) -> Result<OfferView, ApiError> {
+    let request = ClientRequest::DeclineOffer { offer };
+    match service.client(ClientCommand { show, session, key, request }).await? {
+        Reply::OfferDeclined { .. } => {}
+        other => return Err(ApiError::unexpected(other)),
+    }
+    view_after_write(service, show, |state| state.offer(show, offer, Some(session))).await
+}
+
+/// A hold of `session`, read linearizably.
+///
+/// # Errors
+///
+/// `hold_not_found`, `not_owner`, or a routing error.
+pub async fn get_hold(
+    service: &Service,
+    show: ShowId,
+    hold: HoldId,
+    session: SessionId,
+) -> Result<HoldView, ApiError> {
+    service.read_linearizable(show, |state| state.hold(show, hold, Some(session))).await
+}
+
+/// A booking of `session`, read linearizably.
+///
+/// # Errors
+///
+/// `booking_not_found`, `not_owner`, or a routing error.
+pub async fn get_booking(
+    service: &Service,
+    show: ShowId,
+    booking: BookingId,
+    session: SessionId,
+) -> Result<BookingView, ApiError> {
+    service.read_linearizable(show, |state| state.booking(show, booking, Some(session))).await
+}
+
+/// An admission ticket of `session` and its place in line, read linearizably.
+///
+/// # Errors
+///
+/// `ticket_not_found`, `not_owner`, or a routing error.
+pub async fn get_ticket(
+    service: &Service,
+    show: ShowId,
+    ticket: TicketId,
+    session: SessionId,
+) -> Result<TicketView, ApiError> {
+    service.read_linearizable(show, |state| state.ticket(show, ticket, Some(session))).await
+}
+
+/// A waitlist entry of `session`, its place in line and its offer, read linearizably.
+///
+/// # Errors
+///
+/// `entry_not_found`, `not_owner`, or a routing error.
+pub async fn get_entry(
+    service: &Service,
+    show: ShowId,
+    entry: EntryId,
+    session: SessionId,
+) -> Result<EntryWithOffer, ApiError> {
+    service.read_linearizable(show, |state| entry_with_offer(state, show, entry, session)).await
+}
+
+/// An offer of `session`, read linearizably.
+///
+/// # Errors
+///
+/// `offer_not_found`, `not_owner`, or a routing error.
+pub async fn get_offer(
+    service: &Service,
+    show: ShowId,
+    offer: OfferId,
+    session: SessionId,
+) -> Result<OfferView, ApiError> {
+    service.read_linearizable(show, |state| state.offer(show, offer, Some(session))).await
+}
+
+/// The audit trail of an entity that exists, read linearizably (operator).
+///
+/// # Errors
+///
+/// The entity's not-found rejection (`hold_not_found`, ...), `show_not_found`, or a routing
+/// error.
+pub async fn audit_trail(
+    service: &Service,
+    show: ShowId,
+    kind: EntityKind,
+    id: u64,
+) -> Result<AuditTrail, ApiError> {
+    service.read_linearizable(show, |state| read_trail(state, show, kind, id)).await
+}
+
+fn read_trail(
+    state: &Group,
+    show: ShowId,
+    kind: EntityKind,
+    id: u64,
+) -> Result<AuditTrail, Rejection> {
+    let found = state.show(show).ok_or(Rejection::ShowNotFound)?;
+    let (exists, missing) = match kind {
+        EntityKind::Hold => (found.holds.contains_key(&HoldId(id)), Rejection::HoldNotFound),
+        EntityKind::Booking => {
+            (found.bookings.contains_key(&BookingId(id)), Rejection::BookingNotFound)
+        }
+        EntityKind::Payment => {
+            (found.payments.contains_key(&PaymentId(id)), Rejection::PaymentNotFound)
+        }
+        EntityKind::Ticket => {
+            (found.lane.tickets.contains_key(&TicketId(id)), Rejection::TicketNotFound)
+        }
+        EntityKind::WaitlistEntry => {
+            (found.waitlist.entries.contains_key(&EntryId(id)), Rejection::EntryNotFound)
+        }
+        EntityKind::Offer => {
+            (found.waitlist.offers.contains_key(&OfferId(id)), Rejection::OfferNotFound)
+        }
+    };
+    if !exists {
+        return Err(missing);
+    }
+    let skips = match kind {
+        EntityKind::WaitlistEntry => Some(state.waitlist_skips(show, EntryId(id), None)?),
+        _ => None,
+    };
+    Ok(AuditTrail {
+        show,
+        kind,
+        id,
+        records: state.audit_trail(show, kind, id).to_vec(),
+        skips,
+        as_of: state.as_of(),
+    })
+}

@@ -1,0 +1,319 @@
+//! The TCP fault proxy: a [`LinkProxy`] forwards the bytes of every connection it accepts to
+//! one upstream address, both ways, until it is blocked. The [`crate::links`] mesh puts one on
+//! each directed pair of nodes.
+//!
+//! A blocked link is a black hole: the connections it carried are closed, and new ones are
+//! accepted but never forwarded (nor answered) until the link is healed, when they are closed
+//! too so that the dialer reconnects. The proxy may dial the upstream from a given source
+//! address, so that the upstream sees the connection come from the node that dialed. Owns only
+//! its listener and connections: never starts, stops or signals a process, and never judges the
+//! cluster.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How long a connection to the upstream may take before the accepted connection is dropped
+/// (as an unreachable peer's would be).
+const UPSTREAM_CONNECT_MAX: Duration = Duration::from_secs(1);
+
+/// What a link does with its connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Forwards bytes both ways.
+    Open,
+    /// Forwards nothing: connections are held without a byte read or written.
+    Blocked,
+    /// The proxy was dropped: every connection task ends.
+    Closed,
+}
+
+/// One directed link: a listener whose connections are forwarded to `upstream` while the link
+/// is open. Dropping it closes its listener and every connection it holds.
+pub struct LinkProxy {
+    address: SocketAddr,
+    upstream: SocketAddr,
+    mode: watch::Sender<Mode>,
+    accept_task: JoinHandle<()>,
+}
+
+impl LinkProxy {
+    /// Starts an open link listening on `listen` (port 0 picks a free one), forwarding to
+    /// `upstream` (which need not listen yet: a connection it refuses is closed on the dialing
+    /// side too). Upstream connections are made from `source` (any port) when given, so that
+    /// the upstream sees them come from the dialing node's address.
+    ///
+    /// # Errors
+    ///
+    /// When `listen` cannot be bound.
+    pub async fn start(
+        listen: SocketAddr,
+        upstream: SocketAddr,
+        source: Option<IpAddr>,
+    ) -> io::Result<LinkProxy> {
+        let listener = TcpListener::bind(listen).await?;
+        let address = listener.local_addr()?;
+        let (mode, _) = watch::channel(Mode::Open);
+        let accept_task = tokio::spawn(accept_loop(listener, upstream, source, mode.clone()));
+        Ok(LinkProxy { address, upstream, mode, accept_task })
+    }
+
+    /// The address to dial instead of the upstream.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The address the link forwards to.
+    pub fn upstream(&self) -> SocketAddr {
+        self.upstream
+    }
+
+    /// Makes the link a black hole: its connections are closed and new ones are held, never
+    /// forwarded, until [`LinkProxy::heal`]. Blocking a blocked link changes nothing.
+    pub fn block(&self) {
+        self.set(Mode::Blocked);
+    }
+
+    /// Opens the link again: the connections held while it was blocked are closed (their
+    /// dialers reconnect) and new ones are forwarded. Healing an open link changes nothing.
+    pub fn heal(&self) {
+        self.set(Mode::Open);
+    }
+
+    /// Whether the link is blocked.
+    pub fn is_blocked(&self) -> bool {
+        *self.mode.borrow() == Mode::Blocked
+    }
+
+    /// Changes the mode only when it differs, so that a repeated block or heal does not wake
+    /// (and reset) the connections of a link that is already in that mode.
+    fn set(&self, mode: Mode) {
+        self.mode.send_if_modified(|now| {
+            let changed = *now != mode;
+            *now = mode;
+            changed
+        });
+    }
+}
+
+impl Drop for LinkProxy {
+    fn drop(&mut self) {
+        self.mode.send_replace(Mode::Closed);
+        self.accept_task.abort();
+    }
+}
+
+/// Accepts connections until the proxy is dropped, each handled by its own task.
+async fn accept_loop(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    source: Option<IpAddr>,
+    mode: watch::Sender<Mode>,
+) {
+    loop {
+        let (client, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Accept errors are transient (too many open files, a reset before accept).
+                tracing::debug!(%error, "proxy accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        tokio::spawn(handle(client, upstream, source, mode.subscribe()));
+    }
+}
+
+/// Connects to `upstream`, from `source` when given.
+async fn connect(upstream: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
+    let Some(source) = source else { return TcpStream::connect(upstream).await };
+    let socket = if source.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.bind(SocketAddr::new(source, 0))?;
+    socket.connect(upstream).await
+}
+
+/// Forwards one accepted connection while the link is open, or holds it while blocked; either
+/// ends (closing both sides) when the mode changes away from what it was started in.
+async fn handle(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    source: Option<IpAddr>,
+    mut mode: watch::Receiver<Mode>,
+) {
+    let started_in = *mode.borrow_and_update();
+    match started_in {
+        Mode::Closed => {}
+        Mode::Blocked => {
+            // Neither read nor written: the dialer sees a connection that never answers. Reset
+            // when the mode changes, so that the dialer notices at once.
+            leaves(&mut mode, Mode::Blocked).await;
+            let _ = client.set_zero_linger();
+        }
+        Mode::Open => {
+            let connect = tokio::time::timeout(UPSTREAM_CONNECT_MAX, connect(upstream, source));
+            let mut server = tokio::select! {
+                connected = connect => match connected {
+                    Ok(Ok(server)) => server,
+                    // Refused or timed out: the dialer sees its connection closed.
+                    _ => return,
+                },
+                _ = leaves(&mut mode, Mode::Open) => return,
+            };
+            let _ = client.set_nodelay(true);
+            let _ = server.set_nodelay(true);
+            tokio::select! {
+                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {
+                    let _ = client.shutdown().await;
+                    let _ = server.shutdown().await;
+                }
+                _ = leaves(&mut mode, Mode::Open) => {
+                    // Cut: both sides are reset when dropped, with nothing more delivered.
+                    let _ = client.set_zero_linger();
+                    let _ = server.set_zero_linger();
+                }
+            }
+        }
+    }
+}
+
+/// Waits until the link's mode is no longer `mode` (or the proxy is gone).
+async fn leaves(receiver: &mut watch::Receiver<Mode>, mode: Mode) {
+    // The guard `wait_for` returns is not `Send`: it is dropped here, before any other await.
+    let _ = receiver.wait_for(|now| *now != mode).await.map(|_| ());
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    //! The proxy alone, against an echo server: forwarding, the black hole, healing, and the
+    //! source address; the helpers serve the mesh's tests too.
+
+    use std::io;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio::task::JoinHandle;
+
+    use super::LinkProxy;
+
+    /// How long an echo that should come back may take.
+    pub(crate) const ECHO_MAX: Duration = Duration::from_secs(5);
+
+    /// How long a test waits to see that a blocked link answers nothing. Not a timing
+    /// assertion: a black hole answers nothing however long one waits.
+    pub(crate) const SILENCE: Duration = Duration::from_millis(300);
+
+    /// Any free loopback port.
+    pub(crate) fn any_port() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    }
+
+    /// An echo server on a loopback port; dropped with the test's runtime.
+    pub(crate) async fn echo_server() -> io::Result<(SocketAddr, JoinHandle<()>)> {
+        let listener = TcpListener::bind(any_port()).await?;
+        let address = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let (mut reader, mut writer) = stream.split();
+                    let _ = tokio::io::copy(&mut reader, &mut writer).await;
+                });
+            }
+        });
+        Ok((address, task))
+    }
+
+    /// Writes `message` on `stream` and reads as many bytes back, within `wait`: `Ok(None)` if
+    /// none came back in time, `Err` if the connection failed.
+    pub(crate) async fn round_trip(
+        stream: &mut TcpStream,
+        message: &[u8],
+        wait: Duration,
+    ) -> io::Result<Option<Vec<u8>>> {
+        stream.write_all(message).await?;
+        let mut echoed = vec![0; message.len()];
+        match tokio::time::timeout(wait, stream.read_exact(&mut echoed)).await {
+            Ok(read) => read.map(|_| Some(echoed)),
+            Err(_elapsed) => Ok(None),
+        }
+    }
+
+    /// Whether the connection is closed (reads end or fail) within [`ECHO_MAX`].
+    pub(crate) async fn is_closed(stream: &mut TcpStream) -> bool {
+        let mut byte = [0; 1];
+        match tokio::time::timeout(ECHO_MAX, stream.read(&mut byte)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => true,
+            Ok(Ok(_)) | Err(_) => false,
+        }
+    }
+
+    #[tokio::test]
+    async fn open_link_forwards_blocked_link_is_a_black_hole_until_healed() -> io::Result<()> {
+        let (upstream, _server) = echo_server().await?;
+        let proxy = LinkProxy::start(any_port(), upstream, None).await?;
+
+        // Open: bytes go both ways.
+        let mut before = TcpStream::connect(proxy.address()).await?;
+        assert_eq!(
+            round_trip(&mut before, b"hello", ECHO_MAX).await?.as_deref(),
+            Some(&b"hello"[..])
+        );
+
+        // Blocked: the forwarded connection is closed, a new one is accepted but never answered.
+        proxy.block();
+        assert!(is_closed(&mut before).await, "a blocked link keeps its connection open");
+        let mut during = TcpStream::connect(proxy.address()).await?;
+        assert_eq!(round_trip(&mut during, b"lost", SILENCE).await?, None, "blocked link answered");
+
+        // Blocked again: nothing changes, the held connection stays held.
+        proxy.block();
+        assert_eq!(round_trip(&mut during, b"lost", SILENCE).await?, None, "blocked link answered");
+
+        // Healed: the held connection is closed (its dialer reconnects), new ones are forwarded.
+        proxy.heal();
+        assert!(is_closed(&mut during).await, "a connection held while blocked stays open");
+        let mut after = TcpStream::connect(proxy.address()).await?;
+        assert_eq!(
+            round_trip(&mut after, b"again", ECHO_MAX).await?.as_deref(),
+            Some(&b"again"[..])
+        );
+
+        // Healed again: an open link keeps its connections.
+        proxy.heal();
+        assert_eq!(
+            round_trip(&mut after, b"still", ECHO_MAX).await?.as_deref(),
+            Some(&b"still"[..])
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn link_to_a_dead_upstream_closes_the_connection() -> io::Result<()> {
+        // A port nobody listens on any more.
+        let upstream = TcpListener::bind(any_port()).await?.local_addr()?;
+        let proxy = LinkProxy::start(any_port(), upstream, None).await?;
+        let mut stream = TcpStream::connect(proxy.address()).await?;
+        assert!(is_closed(&mut stream).await, "a refused upstream leaves the dialer hanging");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn upstream_sees_the_dialing_nodes_address() -> io::Result<()> {
+        // The upstream listens on 127.0.0.1; the proxy dials from another loopback address,
+        // as a node on 127.0.0.12 would.
+        let listener = TcpListener::bind(any_port()).await?;
+        let upstream = listener.local_addr()?;
+        let source = "127.0.0.12".parse().expect("an IP address");
+        let proxy = LinkProxy::start(any_port(), upstream, Some(source)).await?;
+        let _dialer = TcpStream::connect(proxy.address()).await?;
+        let (_accepted, peer) = tokio::time::timeout(ECHO_MAX, listener.accept()).await??;
+        assert_eq!(peer.ip(), source);
+        Ok(())
+    }
+}

@@ -11,7 +11,7 @@ use std::io;
 use axum::http::Method;
 use serde_json::json;
 
-use crate::harness::Options;
+use crate::options;
 use crate::rest::{Api, Report, ensure, seats_of, string_field};
 
 /// The first show id of this file (each scenario uses its own).
@@ -19,7 +19,7 @@ const SHOWS: u64 = 600;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_error_statuses_and_codes() -> io::Result<()> {
-    let api = Api::start(3, Options::default()).await?;
+    let api = Api::start(options(3)).await?;
     let mut report = Report::default();
     report.check(
         "bad_input_is_400_and_changes_nothing",
@@ -31,7 +31,7 @@ async fn rest_error_statuses_and_codes() -> io::Result<()> {
     let all_passed = report.all_passed();
     let result = report.finish();
     if all_passed {
-        api.shutdown()?;
+        api.shutdown().await?;
     }
     result
 }

@@ -27,7 +27,7 @@ use rand::{Rng, SeedableRng};
 use statemachine::check::history::Read;
 use statemachine::check::recorder::Recorder;
 use statemachine::check::workload::Mutation;
-use statemachine::{EntryId, HoldId, ShowId, TicketId};
+use statemachine::{HoldId, ShowId};
 use testkit::webhook::sign;
 use testkit::workload::Buyer;
 pub use testkit::workload::TestShow;
@@ -115,12 +115,10 @@ pub struct Context {
 /// One client process: the kit's buyer (its own SDK client, with its own channels and leader
 /// cache and its own node first, as a Jepsen client is bound to a node, so that a node cut off
 /// from the others keeps serving the processes bound to it for as long as it believes it may),
-/// and this suite's choices.
+/// and the seed of its choices.
 struct Process {
     buyer: Buyer,
     rng: StdRng,
-    /// The last mutation and its key, for deliberate idempotent retries.
-    last: Option<(Mutation, String)>,
 }
 
 /// Runs one client process per client in `clients` until `stop` turns true, at about `rate`
@@ -142,7 +140,6 @@ pub async fn run(
         let process = Process {
             buyer,
             rng: StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(id)),
-            last: None,
         };
         let pause = Duration::from_secs_f64(processes as f64 / rate.max(0.1));
         tasks.push(tokio::spawn(drive(
@@ -182,15 +179,15 @@ async fn drive(
 /// One operation of the workload, chosen at random from what the process can do now.
 async fn step(context: &Context, process: &mut Process) {
     if let Some((mutation, key)) = process.buyer.take_unresolved() {
-        mutate(process, mutation, Some(key)).await;
+        process.buyer.mutate(mutation, key).await;
         return;
     }
-    let roll = process.rng.gen_range(0..100);
+    let roll: u32 = process.rng.gen_range(0..100);
     if roll < 5
-        && let Some((mutation, key)) = process.last.clone()
+        && let Some((mutation, key)) = process.buyer.last()
     {
         // An idempotent retry of the last mutation, with its key.
-        mutate(process, mutation, Some(key)).await;
+        process.buyer.mutate(mutation, key).await;
         return;
     }
     let show = context.shows.choose(&mut process.rng).map_or(0, |show| show.show);
@@ -205,10 +202,12 @@ async fn step(context: &Context, process: &mut Process) {
             } else if let Some(hold) = process.buyer.known().live_hold(show, &mut process.rng)
                 && roll < 70
             {
-                mutate(process, Mutation::CancelHold { show, hold }, None).await;
+                process.buyer.mutate_fresh(Mutation::CancelHold { show, hold }).await;
             } else {
                 let seat = process.rng.gen_range(0..seats);
-                mutate(process, Mutation::Hold { show, seats: vec![seat], grant: None }, None)
+                process
+                    .buyer
+                    .mutate_fresh(Mutation::Hold { show, seats: vec![seat], grant: None })
                     .await;
             }
         }
@@ -217,14 +216,17 @@ async fn step(context: &Context, process: &mut Process) {
                 let count = process.rng.gen_range(1..=4).min(seats);
                 let start = process.rng.gen_range(0..=seats - count);
                 let wanted = (start..start + count).collect();
-                mutate(process, Mutation::Hold { show, seats: wanted, grant: None }, None).await;
+                process
+                    .buyer
+                    .mutate_fresh(Mutation::Hold { show, seats: wanted, grant: None })
+                    .await;
             } else if roll < 60 {
                 if let Some(hold) = process.buyer.known().live_hold(show, &mut process.rng) {
-                    mutate(process, Mutation::CancelHold { show, hold }, None).await;
+                    process.buyer.mutate_fresh(Mutation::CancelHold { show, hold }).await;
                 }
             } else if roll < 68 {
                 if let Some(hold) = process.buyer.known().live_hold(show, &mut process.rng) {
-                    mutate(process, Mutation::Checkout { show, hold }, None).await;
+                    process.buyer.mutate_fresh(Mutation::Checkout { show, hold }).await;
                 }
             } else if roll < 76 {
                 pay(context, process, show).await;
@@ -242,76 +244,12 @@ async fn step(context: &Context, process: &mut Process) {
             }
         }
         Workload::Admission => {
-            let ticket = process.buyer.known().last_ticket(show);
-            match ticket {
-                None => mutate(process, Mutation::JoinQueue { show }, None).await,
-                Some((ticket, granted)) => {
-                    if roll < 35 {
-                        let read_ticket = Read::Ticket {
-                            show: ShowId(show),
-                            session: process.buyer.session(),
-                            ticket: TicketId(ticket),
-                        };
-                        process.buyer.read(read_ticket).await;
-                    } else if roll < 60 && granted {
-                        let seat = process.rng.gen_range(0..seats);
-                        let hold = Mutation::Hold { show, seats: vec![seat], grant: Some(ticket) };
-                        mutate(process, hold, None).await;
-                    } else if roll < 75 {
-                        mutate(process, Mutation::LeaveQueue { show, ticket }, None).await;
-                    } else if let Some(hold) =
-                        process.buyer.known().live_hold(show, &mut process.rng)
-                    {
-                        mutate(process, Mutation::CancelHold { show, hold }, None).await;
-                    } else {
-                        process.buyer.read(Read::SeatMap { show: ShowId(show) }).await;
-                    }
-                }
-            }
+            process.buyer.admission_step(show, seats, roll, &mut process.rng).await;
         }
         Workload::Waitlist => {
-            let entry = process.buyer.known().last_entry(show);
-            if roll < 25 {
-                let seat = process.rng.gen_range(0..seats);
-                mutate(process, Mutation::Hold { show, seats: vec![seat], grant: None }, None)
-                    .await;
-            } else if roll < 40 {
-                if let Some(hold) = process.buyer.known().live_hold(show, &mut process.rng) {
-                    mutate(process, Mutation::CancelHold { show, hold }, None).await;
-                }
-            } else if let Some((entry, offer)) = entry {
-                if let Some(offer) = offer
-                    && roll < 70
-                {
-                    let mutation = if process.rng.gen_bool(0.5) {
-                        Mutation::AcceptOffer { show, offer }
-                    } else {
-                        Mutation::DeclineOffer { show, offer }
-                    };
-                    mutate(process, mutation, None).await;
-                } else {
-                    let read_entry = Read::Entry {
-                        show: ShowId(show),
-                        session: process.buyer.session(),
-                        entry: EntryId(entry),
-                    };
-                    process.buyer.read(read_entry).await;
-                }
-            } else if roll < 70 {
-                mutate(process, Mutation::JoinWaitlist { show }, None).await;
-            } else {
-                process.buyer.read(Read::SeatMap { show: ShowId(show) }).await;
-            }
+            process.buyer.waitlist_step(show, seats, roll, &mut process.rng).await;
         }
     }
-}
-
-/// Runs a mutation through the kit's buyer, which records it; `key` repeats an earlier one.
-/// Remembered as the last mutation, for a deliberate retry.
-async fn mutate(process: &mut Process, mutation: Mutation, key: Option<String>) {
-    let key = key.unwrap_or_else(|| process.buyer.new_key());
-    process.last = Some((mutation.clone(), key.clone()));
-    process.buyer.mutate(mutation, key).await;
 }
 
 /// The simulated payment provider pays (or declines) one of the process's checkouts through a

@@ -7,9 +7,11 @@
 //!
 //! How an SDK answer becomes a completion ([`complete_error`]): an answer, a business
 //! rejection included, is `ok`; a refusal before proposing is `fail`; an unknown outcome of a
-//! write is `info`. Owns no choice of what to do next (each suite draws its own operations from
-//! its own seed) and no way of delivering a webhook (each suite has its own network); never
-//! judges: the checkers do.
+//! write is `info`. Owns the operations both suites draw alike on a show with its admission lane
+//! or its waitlist on ([`Buyer::admission_step`], [`Buyer::waitlist_step`]); the mix of holds,
+//! checkouts and reads, and the order of the draws, stay each suite's own (the simulator's seeds
+//! must replay as they always have). Owns no way of delivering a webhook (each suite has its own
+//! network); never judges: the checkers do.
 //!
 //! Every show is created with deadlines of an hour, beyond any run, because the model has no
 //! clock (see `statemachine::check::model`).
@@ -206,6 +208,8 @@ pub struct Buyer {
     next_key: u64,
     /// Mutations whose outcome is unknown, to retry with their keys until it is known.
     unresolved: Vec<(Mutation, String)>,
+    /// The last mutation and its key, for a deliberate idempotent retry.
+    last: Option<(Mutation, String)>,
     recorder: Arc<Recorder>,
     /// The price version holds quote (the one the shows were created with).
     price_version: u32,
@@ -236,6 +240,7 @@ impl Buyer {
             prefix,
             next_key: 0,
             unresolved: Vec::new(),
+            last: None,
             recorder,
             price_version,
         })
@@ -272,11 +277,82 @@ impl Buyer {
         self.unresolved.len()
     }
 
+    /// The last mutation run, with its key: sent again, it is a deliberate idempotent retry.
+    pub fn last(&self) -> Option<(Mutation, String)> {
+        self.last.clone()
+    }
+
+    /// One operation on `show`, a show of `seats` seats whose admission lane is on, drawn from
+    /// `roll` (0..100) and `rng` as both suites draw it: join the lane while the process has no
+    /// ticket; with one, read it (35%), hold a seat with its grant if granted (25%), leave
+    /// (15%), else cancel a live hold or read the seat map.
+    pub async fn admission_step(&mut self, show: u64, seats: u32, roll: u32, rng: &mut impl Rng) {
+        let Some((ticket, granted)) = self.known.last_ticket(show) else {
+            return self.mutate_fresh(Mutation::JoinQueue { show }).await;
+        };
+        if roll < 35 {
+            let (show, session, ticket) = (ShowId(show), self.session, TicketId(ticket));
+            self.read(Read::Ticket { show, session, ticket }).await;
+        } else if roll < 60 && granted {
+            let seat = rng.gen_range(0..seats);
+            self.mutate_fresh(Mutation::Hold { show, seats: vec![seat], grant: Some(ticket) })
+                .await;
+        } else if roll < 75 {
+            self.mutate_fresh(Mutation::LeaveQueue { show, ticket }).await;
+        } else if let Some(hold) = self.known.live_hold(show, rng) {
+            self.mutate_fresh(Mutation::CancelHold { show, hold }).await;
+        } else {
+            self.read(Read::SeatMap { show: ShowId(show) }).await;
+        }
+    }
+
+    /// One operation on `show`, a small show of `seats` seats with its waitlist on, drawn from
+    /// `roll` (0..100) and `rng` as both suites draw it: hold a seat (25%), cancel a live hold
+    /// (15%); with a waitlist entry, accept or decline its offer (30%, if one was seen) or read
+    /// the entry; without one, join the waitlist (30%) or read the seat map.
+    pub async fn waitlist_step(&mut self, show: u64, seats: u32, roll: u32, rng: &mut impl Rng) {
+        let entry = self.known.last_entry(show);
+        if roll < 25 {
+            let seat = rng.gen_range(0..seats);
+            self.mutate_fresh(Mutation::Hold { show, seats: vec![seat], grant: None }).await;
+        } else if roll < 40 {
+            if let Some(hold) = self.known.live_hold(show, rng) {
+                self.mutate_fresh(Mutation::CancelHold { show, hold }).await;
+            }
+        } else if let Some((entry, offer)) = entry {
+            if let Some(offer) = offer
+                && roll < 70
+            {
+                let mutation = if rng.gen_bool(0.5) {
+                    Mutation::AcceptOffer { show, offer }
+                } else {
+                    Mutation::DeclineOffer { show, offer }
+                };
+                self.mutate_fresh(mutation).await;
+            } else {
+                let (show, session, entry) = (ShowId(show), self.session, EntryId(entry));
+                self.read(Read::Entry { show, session, entry }).await;
+            }
+        } else if roll < 70 {
+            self.mutate_fresh(Mutation::JoinWaitlist { show }).await;
+        } else {
+            self.read(Read::SeatMap { show: ShowId(show) }).await;
+        }
+    }
+
+    /// As [`Buyer::mutate`], under a fresh key.
+    pub async fn mutate_fresh(&mut self, mutation: Mutation) {
+        let key = self.new_key();
+        self.mutate(mutation, key).await;
+    }
+
     /// Runs `mutation` under idempotency key `key` (a fresh one, or an earlier one to retry)
     /// through the SDK and records it; an unknown outcome is kept to be retried with `key`.
+    /// It becomes the [`Buyer::last`] mutation.
     pub async fn mutate(&mut self, mutation: Mutation, key: String) {
         let call = mutation.command(self.session, self.recorder.number(&key), self.price_version);
         let pending = self.recorder.invoke(self.id, Call::Write(call));
+        self.last = Some((mutation.clone(), key.clone()));
         let (client, token) = (self.client.clone(), self.token.clone());
         let (token, key_ref, version) = (token.as_str(), Some(key.as_str()), self.price_version);
         let known = &mut self.known;

@@ -23,7 +23,7 @@ use rand::{Rng, SeedableRng};
 use statemachine::check::history::Read;
 use statemachine::check::recorder::Recorder;
 use statemachine::check::workload::Mutation;
-use statemachine::{Command, EntryId, HoldId, ShowId, TicketId};
+use statemachine::{Command, HoldId, ShowId};
 use testkit::webhook::sign;
 use testkit::workload::{Buyer, TestShow};
 use tokio::sync::watch;
@@ -164,7 +164,7 @@ impl Process {
         }
         let show = self.shows.choose(&mut self.rng).cloned().expect("shows");
         let (id, seats) = (show.show, show.seats);
-        let roll = self.rng.gen_range(0..100);
+        let roll: u32 = self.rng.gen_range(0..100);
         match show.kind {
             Kind::Register => {
                 if self.buyer.id() % 2 == 1 || roll < 30 {
@@ -172,10 +172,11 @@ impl Process {
                 } else if let Some(hold) = self.buyer.known().live_hold(id, &mut self.rng)
                     && roll < 65
                 {
-                    self.mutate(Mutation::CancelHold { show: id, hold }, None).await;
+                    self.buyer.mutate_fresh(Mutation::CancelHold { show: id, hold }).await;
                 } else {
                     let seat = self.rng.gen_range(0..seats);
-                    self.mutate(Mutation::Hold { show: id, seats: vec![seat], grant: None }, None)
+                    self.buyer
+                        .mutate_fresh(Mutation::Hold { show: id, seats: vec![seat], grant: None })
                         .await;
                 }
             }
@@ -184,15 +185,16 @@ impl Process {
                     let count = self.rng.gen_range(1..=4).min(seats);
                     let start = self.rng.gen_range(0..=seats - count);
                     let wanted = (start..start + count).collect();
-                    self.mutate(Mutation::Hold { show: id, seats: wanted, grant: None }, None)
+                    self.buyer
+                        .mutate_fresh(Mutation::Hold { show: id, seats: wanted, grant: None })
                         .await;
                 } else if roll < 55 {
                     if let Some(hold) = self.buyer.known().live_hold(id, &mut self.rng) {
-                        self.mutate(Mutation::CancelHold { show: id, hold }, None).await;
+                        self.buyer.mutate_fresh(Mutation::CancelHold { show: id, hold }).await;
                     }
                 } else if roll < 65 {
                     if let Some(hold) = self.buyer.known().live_hold(id, &mut self.rng) {
-                        self.mutate(Mutation::Checkout { show: id, hold }, None).await;
+                        self.buyer.mutate_fresh(Mutation::Checkout { show: id, hold }).await;
                     }
                 } else if roll < 75 {
                     self.pay(id).await;
@@ -207,68 +209,9 @@ impl Process {
                     self.buyer.read(Read::SeatMap { show: ShowId(id) }).await;
                 }
             }
-            Kind::Admission => {
-                let ticket = self.buyer.known().last_ticket(id);
-                match ticket {
-                    None => self.mutate(Mutation::JoinQueue { show: id }, None).await,
-                    Some((ticket, granted)) => {
-                        if roll < 35 {
-                            let (show, session) = (ShowId(id), self.buyer.session());
-                            self.buyer
-                                .read(Read::Ticket { show, session, ticket: TicketId(ticket) })
-                                .await;
-                        } else if roll < 60 && granted {
-                            let seat = self.rng.gen_range(0..seats);
-                            let hold =
-                                Mutation::Hold { show: id, seats: vec![seat], grant: Some(ticket) };
-                            self.mutate(hold, None).await;
-                        } else if roll < 75 {
-                            self.mutate(Mutation::LeaveQueue { show: id, ticket }, None).await;
-                        } else if let Some(hold) = self.buyer.known().live_hold(id, &mut self.rng) {
-                            self.mutate(Mutation::CancelHold { show: id, hold }, None).await;
-                        } else {
-                            self.buyer.read(Read::SeatMap { show: ShowId(id) }).await;
-                        }
-                    }
-                }
-            }
-            Kind::Waitlist => {
-                let entry = self.buyer.known().last_entry(id);
-                if roll < 25 {
-                    let seat = self.rng.gen_range(0..seats);
-                    self.mutate(Mutation::Hold { show: id, seats: vec![seat], grant: None }, None)
-                        .await;
-                } else if roll < 40 {
-                    if let Some(hold) = self.buyer.known().live_hold(id, &mut self.rng) {
-                        self.mutate(Mutation::CancelHold { show: id, hold }, None).await;
-                    }
-                } else if let Some((entry, offer)) = entry {
-                    if let Some(offer) = offer
-                        && roll < 70
-                    {
-                        let mutation = if self.rng.gen_bool(0.5) {
-                            Mutation::AcceptOffer { show: id, offer }
-                        } else {
-                            Mutation::DeclineOffer { show: id, offer }
-                        };
-                        self.mutate(mutation, None).await;
-                    } else {
-                        let (show, session) = (ShowId(id), self.buyer.session());
-                        self.buyer.read(Read::Entry { show, session, entry: EntryId(entry) }).await;
-                    }
-                } else if roll < 70 {
-                    self.mutate(Mutation::JoinWaitlist { show: id }, None).await;
-                } else {
-                    self.buyer.read(Read::SeatMap { show: ShowId(id) }).await;
-                }
-            }
+            Kind::Admission => self.buyer.admission_step(id, seats, roll, &mut self.rng).await,
+            Kind::Waitlist => self.buyer.waitlist_step(id, seats, roll, &mut self.rng).await,
         }
-    }
-
-    /// Runs a mutation through the kit's buyer under a fresh key.
-    async fn mutate(&mut self, mutation: Mutation, key: Option<String>) {
-        let key = key.unwrap_or_else(|| self.buyer.new_key());
-        self.buyer.mutate(mutation, key).await;
     }
 
     /// The simulated payment provider pays or declines one of the process's checkouts with a

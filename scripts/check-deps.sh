@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when the statemachine crate depends, even indirectly, on a crate that would make it
-# impure (async runtime, raft, RPC, storage, randomness). shared/DESIGN.md: "Crates and the
-# direction of imports".
+# impure (async runtime, raft, RPC, storage, randomness); when the test kit imports any crate of
+# ours but the SDK and the model; or when anything imports node or jepsen. shared/DESIGN.md:
+# "Crates and the direction of imports".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 forbidden='tokio|openraft|tonic|prost|rocksdb|rand'
@@ -17,6 +18,26 @@ if grep -rn -E 'SystemTime|Instant::now|HashMap|HashSet|thread_rng|f32|f64' stat
   exit 1
 fi
 echo "statemachine is pure: $(printf '%s\n' "$tree" | wc -l) crates in its normal dependency tree"
+
+# The test kit sees the cluster as a user does: through the SDK, with the state machine as the
+# model of its histories. A helper that reached into the daemon would test it from the inside.
+ours='statemachine|raft|node|client|proto|jepsen|testkit'
+kit=$(cargo tree -p testkit -e normal --depth 1 --prefix none --format '{p}' | awk 'NR > 1 {print $1}' |
+  grep -E -x "($ours)" | sort -u || true)
+if [ "$kit" != "$(printf 'client\nstatemachine')" ]; then
+  echo "testkit may import only client and statemachine of ours, but imports: $kit" >&2
+  exit 1
+fi
+# Nothing imports the daemon or the suite, not even as a dev-dependency.
+for crate in node jepsen; do
+  users=$(cargo tree --workspace -e normal,build,dev -i "$crate" --prefix none --format '{p}' |
+    awk '{print $1}' | grep -v -x "$crate" | sort -u || true)
+  if [ -n "$users" ]; then
+    echo "nothing may import $crate, but these do: $users" >&2
+    exit 1
+  fi
+done
+echo "testkit imports only client and statemachine; nothing imports node or jepsen"
 
 # Inside the node, the two API skins import the node's shared concerns and never each other
 # (shared/DESIGN.md; a feature used by both lives once in node/src, beside service.rs).

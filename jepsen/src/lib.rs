@@ -7,19 +7,19 @@
 //!
 //! - [`onsale`]: simulated buyers through the waiting room, holds, checkout, a simulated payment
 //!   provider and the waitlist, with end-of-run checks.
-//! - [`cluster`] and [`proxy`]: real `bookingd` processes on 127.0.0.x with a fault proxy per
-//!   link; [`nemesis`]: the faults and their schedule.
-//! - [`workload`]: client processes and the history they record with
+//! - [`nemesis`]: the faults and their schedule, on a `testkit::Cluster` (real `bookingd`
+//!   processes on 127.0.0.x with a fault proxy per link, kept in `jepsen/testkit` with the rest
+//!   of the test support the node's tests and the simulator share).
+//! - [`workload`]: the suite's four workloads: which operations each client process draws, run
+//!   through the kit's `testkit::workload::Buyer`, which records the history with
 //!   `statemachine::check::recorder` (whose checkers, shared with the simulator, judge it).
 //! - [`runner`]: one test end to end; [`report`]: its folder and timeline.
 //! - [`bench`]: the on-sale benchmark against this cluster, PostgreSQL and etcd (the `bench`
 //!   binary, `scripts/bench.sh`).
 
 pub mod bench;
-pub mod cluster;
 pub mod nemesis;
 pub mod onsale;
-pub mod proxy;
 pub mod report;
 pub mod runner;
 pub mod workload;

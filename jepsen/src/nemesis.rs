@@ -23,7 +23,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{Cluster, ClusterError, GroupId, NodeId};
+use testkit::skew::skew_text;
+use testkit::{Cluster, ClusterError, GroupId, NodeId};
 
 /// The longest clock skew a [`Nemesis::ClockSkew`] step sets, ms (either way).
 pub const SKEW_MAX_MS: i64 = 30_000;
@@ -522,7 +523,7 @@ async fn install(
             let largest = schedule.skew_max_ms.clamp(SKEW_MIN_MS, SKEW_MAX_MS);
             let magnitude = rng.gen_range(SKEW_MIN_MS..=largest);
             let ms = if rng.gen_bool(0.5) { magnitude } else { -magnitude };
-            let target = format!("node {id} {} s", crate::cluster::skew_text(ms));
+            let target = format!("node {id} {} s", skew_text(ms));
             match cluster.skew(id, ms) {
                 Ok(()) => Installed {
                     action: "skew",

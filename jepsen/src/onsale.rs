@@ -15,10 +15,9 @@ use std::time::{Duration, Instant};
 
 use client::{Client, Error, NewShow, SeatStatus};
 use hdrhistogram::Histogram;
-use hmac::{Hmac, Mac};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sha2::Sha256;
+use testkit::webhook::sign;
 
 /// What one run does.
 #[derive(Clone, Debug)]
@@ -366,15 +365,6 @@ async fn webhook(
     None
 }
 
-/// `sha256=<hex HMAC-SHA256(secret, body)>`, as the nodes verify it.
-pub fn sign(secret: &str, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
-    mac.update(body);
-    let hex: String =
-        mac.finalize().into_bytes().iter().map(|byte| format!("{byte:02x}")).collect();
-    format!("sha256={hex}")
-}
-
 /// A sold-out buyer: joins the waitlist and waits for an offer, then accepts (and pays) or
 /// declines it.
 async fn waitlist(shared: &Shared, rng: &mut StdRng, token: &str, want: u32) {
@@ -503,15 +493,5 @@ mod tests {
         assert_eq!(pick(&[3, 4, 5, 9], 3, &mut rng), Some(vec![3, 4, 5]));
         assert_eq!(pick(&[1, 3, 5], 2, &mut rng), Some(vec![1, 3]));
         assert_eq!(pick(&[1], 2, &mut rng), None);
-    }
-
-    #[test]
-    fn signatures_are_hex_hmac_sha256() {
-        // RFC 4231 test case 2.
-        let signature = sign("Jefe", b"what do ya want for nothing?");
-        assert_eq!(
-            signature,
-            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
     }
 }

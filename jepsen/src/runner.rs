@@ -19,9 +19,9 @@ use statemachine::check::booking::check_bookings;
 use statemachine::check::history::{Completion, History};
 use statemachine::check::linearizable::{Budget, check_history};
 use statemachine::check::recorder::Recorder;
+use testkit::{Addressing, Cluster, ClusterOptions};
 use tokio::sync::watch;
 
-use crate::cluster::{Cluster, ClusterOptions};
 use crate::nemesis::{self, Nemesis, NemesisEvent, Schedule};
 use crate::report::{self, OpOutcome, Report, TimelineOp};
 use crate::workload::{self, Context, Workload};
@@ -75,7 +75,7 @@ pub struct TestResult {
 pub enum HarnessError {
     /// The cluster did not start or misbehaved outside the test's faults.
     #[error("cluster: {0}")]
-    Cluster(#[from] crate::cluster::ClusterError),
+    Cluster(#[from] testkit::ClusterError),
     /// A set-up call failed.
     #[error("set-up: {0}")]
     Setup(String),
@@ -94,7 +94,7 @@ pub async fn run(options: &TestOptions) -> Result<TestResult, HarnessError> {
     cluster_options.binary = options.binary.clone();
     cluster_options.bin_dir = options.bin_dir.clone();
     cluster_options.extra_args = options.node_args.clone();
-    cluster_options.port_base = options.port_base;
+    cluster_options.addressing = Addressing::suite(options.port_base);
     let cluster = Arc::new(Cluster::start(cluster_options).await?);
     let outcome = run_on(options, &cluster).await;
     cluster.stop().await;
@@ -124,7 +124,8 @@ async fn run_on(options: &TestOptions, cluster: &Arc<Cluster>) -> Result<TestRes
     let context = Arc::new(Context {
         http: reqwest::Client::new(),
         nodes: cluster.addresses(),
-        webhook_secret: cluster.options().webhook_secret.clone(),
+        // The suite's options always set it (`ClusterOptions::new`).
+        webhook_secret: cluster.options().webhook_secret.clone().unwrap_or_default(),
         recorder: Arc::clone(&recorder),
         workload: options.workload,
         shows: shows.clone(),

@@ -5,36 +5,33 @@
 //! few small shows, with cancels, checkouts, payment webhooks and reads), `admission` (joins,
 //! grants, holds with grants, leaves), `waitlist` (a sold-out show: joins, releases, offers,
 //! accepts, declines) and `register` (single-seat holds and cancels against linearizable
-//! seat-map reads, the purest linearizability test; half its processes only read). Also how
-//! the SDK's answers map to history completions: an answer (a business rejection included) is
-//! `ok`, a refusal before proposing is `fail`, an unknown outcome is `info`. Never judges: the
+//! seat-map reads, the purest linearizability test; half its processes only read): which
+//! operation each client process draws from the seed, its deliberate idempotent retries, and
+//! how the payment provider's webhook reaches a node (plain HTTP to a random one, once). The
+//! SDK calls themselves, what a process knows, and how an answer becomes a history completion
+//! are the kit's ([`testkit::workload::Buyer`]), shared with the simulator. Never judges: the
 //! checkers do.
 //!
 //! Every show is created with deadlines of an hour, beyond any test, because the model has no
 //! clock (see `statemachine::check::model`).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use client::{Client, Error, NewShow, SeatStatus as WireSeatStatus, ShowPolicy as WirePolicy};
+use client::{Client, Error};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use statemachine::check::history::{Call, Observed, Read};
-use statemachine::check::recorder::{Pending, Recorder};
-use statemachine::check::workload::{
-    CURRENCY, Mutation, PRICE_MINOR, is_refusal, show_setup, test_policy,
-};
-use statemachine::{
-    BookingId, Command, Currency, EntryId, HoldId, OfferId, PaymentId, PaymentOutcome,
-    PaymentResult, ProviderEventId, SeatStatus, SessionId, ShowId, StateName, TicketId,
-};
+use statemachine::check::history::Read;
+use statemachine::check::recorder::Recorder;
+use statemachine::check::workload::Mutation;
+use statemachine::{HoldId, ShowId};
+use testkit::webhook::sign;
+use testkit::workload::Buyer;
+pub use testkit::workload::TestShow;
 use tokio::sync::watch;
-
-use crate::onsale::sign;
 
 /// A workload's name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,47 +78,6 @@ impl FromStr for Workload {
     }
 }
 
-/// One show a workload uses: how the cluster creates it and how the model is set up alike.
-#[derive(Clone, Debug)]
-pub struct TestShow {
-    /// The show id.
-    pub show: u64,
-    /// Its seats.
-    pub seats: u32,
-    /// The admission window, if the lane is on.
-    pub admission_window: Option<u32>,
-    /// Whether the waitlist is on.
-    pub waitlist: bool,
-}
-
-impl TestShow {
-    /// The SDK request creating the show, on sale at once.
-    pub fn new_show(&self) -> NewShow {
-        let policy = test_policy();
-        let mut show = NewShow::uniform(self.show, self.seats, PRICE_MINOR, CURRENCY);
-        show.hold_ttl_ms = policy.hold_ttl_ms;
-        show.policy = WirePolicy {
-            hold_ttl_ms: policy.hold_ttl_ms,
-            payment_grace_ms: policy.payment_grace_ms,
-            grant_ttl_ms: policy.grant_ttl_ms,
-            ticket_wait_ms: policy.ticket_wait_ms,
-            offer_ttl_ms: policy.offer_ttl_ms,
-            idempotency_retention_ms: policy.idempotency_retention_ms,
-            holds_per_session_max: policy.holds_per_session_max,
-            booking_cancel_allowed: Some(policy.booking_cancel_allowed),
-        };
-        show.admission_window = self.admission_window;
-        show.waitlist = self.waitlist;
-        show.open_sales = true;
-        show
-    }
-
-    /// The commands that set the model up the way the cluster creates the show.
-    pub fn model_setup(&self) -> Vec<Command> {
-        show_setup(self.show, self.seats, self.admission_window, self.waitlist)
-    }
-}
-
 /// The shows of a workload; ids start at `first_show`.
 pub fn shows_of(workload: Workload, first_show: u64) -> Vec<TestShow> {
     let show = |offset: u64, seats, admission_window, waitlist| TestShow {
@@ -156,40 +112,13 @@ pub struct Context {
     pub price_version: u32,
 }
 
-/// What one client process knows about its own entities, for its next choices and the final
-/// reads.
-#[derive(Default)]
-struct Known {
-    /// Holds by (show, hold): their seats, and whether they may still be live.
-    holds: BTreeMap<(u64, u64), (Vec<u32>, bool)>,
-    /// Checkouts by (show, payment): the hold and the amount.
-    payments: BTreeMap<(u64, u64), (u64, u64)>,
-    /// Payments already answered (not to pay twice with different outcomes).
-    paid: BTreeMap<(u64, u64), ()>,
-    bookings: BTreeMap<(u64, u64), ()>,
-    tickets: BTreeMap<(u64, u64), bool>,
-    /// Tickets used up (consumed by a hold, left, or no longer active): only read at the end.
-    past_tickets: BTreeMap<(u64, u64), ()>,
-    entries: BTreeMap<(u64, u64), Option<u64>>,
-    offers: BTreeMap<(u64, u64), ()>,
-}
-
-/// One client process: its session and what it knows.
+/// One client process: the kit's buyer (its own SDK client, with its own channels and leader
+/// cache and its own node first, as a Jepsen client is bound to a node, so that a node cut off
+/// from the others keeps serving the processes bound to it for as long as it believes it may),
+/// and the seed of its choices.
 struct Process {
-    id: u64,
-    /// Its own SDK client: its own channels and leader cache, its own node first (as a Jepsen
-    /// client is bound to a node), so that a node cut off from the others keeps serving the
-    /// processes bound to it for as long as it believes it may.
-    client: Client,
-    token: String,
-    session: SessionId,
+    buyer: Buyer,
     rng: StdRng,
-    known: Known,
-    next_key: u64,
-    /// The last mutation and its key, for deliberate idempotent retries.
-    last: Option<(Mutation, String)>,
-    /// Mutations whose outcome is unknown, to retry with their keys until it is known.
-    unresolved: Vec<(Mutation, String)>,
 }
 
 /// Runs one client process per client in `clients` until `stop` turns true, at about `rate`
@@ -206,18 +135,11 @@ pub async fn run(
     let mut tasks = Vec::new();
     let processes = clients.len() as u64;
     for (id, client) in (0..).zip(clients) {
-        let token = client.create_session().await?;
-        let session = SessionId(context.recorder.number(&token));
+        let recorder = Arc::clone(&context.recorder);
+        let buyer = Buyer::start(id, client, recorder, context.price_version, "jepsen").await?;
         let process = Process {
-            id,
-            client,
-            token,
-            session,
+            buyer,
             rng: StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(id)),
-            known: Known::default(),
-            next_key: 0,
-            last: None,
-            unresolved: Vec::new(),
         };
         let pause = Duration::from_secs_f64(processes as f64 / rate.max(0.1));
         tasks.push(tokio::spawn(drive(
@@ -250,22 +172,22 @@ async fn drive(
         tokio::time::sleep(wait).await;
     }
     let _ = final_phase.wait_for(|go| *go).await;
-    final_reads(&context, &mut process).await;
+    let shows: Vec<u64> = context.shows.iter().map(|show| show.show).collect();
+    process.buyer.read_back(&shows).await;
 }
 
 /// One operation of the workload, chosen at random from what the process can do now.
 async fn step(context: &Context, process: &mut Process) {
-    if !process.unresolved.is_empty() {
-        let (mutation, key) = process.unresolved.remove(0);
-        mutate(context, process, mutation, Some(key)).await;
+    if let Some((mutation, key)) = process.buyer.take_unresolved() {
+        process.buyer.mutate(mutation, key).await;
         return;
     }
-    let roll = process.rng.gen_range(0..100);
+    let roll: u32 = process.rng.gen_range(0..100);
     if roll < 5
-        && let Some((mutation, key)) = process.last.clone()
+        && let Some((mutation, key)) = process.buyer.last()
     {
         // An idempotent retry of the last mutation, with its key.
-        mutate(context, process, mutation, Some(key)).await;
+        process.buyer.mutate(mutation, key).await;
         return;
     }
     let show = context.shows.choose(&mut process.rng).map_or(0, |show| show.show);
@@ -275,21 +197,18 @@ async fn step(context: &Context, process: &mut Process) {
             // Odd processes only read: a reader never fails over to another node because of a
             // write, so while its node is cut off it keeps asking that node, and a node that
             // answers reads it cannot vouch for is caught.
-            if process.id % 2 == 1 || roll < 30 {
-                read(context, process, Read::SeatMap { show: ShowId(show) }).await;
-            } else if let Some(hold) = live_hold(process, show)
+            if process.buyer.id() % 2 == 1 || roll < 30 {
+                process.buyer.read(Read::SeatMap { show: ShowId(show) }).await;
+            } else if let Some(hold) = process.buyer.known().live_hold(show, &mut process.rng)
                 && roll < 70
             {
-                mutate(context, process, Mutation::CancelHold { show, hold }, None).await;
+                process.buyer.mutate_fresh(Mutation::CancelHold { show, hold }).await;
             } else {
                 let seat = process.rng.gen_range(0..seats);
-                mutate(
-                    context,
-                    process,
-                    Mutation::Hold { show, seats: vec![seat], grant: None },
-                    None,
-                )
-                .await;
+                process
+                    .buyer
+                    .mutate_fresh(Mutation::Hold { show, seats: vec![seat], grant: None })
+                    .await;
             }
         }
         Workload::Holds => {
@@ -297,450 +216,67 @@ async fn step(context: &Context, process: &mut Process) {
                 let count = process.rng.gen_range(1..=4).min(seats);
                 let start = process.rng.gen_range(0..=seats - count);
                 let wanted = (start..start + count).collect();
-                mutate(context, process, Mutation::Hold { show, seats: wanted, grant: None }, None)
+                process
+                    .buyer
+                    .mutate_fresh(Mutation::Hold { show, seats: wanted, grant: None })
                     .await;
             } else if roll < 60 {
-                if let Some(hold) = live_hold(process, show) {
-                    mutate(context, process, Mutation::CancelHold { show, hold }, None).await;
+                if let Some(hold) = process.buyer.known().live_hold(show, &mut process.rng) {
+                    process.buyer.mutate_fresh(Mutation::CancelHold { show, hold }).await;
                 }
             } else if roll < 68 {
-                if let Some(hold) = live_hold(process, show) {
-                    mutate(context, process, Mutation::Checkout { show, hold }, None).await;
+                if let Some(hold) = process.buyer.known().live_hold(show, &mut process.rng) {
+                    process.buyer.mutate_fresh(Mutation::Checkout { show, hold }).await;
                 }
             } else if roll < 76 {
                 pay(context, process, show).await;
             } else if roll < 86 {
-                if let Some(hold) = any_hold(process, show) {
+                if let Some(hold) = process.buyer.known().any_hold(show, &mut process.rng) {
                     let read_hold = Read::Hold {
                         show: ShowId(show),
-                        session: process.session,
+                        session: process.buyer.session(),
                         hold: HoldId(hold),
                     };
-                    read(context, process, read_hold).await;
+                    process.buyer.read(read_hold).await;
                 }
             } else {
-                read(context, process, Read::SeatMap { show: ShowId(show) }).await;
+                process.buyer.read(Read::SeatMap { show: ShowId(show) }).await;
             }
         }
         Workload::Admission => {
-            let ticket = process
-                .known
-                .tickets
-                .iter()
-                .rev()
-                .find(|(k, _)| k.0 == show)
-                .map(|(k, g)| (k.1, *g));
-            match ticket {
-                None => mutate(context, process, Mutation::JoinQueue { show }, None).await,
-                Some((ticket, granted)) => {
-                    if roll < 35 {
-                        let read_ticket = Read::Ticket {
-                            show: ShowId(show),
-                            session: process.session,
-                            ticket: TicketId(ticket),
-                        };
-                        read(context, process, read_ticket).await;
-                    } else if roll < 60 && granted {
-                        let seat = process.rng.gen_range(0..seats);
-                        let hold = Mutation::Hold { show, seats: vec![seat], grant: Some(ticket) };
-                        mutate(context, process, hold, None).await;
-                    } else if roll < 75 {
-                        mutate(context, process, Mutation::LeaveQueue { show, ticket }, None).await;
-                    } else if let Some(hold) = live_hold(process, show) {
-                        mutate(context, process, Mutation::CancelHold { show, hold }, None).await;
-                    } else {
-                        read(context, process, Read::SeatMap { show: ShowId(show) }).await;
-                    }
-                }
-            }
+            process.buyer.admission_step(show, seats, roll, &mut process.rng).await;
         }
         Workload::Waitlist => {
-            let entry = process
-                .known
-                .entries
-                .iter()
-                .rev()
-                .find(|(k, _)| k.0 == show)
-                .map(|(k, o)| (k.1, *o));
-            if roll < 25 {
-                let seat = process.rng.gen_range(0..seats);
-                mutate(
-                    context,
-                    process,
-                    Mutation::Hold { show, seats: vec![seat], grant: None },
-                    None,
-                )
-                .await;
-            } else if roll < 40 {
-                if let Some(hold) = live_hold(process, show) {
-                    mutate(context, process, Mutation::CancelHold { show, hold }, None).await;
-                }
-            } else if let Some((entry, offer)) = entry {
-                if let Some(offer) = offer
-                    && roll < 70
-                {
-                    let mutation = if process.rng.gen_bool(0.5) {
-                        Mutation::AcceptOffer { show, offer }
-                    } else {
-                        Mutation::DeclineOffer { show, offer }
-                    };
-                    mutate(context, process, mutation, None).await;
-                } else {
-                    let read_entry = Read::Entry {
-                        show: ShowId(show),
-                        session: process.session,
-                        entry: EntryId(entry),
-                    };
-                    read(context, process, read_entry).await;
-                }
-            } else if roll < 70 {
-                mutate(context, process, Mutation::JoinWaitlist { show }, None).await;
-            } else {
-                read(context, process, Read::SeatMap { show: ShowId(show) }).await;
-            }
+            process.buyer.waitlist_step(show, seats, roll, &mut process.rng).await;
         }
-    }
-}
-
-fn live_hold(process: &mut Process, show: u64) -> Option<u64> {
-    let live: Vec<u64> = process
-        .known
-        .holds
-        .iter()
-        .filter(|((s, _), (_, live))| *s == show && *live)
-        .map(|((_, hold), _)| *hold)
-        .collect();
-    live.choose(&mut process.rng).copied()
-}
-
-fn any_hold(process: &mut Process, show: u64) -> Option<u64> {
-    let all: Vec<u64> =
-        process.known.holds.keys().filter(|(s, _)| *s == show).map(|(_, hold)| *hold).collect();
-    all.choose(&mut process.rng).copied()
-}
-
-/// Runs a mutation through the SDK and records it; `key` repeats an earlier one.
-async fn mutate(context: &Context, process: &mut Process, mutation: Mutation, key: Option<String>) {
-    let key = key.unwrap_or_else(|| {
-        process.next_key += 1;
-        format!("jepsen-p{}-k{}", process.id, process.next_key)
-    });
-    // Holds quote the price version the show was created with.
-    let call =
-        mutation.command(process.session, context.recorder.number(&key), context.price_version);
-    let pending = context.recorder.invoke(process.id, Call::Write(call));
-    process.last = Some((mutation.clone(), key.clone()));
-    let (mutation_again, key_again) = (mutation.clone(), key.clone());
-    let client = process.client.clone();
-    let token = process.token.clone();
-    let token = token.as_str();
-    let key = Some(key.as_str());
-    let version = context.price_version;
-    let answer: Result<Observed, Error> = match mutation {
-        Mutation::Hold { show, ref seats, grant } => client
-            .hold_with_grant(token, show, seats, version, grant.unwrap_or(0), key)
-            .await
-            .map(|reply| {
-                process.known.holds.insert((show, reply.hold_id), (reply.seats.clone(), true));
-                if let Some(ticket) = grant {
-                    process.known.tickets.remove(&(show, ticket));
-                    process.known.past_tickets.insert((show, ticket), ());
-                }
-                Observed::Held { hold: HoldId(reply.hold_id), seats: reply.seats }
-            }),
-        Mutation::CancelHold { show, hold } => {
-            client.cancel_hold(token, show, hold, key).await.map(|_| {
-                if let Some(known) = process.known.holds.get_mut(&(show, hold)) {
-                    known.1 = false;
-                }
-                Observed::Done
-            })
-        }
-        Mutation::Checkout { show, hold } => {
-            client.checkout(token, show, hold, key).await.map(|reply| {
-                if let Some(known) = process.known.holds.get_mut(&(show, hold)) {
-                    known.1 = false;
-                }
-                process.known.payments.insert((show, reply.payment_id), (hold, reply.amount_minor));
-                Observed::CheckoutStarted {
-                    hold: HoldId(hold),
-                    payment: PaymentId(reply.payment_id),
-                }
-            })
-        }
-        Mutation::JoinQueue { show } => client.join_queue(token, show, key).await.map(|reply| {
-            let granted = reply.state == "granted";
-            process.known.tickets.insert((show, reply.ticket_id), granted);
-            Observed::Queued { ticket: TicketId(reply.ticket_id) }
-        }),
-        Mutation::LeaveQueue { show, ticket } => {
-            let answer = client.leave_queue(token, show, ticket, key).await;
-            if matches!(&answer, Ok(_) | Err(Error::Rejected { .. })) {
-                // Left, or no longer active (consumed, left before): join again next time.
-                process.known.tickets.remove(&(show, ticket));
-                process.known.past_tickets.insert((show, ticket), ());
-            }
-            answer.map(|_| Observed::Done)
-        }
-        Mutation::JoinWaitlist { show } => {
-            client.join_waitlist(token, show, 1, key).await.map(|reply| {
-                process.known.entries.insert((show, reply.entry_id), None);
-                Observed::WaitlistJoined { entry: EntryId(reply.entry_id) }
-            })
-        }
-        Mutation::AcceptOffer { show, offer } => {
-            client.accept_offer(token, show, offer, key).await.map(|reply| {
-                process.known.holds.insert((show, reply.hold_id), (reply.seats.clone(), true));
-                process.known.offers.insert((show, offer), ());
-                forget_offer(process, show, offer);
-                Observed::Held { hold: HoldId(reply.hold_id), seats: reply.seats }
-            })
-        }
-        Mutation::DeclineOffer { show, offer } => {
-            client.decline_offer(token, show, offer, key).await.map(|_| {
-                process.known.offers.insert((show, offer), ());
-                forget_offer(process, show, offer);
-                Observed::Done
-            })
-        }
-    };
-    let unknown = match answer {
-        Ok(value) => {
-            context.recorder.ok(pending, value);
-            false
-        }
-        Err(error) => complete_error(&context.recorder, pending, &error, true),
-    };
-    if unknown {
-        // As a real client would: retry with the same key until the outcome is known.
-        process.unresolved.push((mutation_again, key_again));
-    }
-}
-
-fn forget_offer(process: &mut Process, show: u64, offer: u64) {
-    let entries: Vec<_> = process
-        .known
-        .entries
-        .iter()
-        .filter(|(key, known)| key.0 == show && **known == Some(offer))
-        .map(|(key, _)| *key)
-        .collect();
-    for key in entries {
-        process.known.entries.remove(&key);
-    }
-}
-
-/// Records an SDK error: a business rejection is an answer (`ok`); anything the state machine
-/// never saw is `fail`; an unknown outcome of a write is `info`.
-/// Returns whether the outcome is unknown (recorded as `info`).
-fn complete_error(recorder: &Recorder, pending: Pending, error: &Error, write: bool) -> bool {
-    match error {
-        Error::Rejected { code_name: code, .. } if !is_refusal(code) => {
-            recorder.ok(pending, Observed::rejected(code.clone()));
-            false
-        }
-        Error::Rejected { .. } | Error::InvalidArgument(_) => {
-            recorder.fail(pending, error.to_string());
-            false
-        }
-        Error::Unavailable { .. } | Error::Transport { .. }
-            if write
-                && (error.is_outcome_unknown() || matches!(error, Error::Transport { .. })) =>
-        {
-            recorder.info(pending, error.to_string());
-            true
-        }
-        Error::Unavailable { .. } | Error::Transport { .. } => {
-            recorder.fail(pending, error.to_string());
-            false
-        }
-    }
-}
-
-/// A read through the SDK (linearizable: hold, ticket, entry, offer, booking reads go to the
-/// leader with ReadIndex; the seat map asks for its linearizable variant).
-async fn read(context: &Context, process: &mut Process, what: Read) {
-    let pending = context.recorder.invoke(process.id, Call::Read(what.clone()));
-    let client = process.client.clone();
-    let token = process.token.clone();
-    let token = token.as_str();
-    let entity = |state: &str, seats: Vec<u32>, offer: Option<OfferId>| {
-        StateName::from_wire(state)
-            .map(|state| Observed::Entity { state, seats, offer })
-            .unwrap_or_else(|| Observed::rejected(format!("unknown_state:{state}")))
-    };
-    let answer: Result<Observed, Error> = match what {
-        Read::SeatMap { show } => client.get_seat_map_linearizable(show.0).await.map(|map| {
-            let seats = map.seats().map(seat_status).collect();
-            Observed::Seats { seats }
-        }),
-        Read::Hold { show, hold, .. } => client
-            .get_hold(token, show.0, hold.0)
-            .await
-            .map(|reply| entity(&reply.state, reply.seats, None)),
-        Read::Booking { show, booking, .. } => client
-            .get_booking(token, show.0, booking.0)
-            .await
-            .map(|reply| entity(&reply.state, reply.seats, None)),
-        Read::Ticket { show, ticket, .. } => {
-            client.get_ticket(token, show.0, ticket.0).await.map(|reply| {
-                let granted = reply.state == "granted";
-                if let Some(known) = process.known.tickets.get_mut(&(show.0, ticket.0)) {
-                    *known = granted;
-                }
-                entity(&reply.state, Vec::new(), None)
-            })
-        }
-        Read::Entry { show, entry, .. } => {
-            client.get_waitlist_entry(token, show.0, entry.0).await.map(|reply| {
-                let offer = reply
-                    .offer
-                    .as_ref()
-                    .filter(|offer| offer.offer_id != 0)
-                    .map(|offer| offer.offer_id);
-                if reply.state == "offered"
-                    && let Some(known) = process.known.entries.get_mut(&(show.0, entry.0))
-                {
-                    *known = offer;
-                }
-                entity(&reply.state, Vec::new(), offer.map(OfferId))
-            })
-        }
-        Read::Offer { show, offer, .. } => client
-            .get_offer(token, show.0, offer.0)
-            .await
-            .map(|reply| entity(&reply.state, reply.seats, None)),
-    };
-    match answer {
-        Ok(value) => context.recorder.ok(pending, value),
-        Err(error) => {
-            complete_error(&context.recorder, pending, &error, false);
-        }
-    }
-}
-
-fn seat_status(status: WireSeatStatus) -> SeatStatus {
-    match status {
-        WireSeatStatus::Held => SeatStatus::Held,
-        WireSeatStatus::Booked => SeatStatus::Booked,
-        WireSeatStatus::Reserved => SeatStatus::Reserved,
-        _ => SeatStatus::Free,
     }
 }
 
 /// The simulated payment provider pays (or declines) one of the process's checkouts through a
-/// signed webhook to a random node.
+/// signed webhook to a random node, once: an answer that is not certain is `info`.
 async fn pay(context: &Context, process: &mut Process, show: u64) {
-    let unpaid: Vec<(u64, (u64, u64))> = process
-        .known
-        .payments
-        .iter()
-        .filter(|(key, _)| key.0 == show && !process.known.paid.contains_key(key))
-        .map(|(key, value)| (key.1, *value))
-        .collect();
-    let Some(&(payment, (_hold, amount))) = unpaid.choose(&mut process.rng) else { return };
-    let declined = process.rng.gen_bool(0.25);
-    process.known.paid.insert((show, payment), ());
-    let event_id = format!("jepsen-evt-{show}-{payment}");
-    let result = if declined {
-        PaymentResult::Declined
-    } else {
-        PaymentResult::Succeeded { amount_minor: amount, currency: Currency(*b"EUR") }
-    };
-    let call = Call::Write(Command::Payment(PaymentOutcome {
-        show: ShowId(show),
-        payment: PaymentId(payment),
-        event: ProviderEventId(context.recorder.number(&event_id)),
-        result,
-    }));
-    let body = if declined {
-        serde_json::json!({ "event_id": event_id, "payment_id": format!("{show}-{payment}"), "result": "declined" })
-    } else {
-        serde_json::json!({
-            "event_id": event_id,
-            "payment_id": format!("{show}-{payment}"),
-            "result": "succeeded",
-            "amount_minor": amount,
-            "currency": CURRENCY,
-        })
-    };
-    let pending = context.recorder.invoke(process.id, call);
-    let bytes = serde_json::to_vec(&body).expect("JSON values encode");
-    let signature = sign(&context.webhook_secret, &bytes);
+    let Some(payment) = process.buyer.payment(show, &mut process.rng) else { return };
+    let signature = sign(&context.webhook_secret, &payment.body);
     let node = context.nodes.choose(&mut process.rng).cloned().unwrap_or_default();
     let sent = context
         .http
         .post(format!("http://{node}/v1/payments/webhook"))
         .header("content-type", "application/json")
         .header("x-booking-signature", &signature)
-        .body(bytes)
+        .body(payment.body.clone())
         .timeout(Duration::from_secs(10))
         .send()
         .await;
     let response = match sent {
         Ok(response) => response,
-        Err(error) => return context.recorder.info(pending, format!("webhook: {error}")),
+        Err(error) => return context.recorder.info(payment.pending, format!("webhook: {error}")),
     };
     let status = response.status();
     let reply: serde_json::Value = response.json().await.unwrap_or_default();
-    if status.is_success() {
-        let effect = reply["effect"].as_str().unwrap_or("?").to_owned();
-        let booking = reply["booking_id"]
-            .as_str()
-            .and_then(|id| id.rsplit('-').next())
-            .and_then(|id| id.parse().ok())
-            .map(BookingId);
-        if let Some(booking) = booking {
-            process.known.bookings.insert((show, booking.0), ());
+    match process.buyer.payment_answer(&payment, status.as_u16(), &reply) {
+        Some(value) => context.recorder.ok(payment.pending, value),
+        None => {
+            context.recorder.info(payment.pending, format!("webhook: HTTP {status}: {reply}"));
         }
-        context.recorder.ok(
-            pending,
-            Observed::PaymentRecorded { payment: PaymentId(payment), effect, booking },
-        );
-    } else if status.is_client_error() && status.as_u16() != 429 {
-        let code = reply["code"].as_str().unwrap_or("unknown").to_owned();
-        context.recorder.ok(pending, Observed::rejected(code));
-    } else {
-        context.recorder.info(pending, format!("webhook: HTTP {status}: {reply}"));
-    }
-}
-
-/// After recovery: every entity the process knows of is read back, and each show's seat map.
-async fn final_reads(context: &Context, process: &mut Process) {
-    // Settle the unknown outcomes first (a few tries each: the cluster has recovered).
-    for _ in 0..5 {
-        let unresolved = std::mem::take(&mut process.unresolved);
-        if unresolved.is_empty() {
-            break;
-        }
-        for (mutation, key) in unresolved {
-            mutate(context, process, mutation, Some(key)).await;
-        }
-    }
-    let show_id = ShowId;
-    let session = process.session;
-    let mut reads: Vec<Read> = Vec::new();
-    for &(show, hold) in process.known.holds.keys() {
-        reads.push(Read::Hold { show: show_id(show), session, hold: HoldId(hold) });
-    }
-    for &(show, booking) in process.known.bookings.keys() {
-        reads.push(Read::Booking { show: show_id(show), session, booking: BookingId(booking) });
-    }
-    for &(show, ticket) in process.known.tickets.keys().chain(process.known.past_tickets.keys()) {
-        reads.push(Read::Ticket { show: show_id(show), session, ticket: TicketId(ticket) });
-    }
-    for &(show, entry) in process.known.entries.keys() {
-        reads.push(Read::Entry { show: show_id(show), session, entry: EntryId(entry) });
-    }
-    for &(show, offer) in process.known.offers.keys() {
-        reads.push(Read::Offer { show: show_id(show), session, offer: OfferId(offer) });
-    }
-    if process.id == 0 {
-        for show in &context.shows {
-            reads.push(Read::SeatMap { show: show_id(show.show) });
-        }
-    }
-    for what in reads {
-        read(context, process, what).await;
     }
 }

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use client::{Client, Error, ErrorCode, NewShow, SeatStatus, ShowPolicy};
 use tempfile::TempDir;
+use testkit::{Addressing, Cluster, ClusterOptions};
 
 use crate::bench::driver::RunSpec;
 use crate::bench::workload::{Attempt, WorkloadKind};
 use crate::bench::{Backend, BenchError, HeldSeat, Options, Outcome, Target};
-use crate::cluster::{Cluster, ClusterOptions};
 
 /// The backend's name in the report.
 const NAME: &str = "cluster";
@@ -62,8 +62,7 @@ impl ClusterBackend {
             .map_err(BenchError::io("make the cluster's directory"))?;
         let cluster_options = ClusterOptions {
             groups: options.cluster_groups,
-            ip_base: IP_BASE,
-            port_base: PORT_BASE,
+            addressing: Addressing::Fixed { ip_base: IP_BASE, port_base: PORT_BASE },
             clock_skew: false,
             direct_peers: true,
             log_filter: "warn".to_owned(),

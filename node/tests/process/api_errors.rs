@@ -11,7 +11,7 @@ use std::io;
 use axum::http::Method;
 use serde_json::json;
 
-use crate::harness::Options;
+use crate::options;
 use crate::rest::{Api, Report, ensure, seats_of, string_field};
 
 /// The first show id of this file (each scenario uses its own).
@@ -19,7 +19,7 @@ const SHOWS: u64 = 600;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_error_statuses_and_codes() -> io::Result<()> {
-    let api = Api::start(3, Options::default()).await?;
+    let api = Api::start(options(3)).await?;
     let mut report = Report::default();
     report.check(
         "bad_input_is_400_and_changes_nothing",
@@ -28,10 +28,14 @@ async fn rest_error_statuses_and_codes() -> io::Result<()> {
     report.check("missing_or_forged_tokens_are_401", missing_or_forged_tokens_are_401(&api).await);
     report.check("unknown_things_are_404", unknown_things_are_404(&api).await);
     report.check("conflicts_are_409_with_the_seats", conflicts_are_409_with_the_seats(&api).await);
+    report.check(
+        "every_edge_answers_with_the_one_error_body",
+        every_edge_answers_with_the_one_error_body(&api).await,
+    );
     let all_passed = report.all_passed();
     let result = report.finish();
     if all_passed {
-        api.shutdown()?;
+        api.shutdown().await?;
     }
     result
 }
@@ -209,5 +213,46 @@ async fn conflicts_are_409_with_the_seats(api: &Api) -> io::Result<()> {
         .send()
         .await?;
     stale.expect_error(409, "price_version_mismatch")?;
+    Ok(())
+}
+
+/// The API's edges, tried as a new user would: a method a route lacks is 405 with `Allow` and
+/// the error body (not an empty one); an operator's create-show or capacity event without an
+/// `Idempotency-Key` is 400 like every other mutation, and creates nothing; `POST /v1/sessions`
+/// refuses unknown fields like every other route.
+async fn every_edge_answers_with_the_one_error_body(api: &Api) -> io::Result<()> {
+    let show = api.create_show(SHOWS + 5, 20, 1, json!({})).await?;
+    let buyer = api.session().await?;
+    let hold = api.hold_ok(&show, &buyer, &[1]).await?;
+    let hold_id = string_field(&hold, "hold_id")?;
+    let put = api.on(2, Method::PUT, &format!("/v1/holds/{hold_id}")).token(&buyer);
+    let answer = put.key(&api.key("k")).json(&json!({})).send().await?;
+    answer.expect_error(405, "method_not_allowed")?;
+    let allow = answer.header("allow").unwrap_or_default();
+    ensure!(allow.contains("GET") && allow.contains("DELETE"), "{}", answer.describe());
+    let delete = api.on(3, Method::DELETE, "/v1/shows").send().await?;
+    delete.expect_error(405, "method_not_allowed")?;
+
+    let unkeyed = api
+        .on(1, Method::POST, "/v1/shows")
+        .token(crate::rest::OPERATOR_TOKEN)
+        .json(&json!({ "show_id": SHOWS + 6, "currency": "EUR", "prices_minor": [1],
+            "layout": [{ "count": 1, "class": 0 }] }))
+        .send()
+        .await?;
+    unkeyed.expect_error(400, "invalid_argument")?;
+    let read = api.on(2, Method::GET, &format!("/v1/shows/{}", SHOWS + 6)).send().await?;
+    read.expect_error(404, "show_not_found")?;
+    let capacity = api
+        .on(1, Method::POST, "/v1/internal/capacity-released")
+        .token(crate::rest::OPERATOR_TOKEN)
+        .json(&json!({ "show_id": show.id, "event_id": api.key("event"), "seats": [2] }))
+        .send()
+        .await?;
+    capacity.expect_error(400, "invalid_argument")?;
+
+    let sessions = |body: serde_json::Value| api.on(1, Method::POST, "/v1/sessions").json(&body);
+    sessions(json!({ "vip": true })).send().await?.expect_error(400, "invalid_argument")?;
+    sessions(json!({})).send().await?.expect(201)?;
     Ok(())
 }

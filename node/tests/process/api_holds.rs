@@ -11,10 +11,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::Method;
 use serde_json::json;
+use testkit::wait_for;
 use tokio::task::JoinSet;
 
-use crate::harness::{Options, WAIT, wait_for};
 use crate::rest::{Api, Report, ensure, seats_of, string_field};
+use crate::{WAIT, options};
 
 /// The first show id of this file (each scenario uses its own).
 const SHOWS: u64 = 200;
@@ -24,7 +25,7 @@ const EVENT_WAIT: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_holds_and_seed_races() -> io::Result<()> {
-    let api = Api::start(3, Options::default()).await?;
+    let api = Api::start(options(3)).await?;
     let mut report = Report::default();
     report.check("hold_is_made_read_and_cancelled", hold_is_made_read_and_cancelled(&api).await);
     report.check("two_sessions_race_for_one_seat", two_sessions_race_for_one_seat(&api).await);
@@ -48,7 +49,7 @@ async fn rest_holds_and_seed_races() -> io::Result<()> {
     let all_passed = report.all_passed();
     let result = report.finish();
     if all_passed {
-        api.shutdown()?;
+        api.shutdown().await?;
     }
     result
 }

@@ -14,8 +14,9 @@ use axum::http::Method;
 use proto::booking::GetHoldRequest;
 use proto::booking::booking_service_client::BookingServiceClient;
 use serde_json::json;
+use testkit::ClusterOptions;
 
-use crate::harness::Options;
+use crate::options;
 use crate::rest::{Api, Report, ensure, string_field};
 
 /// The first show id of this file (each scenario uses its own).
@@ -29,8 +30,8 @@ const NO_QUORUM_WAIT: Duration = Duration::from_secs(15);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_rate_limit_then_no_quorum() -> io::Result<()> {
-    let options = Options { rate_per_session: Some(RATE_PER_SESSION), ..Options::default() };
-    let mut api = Api::start(3, options).await?;
+    let layout = ClusterOptions { rate_per_session: Some(RATE_PER_SESSION), ..options(3) };
+    let api = Api::start(layout).await?;
     let mut report = Report::default();
     report.check("a_session_over_its_rate_gets_429", a_session_over_its_rate_gets_429(&api).await);
     report.check(
@@ -39,12 +40,12 @@ async fn rest_rate_limit_then_no_quorum() -> io::Result<()> {
     );
     report.check(
         "a_group_without_quorum_answers_503",
-        a_group_without_quorum_answers_503(&mut api).await,
+        a_group_without_quorum_answers_503(&api).await,
     );
     let all_passed = report.all_passed();
     let result = report.finish();
     if all_passed {
-        api.shutdown()?;
+        api.shutdown().await?;
     }
     result
 }
@@ -84,7 +85,7 @@ async fn grpc_calls_pay_the_same_session_bucket(api: &Api) -> io::Result<()> {
     let hold_id = string_field(&hold, "hold_id")?;
     let number = hold_id.rsplit('-').next().and_then(|n| n.parse().ok()).unwrap_or(0);
     let leader = api.leader(show.group).await?;
-    let address = format!("http://{}", api.cluster.address(leader));
+    let address = format!("http://{}", api.cluster.address(leader)?);
     let mut grpc = BookingServiceClient::connect(address).await.map_err(io::Error::other)?;
     let mut limited = 0;
     for _ in 0..10 {
@@ -107,14 +108,14 @@ async fn grpc_calls_pay_the_same_session_bucket(api: &Api) -> io::Result<()> {
 /// With the leader of a show's group and one more node killed, the last node (a follower)
 /// answers a hold with 503 and `Retry-After` (`no_leader`, `not_leader` or `unavailable`), never
 /// with a success.
-async fn a_group_without_quorum_answers_503(api: &mut Api) -> io::Result<()> {
+async fn a_group_without_quorum_answers_503(api: &Api) -> io::Result<()> {
     let show = api.create_show(SHOWS + 1, 20, 2, json!({})).await?;
     let buyer = api.session().await?;
     let leader = api.leader(show.group).await?;
     let survivor = api.follower(show.group).await?;
     let other = (1..=3).find(|&id| id != leader && id != survivor).unwrap_or(leader);
-    api.cluster.kill(leader)?;
-    api.cluster.kill(other)?;
+    api.cluster.kill(leader).await?;
+    api.cluster.kill(other).await?;
     let answer = api
         .on(survivor, Method::POST, &format!("/v1/shows/{}/holds", show.id))
         .token(&buyer)

@@ -10,18 +10,17 @@ use std::io;
 
 use axum::http::Method;
 use serde_json::{Value, json};
+use testkit::webhook::sign;
 
-use crate::harness::Options;
-use crate::rest::{
-    Answer, Api, Report, Show, WEBHOOK_SECRET, ensure, seats_of, string_field, webhook_signature,
-};
+use crate::options;
+use crate::rest::{Answer, Api, Report, Show, WEBHOOK_SECRET, ensure, seats_of, string_field};
 
 /// The first show id of this file (each scenario uses its own).
 const SHOWS: u64 = 300;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_payments_and_bookings() -> io::Result<()> {
-    let api = Api::start(3, Options::default()).await?;
+    let api = Api::start(options(3)).await?;
     let mut report = Report::default();
     report.check(
         "signed_success_webhook_books_the_hold_once",
@@ -39,7 +38,7 @@ async fn rest_payments_and_bookings() -> io::Result<()> {
     let all_passed = report.all_passed();
     let result = report.finish();
     if all_passed {
-        api.shutdown()?;
+        api.shutdown().await?;
     }
     result
 }
@@ -81,7 +80,7 @@ async fn webhook(
 
 /// Sends webhook `body` correctly signed.
 async fn signed_webhook(api: &Api, node: u64, body: &Value) -> io::Result<Answer> {
-    let signature = webhook_signature(WEBHOOK_SECRET, body.to_string().as_bytes());
+    let signature = sign(WEBHOOK_SECRET, body.to_string().as_bytes());
     webhook(api, node, body, Some(&signature)).await
 }
 
@@ -155,8 +154,8 @@ async fn badly_signed_webhook_is_refused(api: &Api) -> io::Result<()> {
         "event_id": api.key("evt"), "payment_id": payment_id, "result": "succeeded",
         "amount_minor": 1_000, "currency": "EUR",
     });
-    let other_body = webhook_signature(WEBHOOK_SECRET, b"{}");
-    let other_secret = webhook_signature("not-the-secret", event.to_string().as_bytes());
+    let other_body = sign(WEBHOOK_SECRET, b"{}");
+    let other_secret = sign("not-the-secret", event.to_string().as_bytes());
     for signature in
         [None, Some(other_body.as_str()), Some(other_secret.as_str()), Some("sha256=zz")]
     {

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use axum::http::Method;
 use serde_json::{Value, json};
+use testkit::wait_for;
 
-use crate::harness::{Options, WAIT, wait_for};
 use crate::rest::{Api, Report, Show, ensure, string_field};
+use crate::{WAIT, options};
 
 /// The first show id of this file (each scenario uses its own).
 const SHOWS: u64 = 400;
@@ -23,7 +24,7 @@ const EVENT_WAIT: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_admission_queue() -> io::Result<()> {
-    let api = Api::start(3, Options::default()).await?;
+    let api = Api::start(options(3)).await?;
     let mut report = Report::default();
     report.check("holds_need_a_grant_in_line_order", holds_need_a_grant_in_line_order(&api).await);
     report.check(
@@ -33,7 +34,7 @@ async fn rest_admission_queue() -> io::Result<()> {
     let all_passed = report.all_passed();
     let result = report.finish();
     if all_passed {
-        api.shutdown()?;
+        api.shutdown().await?;
     }
     result
 }

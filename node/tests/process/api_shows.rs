@@ -11,16 +11,17 @@ use std::io;
 
 use axum::http::Method;
 use serde_json::{Value, json};
+use testkit::wait_for;
 
-use crate::harness::{Options, WAIT, wait_for};
 use crate::rest::{Api, OPERATOR_TOKEN, Report, ensure, seat_states, string_field};
+use crate::{WAIT, options};
 
 /// The first show id of this file (each scenario uses its own).
 const SHOWS: u64 = 100;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_shows_sessions_and_forwarding() -> io::Result<()> {
-    let api = Api::start(3, Options::default()).await?;
+    let api = Api::start(options(3)).await?;
     let mut report = Report::default();
     report.check(
         "sessions_are_issued_by_the_cluster",
@@ -43,7 +44,7 @@ async fn rest_shows_sessions_and_forwarding() -> io::Result<()> {
     let all_passed = report.all_passed();
     let result = report.finish();
     if all_passed {
-        api.shutdown()?;
+        api.shutdown().await?;
     }
     result
 }
@@ -316,7 +317,7 @@ async fn linearizable_map_via(
     let answer = api.on(follower, Method::GET, &path).send_once().await?;
     let body = answer.expect(200)?;
     ensure!(body["consistency"] == "linearizable", "{}", answer.describe());
-    let follower_address = api.cluster.address(follower);
+    let follower_address = api.cluster.address(follower)?;
     ensure!(
         answer.header("booking-forwarded-to").is_some_and(|to| to != follower_address),
         "a follower forwards a linearizable read to the leader: {:?}",

@@ -12,7 +12,7 @@ use axum::http::Method;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use crate::harness::Options;
+use crate::options;
 use crate::rest::{Api, OPERATOR_TOKEN, Report, Show, ensure, seats_of, string_field};
 
 /// The first show id of this file (each scenario uses its own).
@@ -20,7 +20,7 @@ const SHOWS: u64 = 500;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_waitlist_and_offers() -> io::Result<()> {
-    let api = Api::start(3, Options::default()).await?;
+    let api = Api::start(options(3)).await?;
     let mut report = Report::default();
     report.check(
         "released_seats_are_offered_in_line_and_accepted_once",
@@ -29,7 +29,7 @@ async fn rest_waitlist_and_offers() -> io::Result<()> {
     let all_passed = report.all_passed();
     let result = report.finish();
     if all_passed {
-        api.shutdown()?;
+        api.shutdown().await?;
     }
     result
 }

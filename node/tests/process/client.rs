@@ -1,7 +1,9 @@
-//! A small gRPC client for the cluster tests, written against `proto/booking.proto` alone, so
-//! that the tests of Raft behaviour do not depend on the SDK they would be testing (the `sdk*`
-//! tests use the real SDK, the `client` crate): it adds the session token and an idempotency
-//! key to every call, and follows the cluster's leader hints.
+//! A small gRPC client of the booking service for the cluster tests, written against
+//! `proto/booking.proto` alone, so that the tests of Raft behaviour see the node's gRPC surface
+//! (metadata, codes) as it is, without the SDK they would be testing (the `sdk*` tests use the
+//! real SDK, the `client` crate): it adds the session token and an idempotency key to every
+//! call, and follows the cluster's leader hints. Status, leaders and membership changes are the
+//! test kit's (`testkit::Cluster`, through the SDK).
 //!
 //! A call that fails retryably (UNAVAILABLE with a `booking-code`, or any failure without one,
 //! which is the transport's: a refused connection, a reset, an attempt that timed out) is sent
@@ -11,17 +13,17 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use proto::booking::admin_service_client::AdminServiceClient;
 use proto::booking::booking_service_client::BookingServiceClient;
 use proto::booking::{
-    AddLearnerRequest, CreateSessionRequest, CreateShowRequest, GetHoldRequest, HoldReply,
-    HoldRequest, MembershipReply, NodesRequest, SeatRange, ShowPlacement, ShowRef, StatusReply,
-    StatusRequest, TransferLeaderRequest,
+    CreateSessionRequest, CreateShowRequest, GetHoldRequest, HoldReply, HoldRequest, SeatRange,
+    ShowPlacement, ShowRef,
 };
+use testkit::{Cluster, NodeId};
 use tokio::time::Instant;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
@@ -71,7 +73,7 @@ pub fn describe(status: &Status) -> String {
 
 /// Lazily connected channels, one per node address, shared by clones.
 #[derive(Clone, Default)]
-pub struct Channels {
+struct Channels {
     by_address: Arc<Mutex<BTreeMap<String, Channel>>>,
 }
 
@@ -82,7 +84,7 @@ impl Channels {
     /// # Errors
     ///
     /// When `address` is not a valid URI authority.
-    pub fn get(&self, address: &str) -> Result<Channel, Status> {
+    fn get(&self, address: &str) -> Result<Channel, Status> {
         // Each change is a single insert: a panic elsewhere cannot leave the map half-made.
         let mut channels = self.by_address.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(channel) = channels.get(address) {
@@ -103,8 +105,6 @@ impl Channels {
 enum Route {
     /// A call about a show, answered by the leader of the show's group.
     Show(u64),
-    /// A membership call about a group, answered by its leader.
-    Group(u64),
 }
 
 /// A per-process counter that keeps the idempotency keys of two clients apart.
@@ -130,13 +130,29 @@ struct ClientInner {
 }
 
 impl Client {
-    /// A client of the nodes at `nodes` (host:port of their API), over `channels`.
-    pub fn new(nodes: Vec<String>, channels: Channels) -> Client {
+    /// A client of every node `cluster` has (running or not).
+    pub fn of(cluster: &Cluster) -> Client {
+        Client::new(cluster.addresses())
+    }
+
+    /// A client that only talks to nodes `ids` of `cluster` (and follows no leader hint to
+    /// another node).
+    ///
+    /// # Errors
+    ///
+    /// When the cluster has no such node.
+    pub fn of_nodes(cluster: &Cluster, ids: &[NodeId]) -> io::Result<Client> {
+        let addresses = ids.iter().map(|&id| cluster.address(id)).collect::<Result<_, _>>()?;
+        Ok(Client::new(addresses))
+    }
+
+    /// A client of the nodes at `nodes` (host:port of their API), with channels of its own.
+    fn new(nodes: Vec<String>) -> Client {
         let number = CLIENTS.fetch_add(1, Ordering::Relaxed);
         Client {
             inner: Arc::new(ClientInner {
                 nodes,
-                channels,
+                channels: Channels::default(),
                 key_prefix: format!("test-{}-{number}", std::process::id()),
                 next_key: AtomicU64::new(0),
                 leaders: Mutex::new(BTreeMap::new()),
@@ -285,101 +301,6 @@ impl Client {
         .await
     }
 
-    /// Adds node `node_id` (serving at `address`) to `group_id` as a learner; with `wait`, the
-    /// answer comes once it caught up.
-    ///
-    /// # Errors
-    ///
-    /// As [`Client::create_show`].
-    pub async fn add_learner(
-        &self,
-        group_id: u64,
-        node_id: u64,
-        address: &str,
-        wait: bool,
-    ) -> Result<MembershipReply, Status> {
-        let message = AddLearnerRequest { group_id, node_id, address: address.to_owned(), wait };
-        let key = self.new_key();
-        self.call(Route::Group(group_id), |channel| {
-            let request = admin_request(message.clone(), &key);
-            async move { AdminServiceClient::new(channel).add_learner(request?).await }
-        })
-        .await
-    }
-
-    /// Makes `node_ids` voters of `group_id`.
-    ///
-    /// # Errors
-    ///
-    /// As [`Client::create_show`].
-    pub async fn promote(
-        &self,
-        group_id: u64,
-        node_ids: &[u64],
-    ) -> Result<MembershipReply, Status> {
-        let message = NodesRequest { group_id, node_ids: node_ids.to_vec() };
-        let key = self.new_key();
-        self.call(Route::Group(group_id), |channel| {
-            let request = admin_request(message.clone(), &key);
-            async move { AdminServiceClient::new(channel).promote(request?).await }
-        })
-        .await
-    }
-
-    /// Removes `node_ids` from `group_id`.
-    ///
-    /// # Errors
-    ///
-    /// As [`Client::create_show`].
-    pub async fn remove(&self, group_id: u64, node_ids: &[u64]) -> Result<MembershipReply, Status> {
-        let message = NodesRequest { group_id, node_ids: node_ids.to_vec() };
-        let key = self.new_key();
-        self.call(Route::Group(group_id), |channel| {
-            let request = admin_request(message.clone(), &key);
-            async move { AdminServiceClient::new(channel).remove(request?).await }
-        })
-        .await
-    }
-
-    /// Hands the leadership of `group_id` to `to_node_id`.
-    ///
-    /// # Errors
-    ///
-    /// As [`Client::create_show`].
-    pub async fn transfer_leader(
-        &self,
-        group_id: u64,
-        to_node_id: u64,
-    ) -> Result<MembershipReply, Status> {
-        let message = TransferLeaderRequest { group_id, to_node_id };
-        let key = self.new_key();
-        self.call(Route::Group(group_id), |channel| {
-            let request = admin_request(message, &key);
-            async move { AdminServiceClient::new(channel).transfer_leader(request?).await }
-        })
-        .await
-    }
-
-    /// The status of the node at `address` (every group it hosts), with digests if
-    /// `with_digest`; one attempt of at most `wait`.
-    ///
-    /// # Errors
-    ///
-    /// The node's error, or the transport's.
-    pub async fn status_of(
-        &self,
-        address: &str,
-        with_digest: bool,
-        wait: Duration,
-    ) -> Result<StatusReply, Status> {
-        let channel = self.inner.channels.get(address)?;
-        let mut admin = AdminServiceClient::new(channel);
-        match tokio::time::timeout(wait, admin.status(StatusRequest { with_digest })).await {
-            Ok(answer) => answer.map(Response::into_inner),
-            Err(_elapsed) => Err(Status::deadline_exceeded(format!("no answer after {wait:?}"))),
-        }
-    }
-
     /// Sends `attempt` to the leader of `route` until it succeeds, fails for good, or
     /// [`CALL_MAX`] passed (then the last error is the answer). See the module docs.
     async fn call<T, F, Fut>(&self, route: Route, mut attempt: F) -> Result<T, Status>
@@ -463,10 +384,4 @@ fn booking_request<T>(message: T, token: &str, key: Option<&str>) -> Result<Requ
         request.metadata_mut().insert("idempotency-key", key);
     }
     Ok(request)
-}
-
-/// An admin `message` under idempotency key `key` (and the operator's token, which admin calls
-/// may ignore).
-fn admin_request<T>(message: T, key: &str) -> Result<Request<T>, Status> {
-    booking_request(message, OPERATOR, Some(key))
 }

@@ -7,10 +7,12 @@
 
 use std::io;
 
+use testkit::ClusterOptions;
 use tokio::task::JoinSet;
 
-use crate::harness::{Options, ProcessCluster, assert_converged};
+use crate::client::Client;
 use crate::workload::{assert_readable, create_open, hold_each};
+use crate::{assert_converged, options, start};
 
 /// Data groups of the test, each with one show.
 const GROUPS: u64 = 4;
@@ -20,9 +22,8 @@ const HOLDS: u32 = 12;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_converge_after_quiescence() -> io::Result<()> {
-    let cluster =
-        ProcessCluster::start(3, Options { groups: GROUPS, ..Options::default() }).await?;
-    let client = cluster.client();
+    let cluster = start(ClusterOptions { groups: GROUPS, ..options(3) }).await?;
+    let client = Client::of(&cluster);
     let shows: Vec<u64> = (1..=GROUPS).map(|group| 60 + group).collect();
     for (&show, group) in shows.iter().zip(1..=GROUPS) {
         create_open(&client, show, 100, group).await?;
@@ -45,5 +46,5 @@ async fn replicas_converge_after_quiescence() -> io::Result<()> {
         assert_eq!(state.members.len(), 3, "group {group}: {state:?}");
     }
     assert_readable(&client, &holds).await?;
-    cluster.shutdown()
+    Ok(cluster.shutdown().await?)
 }

@@ -9,22 +9,22 @@ use std::io;
 
 use tokio::time::Instant;
 
-use crate::client::booking_code;
-use crate::harness::{Options, ProcessCluster};
+use crate::client::{Client, booking_code};
 use crate::workload::{assert_readable, create_open, hold};
+use crate::{options, start};
 
 /// The show of the test, placed in data group 1.
 const SHOW: u64 = 7;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_hold_survives_leader_kill() -> io::Result<()> {
-    let mut cluster = ProcessCluster::start(3, Options::default()).await?;
-    let client = cluster.client();
+    let cluster = start(options(3)).await?;
+    let client = Client::of(&cluster);
     let group = create_open(&client, SHOW, 100, 1).await?;
     let first = hold(&client, "first", SHOW, &[1, 2, 3]).await?;
 
     let leader = cluster.leader_of(group).await?;
-    cluster.kill(leader)?;
+    cluster.kill(leader).await?;
     let killed = Instant::now();
     // The client retries (other nodes, leader hints) until a new leader acknowledges.
     hold(&client, "second", SHOW, &[10]).await?;
@@ -43,5 +43,5 @@ async fn acknowledged_hold_survives_leader_kill() -> io::Result<()> {
         Err(status) => assert_eq!(booking_code(&status), "seat_unavailable", "{status:?}"),
         Ok(reply) => panic!("seats 2 and 3 are held by {first:?}, yet sold again: {reply:?}"),
     }
-    cluster.shutdown()
+    Ok(cluster.shutdown().await?)
 }

@@ -12,6 +12,11 @@
 //! and names each one that failed. The `sdk*` tests run the buyer's journey, the seed races,
 //! leader hints, a dead node and the error codes through the Rust SDK (the `client` crate).
 //!
+//! The clusters are the test kit's (`testkit::Cluster`, shared with the Jepsen suite): real
+//! processes on free ports of 127.0.0.1, one cluster of this binary at a time, a temporary
+//! directory kept (with every node's log tail printed) when a test fails. [`options`],
+//! [`start`] and [`assert_converged`] are this binary's settings and its printed timings.
+//!
 //! Timings (failover, recovery, catch-up) are printed, never asserted: run with `--nocapture`
 //! to see them.
 
@@ -25,10 +30,8 @@ mod api_waitlist;
 mod client;
 mod convergence;
 mod failover;
-mod harness;
 mod membership;
 mod partition;
-mod proxy;
 mod rest;
 mod restart;
 mod sdk;
@@ -37,3 +40,66 @@ mod sdk_races;
 mod sdk_routing;
 mod snapshot;
 mod workload;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+
+use testkit::{Cluster, ClusterOptions, Converged, GroupId};
+use tokio::time::Instant;
+
+/// How long any awaited condition may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// The kit's test cluster of `nodes` nodes (see [`ClusterOptions::ephemeral`]), running the
+/// `bookingd` cargo built for these tests.
+pub fn options(nodes: u64) -> ClusterOptions {
+    let binary = Path::new(env!("CARGO_BIN_EXE_bookingd"));
+    ClusterOptions {
+        bin_dir: binary.parent().map(Path::to_path_buf),
+        wait: WAIT,
+        ..ClusterOptions::ephemeral(nodes)
+    }
+}
+
+/// Starts a cluster with `options` and prints which node leads each group, and how long after
+/// the start.
+///
+/// # Errors
+///
+/// When a node cannot be started or does not serve, or a group elects no leader, within
+/// [`WAIT`].
+pub async fn start(options: ClusterOptions) -> io::Result<Cluster> {
+    let started = Instant::now();
+    let cluster = Cluster::start(options).await?;
+    for group in cluster.group_ids() {
+        let leader = cluster.leader_of(group).await?;
+        println!("group {group}: node {leader} leads, {:?} after start", started.elapsed());
+    }
+    Ok(cluster)
+}
+
+/// Waits (until [`WAIT`]) until every replica of every group of `cluster` has applied the same
+/// log to the same state (see [`Cluster::wait_all_converged`]), and prints each group's state.
+///
+/// Reference: Raft §5.3 (State Machine Safety: replicas that applied the same log prefix are in
+/// the same state), shared/DESIGN.md "The state machine" (deterministic apply).
+///
+/// # Errors
+///
+/// When the replicas diverge or do not converge in time.
+pub async fn assert_converged(cluster: &Cluster) -> io::Result<BTreeMap<GroupId, Converged>> {
+    let started = Instant::now();
+    let converged = cluster.wait_all_converged(WAIT).await?;
+    for (group, state) in &converged {
+        println!(
+            "group {group}: members {:?} converged at applied index {} digest {} ({:?})",
+            state.members,
+            state.applied_index,
+            &state.digest[..state.digest.len().min(16)],
+            started.elapsed()
+        );
+    }
+    Ok(converged)
+}

@@ -10,12 +10,13 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use testkit::{ClusterError, NodeId, wait_for};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::client::{Client, describe};
-use crate::harness::{NodeId, Options, ProcessCluster, WAIT, assert_converged, wait_for};
-use crate::workload::{Held, assert_readable, create_open, failed, hold};
+use crate::client::Client;
+use crate::workload::{Held, assert_readable, create_open, hold};
+use crate::{WAIT, assert_converged, options, start};
 
 /// The shows of the test, one in each data group.
 const SHOWS: [(u64, u64); 2] = [(51, 1), (52, 2)];
@@ -103,29 +104,28 @@ async fn write_until(client: Client, stop: Arc<AtomicBool>, count: Arc<AtomicUsi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_and_remove_node_under_load() -> io::Result<()> {
-    let mut cluster = ProcessCluster::start(3, Options::default()).await?;
+    let mut cluster = start(options(3)).await?;
     cluster.start_extra(JOINING).await?;
-    let joining_address = cluster.address(JOINING);
-    // Clients of every node, the joining one included (leader hints will name it).
-    let client = cluster.client();
+    // Clients of every node, the joining one included (leader hints will name it); the
+    // cluster's own admin client learns it too.
+    let client = Client::of(&cluster);
     for (show, group) in SHOWS {
         create_open(&client, show, SEATS, group).await?;
     }
-    let admin = cluster.client();
-    let writer = Writer::start(cluster.client());
+    let writer = Writer::start(Client::of(&cluster));
     writer.wait_progress(HOLDS_AROUND_CHANGES).await?;
 
     let changes = Instant::now();
     for group in cluster.group_ids() {
         let started = Instant::now();
-        let added = admin
-            .add_learner(group, JOINING, &joining_address, true)
+        let added = cluster
+            .add_learner(group, JOINING, true)
             .await
-            .map_err(|status| failed(&format!("group {group}: add learner {JOINING}"), &status))?;
-        let promoted = admin
+            .map_err(|error| failed(&format!("group {group}: add learner {JOINING}"), error))?;
+        let promoted = cluster
             .promote(group, &[JOINING])
             .await
-            .map_err(|status| failed(&format!("group {group}: promote {JOINING}"), &status))?;
+            .map_err(|error| failed(&format!("group {group}: promote {JOINING}"), error))?;
         println!(
             "group {group}: node {JOINING} added as learner ({added:?}) and promoted \
              ({promoted:?}) in {:?}",
@@ -138,7 +138,7 @@ async fn add_and_remove_node_under_load() -> io::Result<()> {
     for group in cluster.group_ids() {
         let leader = cluster.leader_of(group).await?;
         let started = Instant::now();
-        let removed = match admin.remove(group, &[LEAVING]).await {
+        let removed = match cluster.remove(group, LEAVING).await {
             Ok(removed) => {
                 println!(
                     "group {group}: node {LEAVING} removed while node {leader} led ({removed:?}) \
@@ -147,24 +147,23 @@ async fn add_and_remove_node_under_load() -> io::Result<()> {
                 );
                 removed
             }
-            Err(status) if leader == LEAVING => {
+            Err(error) if leader == LEAVING => {
                 // Reported, then worked around the way an operator would: hand the leadership
                 // to a remaining voter first.
                 println!(
-                    "group {group}: removing its leader {LEAVING} failed ({}); transferring the \
-                     leadership first",
-                    describe(&status)
+                    "group {group}: removing its leader {LEAVING} failed ({error}); transferring \
+                     the leadership first"
                 );
-                admin
+                cluster
                     .transfer_leader(group, JOINING)
                     .await
-                    .map_err(|status| failed(&format!("group {group}: transfer"), &status))?;
-                admin.remove(group, &[LEAVING]).await.map_err(|status| {
-                    failed(&format!("group {group}: remove {LEAVING} after transfer"), &status)
+                    .map_err(|error| failed(&format!("group {group}: transfer"), error))?;
+                cluster.remove(group, LEAVING).await.map_err(|error| {
+                    failed(&format!("group {group}: remove {LEAVING} after transfer"), error)
                 })?
             }
-            Err(status) => {
-                return Err(failed(&format!("group {group}: remove {LEAVING}"), &status));
+            Err(error) => {
+                return Err(failed(&format!("group {group}: remove {LEAVING}"), error));
             }
         };
         assert!(
@@ -199,12 +198,17 @@ async fn add_and_remove_node_under_load() -> io::Result<()> {
     );
 
     // Node 1 is decommissioned: the cluster serves without it.
-    cluster.kill(LEAVING)?;
+    cluster.kill(LEAVING).await?;
     let converged = assert_converged(&cluster).await?;
     for (group, state) in &converged {
         assert!(!state.members.contains(&LEAVING), "group {group}: {state:?}");
         assert!(state.members.contains(&JOINING), "group {group}: {state:?}");
     }
     assert_readable(&client, &log.acknowledged).await?;
-    cluster.shutdown()
+    Ok(cluster.shutdown().await?)
+}
+
+/// A failed membership call as an error of the test, saying what was attempted.
+fn failed(what: &str, error: ClusterError) -> io::Error {
+    io::Error::other(format!("{what}: {error}"))
 }

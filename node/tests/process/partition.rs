@@ -10,12 +10,13 @@
 use std::io;
 use std::time::Duration;
 
+use testkit::wait_for;
 use tokio::time::Instant;
 use tonic::Code;
 
-use crate::client::{booking_code, describe};
-use crate::harness::{Options, ProcessCluster, WAIT, assert_converged, wait_for};
+use crate::client::{Client, booking_code, describe};
 use crate::workload::{assert_readable, create_open, hold, sorted};
+use crate::{WAIT, assert_converged, options, start};
 
 /// The show of the test, placed in data group 1.
 const SHOW: u64 = 31;
@@ -29,8 +30,8 @@ const CUT_OFF_WRITE_WAIT: Duration = Duration::from_secs(7);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn isolated_leader_cannot_acknowledge() -> io::Result<()> {
-    let cluster = ProcessCluster::start(3, Options::default()).await?;
-    let client = cluster.client();
+    let cluster = start(options(3)).await?;
+    let client = Client::of(&cluster);
     let group = create_open(&client, SHOW, 100, 1).await?;
     // A first hold, so that the group's leader has served a write before it is cut off.
     hold(&client, "warm-up", SHOW, &[1]).await?;
@@ -44,7 +45,7 @@ async fn isolated_leader_cannot_acknowledge() -> io::Result<()> {
     // The old leader is asked directly (the client is not cut off from it), once.
     let old_token = client.session().await.map_err(io::Error::other)?;
     let old_key = client.new_key();
-    let old_address = cluster.address(old_leader);
+    let old_address = cluster.address(old_leader)?;
     let old_attempt = {
         let (client, token, key) = (client.clone(), old_token.clone(), old_key.clone());
         tokio::spawn(async move {
@@ -52,7 +53,7 @@ async fn isolated_leader_cannot_acknowledge() -> io::Result<()> {
         })
     };
     // Meanwhile the majority elects a leader, which sells the same seats.
-    let majority_client = cluster.client_of(&majority);
+    let majority_client = Client::of_nodes(&cluster, &majority)?;
     let acknowledged = hold(&majority_client, "majority-side-buyer", SHOW, &SEATS).await?;
     println!(
         "group {group}: the majority's new leader acknowledged a hold {:?} after the isolation",
@@ -98,5 +99,5 @@ async fn isolated_leader_cannot_acknowledge() -> io::Result<()> {
         Ok(reply) => panic!("seat {} sold twice: {reply:?}", SEATS[0]),
     }
     assert_converged(&cluster).await?;
-    cluster.shutdown()
+    Ok(cluster.shutdown().await?)
 }

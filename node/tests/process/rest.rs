@@ -10,24 +10,21 @@
 //! assertion about the cluster beyond the shape every error must have: the tests do.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, Request};
-use hmac::{Hmac, Mac};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use sha2::Sha256;
+use testkit::{Cluster, ClusterOptions, GroupId, NodeId};
 use tokio::time::Instant;
 
 use crate::client::OPERATOR;
-use crate::harness::{GroupId, NodeId, Options, ProcessCluster};
 
 /// How long one attempt of a request may take (longer than a node's own 5 s commit wait, so
 /// that its 503 is seen rather than our timeout).
@@ -429,18 +426,6 @@ fn parse_event(block: &str) -> Option<Event> {
     any.then_some(event)
 }
 
-/// The signature header value of a payment webhook body: `sha256=<hex HMAC-SHA256>` under
-/// `secret`.
-pub fn webhook_signature(secret: &str, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
-    mac.update(body);
-    let mut hex = String::with_capacity(64);
-    for byte in mac.finalize().into_bytes() {
-        let _ = write!(hex, "{byte:02x}");
-    }
-    format!("sha256={hex}")
-}
-
 /// A field of a JSON object as a string (an external id), or an error naming the object.
 ///
 /// # Errors
@@ -501,7 +486,7 @@ pub fn seat_states(map: &Value) -> io::Result<BTreeMap<u32, String>> {
 /// The cluster of one `api_*` test file, and what its scenarios share.
 pub struct Api {
     /// The cluster.
-    pub cluster: ProcessCluster,
+    pub cluster: Cluster,
     /// The HTTP client.
     pub http: Http,
     /// Makes idempotency keys and event ids unique in the process.
@@ -518,19 +503,19 @@ pub struct Show {
 }
 
 impl Api {
-    /// Starts a cluster of `nodes` with `options`, with the operator credential
-    /// [`OPERATOR_TOKEN`] and the webhook secret [`WEBHOOK_SECRET`].
+    /// Starts a cluster with `options`, with the operator credential [`OPERATOR_TOKEN`] and the
+    /// webhook secret [`WEBHOOK_SECRET`].
     ///
     /// # Errors
     ///
-    /// As [`ProcessCluster::start`].
-    pub async fn start(nodes: u64, options: Options) -> io::Result<Api> {
-        let options = Options {
+    /// As [`crate::start`].
+    pub async fn start(options: ClusterOptions) -> io::Result<Api> {
+        let options = ClusterOptions {
             operator_token: Some(OPERATOR_TOKEN.to_owned()),
             webhook_secret: Some(WEBHOOK_SECRET.to_owned()),
             ..options
         };
-        let cluster = ProcessCluster::start(nodes, options).await?;
+        let cluster = crate::start(options).await?;
         Ok(Api { cluster, http: Http::default(), next: AtomicU64::new(0) })
     }
 
@@ -541,24 +526,29 @@ impl Api {
     }
 
     /// A request to node `node`.
+    ///
+    /// # Panics
+    ///
+    /// If the cluster has no node `node` (a mistake in the test).
     pub fn on(&self, node: NodeId, method: Method, path: &str) -> Call {
-        self.http.call(method, &self.cluster.address(node), path)
+        let address = self.cluster.address(node).unwrap_or_else(|error| panic!("{error}"));
+        self.http.call(method, &address, path)
     }
 
     /// The node leading `group` now.
     ///
     /// # Errors
     ///
-    /// As [`ProcessCluster::leader_of`].
+    /// As [`Cluster::leader_of`].
     pub async fn leader(&self, group: GroupId) -> io::Result<NodeId> {
-        self.cluster.leader_of(group).await
+        Ok(self.cluster.leader_of(group).await?)
     }
 
     /// A running node that does not lead `group` now.
     ///
     /// # Errors
     ///
-    /// As [`ProcessCluster::leader_of`], or when every running node leads it (one node).
+    /// As [`Cluster::leader_of`], or when every running node leads it (one node).
     pub async fn follower(&self, group: GroupId) -> io::Result<NodeId> {
         let leader = self.leader(group).await?;
         self.cluster
@@ -572,7 +562,7 @@ impl Api {
     ///
     /// # Errors
     ///
-    /// As [`ProcessCluster::leader_of`].
+    /// As [`Cluster::leader_of`].
     pub async fn to_leader(&self, group: GroupId, method: Method, path: &str) -> io::Result<Call> {
         Ok(self.on(self.leader(group).await?, method, path))
     }
@@ -684,9 +674,9 @@ impl Api {
     ///
     /// # Errors
     ///
-    /// As [`ProcessCluster::shutdown`].
-    pub fn shutdown(self) -> io::Result<()> {
-        self.cluster.shutdown()
+    /// As [`Cluster::shutdown`].
+    pub async fn shutdown(self) -> io::Result<()> {
+        Ok(self.cluster.shutdown().await?)
     }
 }
 

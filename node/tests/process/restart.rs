@@ -9,16 +9,17 @@ use std::io;
 
 use tokio::time::Instant;
 
-use crate::harness::{Options, ProcessCluster};
+use crate::client::Client;
 use crate::workload::{Held, assert_readable, create_open, hold_each};
+use crate::{options, start};
 
 /// The shows of the test, one in each data group.
 const SHOWS: [(u64, u64); 2] = [(21, 1), (22, 2)];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_holds_survive_restart_of_every_node() -> io::Result<()> {
-    let mut cluster = ProcessCluster::start(3, Options::default()).await?;
-    let client = cluster.client();
+    let cluster = start(options(3)).await?;
+    let client = Client::of(&cluster);
     let mut holds: Vec<Held> = Vec::new();
     for (show, group) in SHOWS {
         create_open(&client, show, 100, group).await?;
@@ -27,7 +28,7 @@ async fn acknowledged_holds_survive_restart_of_every_node() -> io::Result<()> {
 
     let nodes = cluster.running();
     for &id in &nodes {
-        cluster.kill(id)?;
+        cluster.kill(id).await?;
     }
     let restarted = Instant::now();
     cluster.restart_all(&nodes).await?;
@@ -38,5 +39,5 @@ async fn acknowledged_holds_survive_restart_of_every_node() -> io::Result<()> {
     }
     assert_readable(&client, &holds).await?;
     println!("all {} holds read back {:?} after the restart", holds.len(), restarted.elapsed());
-    cluster.shutdown()
+    Ok(cluster.shutdown().await?)
 }

@@ -29,11 +29,13 @@ use ::client::{Client, Error, NewShow, SeatMapReply, SeatStatus, ShowPlacement, 
 use axum::http::Method;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
+use testkit::webhook::sign;
+use testkit::{Cluster, ClusterOptions, NodeId, wait_for};
 use tokio::time::Instant;
 use tonic::Code;
 
-use crate::harness::{NodeId, Options, ProcessCluster, WAIT, wait_for};
-use crate::rest::{Http, OPERATOR_TOKEN, WEBHOOK_SECRET, ensure, webhook_signature};
+use crate::rest::{Http, OPERATOR_TOKEN, WEBHOOK_SECRET, ensure};
+use crate::{WAIT, options};
 
 /// The first show id of this file.
 const SHOWS: u64 = 900;
@@ -44,7 +46,7 @@ pub const WATCH_WAIT: Duration = Duration::from_secs(10);
 /// The cluster of one `sdk*` test, and what its scenarios share.
 pub struct Sdk {
     /// The cluster.
-    pub cluster: ProcessCluster,
+    pub cluster: Cluster,
     /// An SDK client of every node, with the operator token.
     pub client: Client,
     /// The plain HTTP client the provider's webhooks go through.
@@ -63,7 +65,7 @@ impl Sdk {
     pub async fn hold_outcomes(&self, outcome: &str) -> io::Result<u64> {
         let mut total = 0;
         for id in self.cluster.running() {
-            let address = self.cluster.address(id);
+            let address = self.cluster.address(id)?;
             let answer = self.http.call(Method::GET, &address, "/metrics").send().await?;
             let line = format!("booking_hold_outcomes_total{{outcome=\"{outcome}\"}} ");
             for value in answer.text.lines().filter_map(|row| row.strip_prefix(&line)) {
@@ -78,17 +80,15 @@ impl Sdk {
     ///
     /// # Errors
     ///
-    /// As [`ProcessCluster::start`], or when the SDK refuses the addresses or the token.
+    /// As [`crate::start`], or when the SDK refuses the addresses or the token.
     pub async fn start() -> io::Result<Sdk> {
-        let options = Options {
+        let options = ClusterOptions {
             operator_token: Some(OPERATOR_TOKEN.to_owned()),
             webhook_secret: Some(WEBHOOK_SECRET.to_owned()),
-            ..Options::default()
+            ..options(3)
         };
-        let cluster = ProcessCluster::start(3, options).await?;
-        let nodes: Vec<NodeId> = cluster.running();
-        let addresses = nodes.iter().map(|&id| cluster.address(id)).collect();
-        let client = expect_ok("connect", Client::connect(addresses))?;
+        let cluster = crate::start(options).await?;
+        let client = expect_ok("connect", Client::connect(cluster.addresses()))?;
         let client = expect_ok("operator token", client.with_operator_token(OPERATOR_TOKEN))?;
         Ok(Sdk { cluster, client, http: Http::default(), next: AtomicU64::new(0) })
     }
@@ -100,7 +100,7 @@ impl Sdk {
     ///
     /// When the SDK refuses the addresses.
     pub fn client_of(&self, ids: &[NodeId]) -> io::Result<Client> {
-        let addresses = ids.iter().map(|&id| self.cluster.address(id)).collect();
+        let addresses = ids.iter().map(|&id| self.cluster.address(id)).collect::<Result<_, _>>()?;
         expect_ok("connect", Client::connect(addresses))
     }
 
@@ -158,10 +158,10 @@ impl Sdk {
             "currency": "EUR",
         });
         let body = event.to_string().into_bytes();
-        let signature = webhook_signature(WEBHOOK_SECRET, &body);
+        let signature = sign(WEBHOOK_SECRET, &body);
         let answer = self
             .http
-            .call(Method::POST, &self.cluster.address(node), "/v1/payments/webhook")
+            .call(Method::POST, &self.cluster.address(node)?, "/v1/payments/webhook")
             .header("x-booking-signature", &signature)
             .raw(body)
             .send()
@@ -193,9 +193,9 @@ impl Sdk {
     /// # Errors
     ///
     /// `result`'s error, or a node that crashed.
-    pub fn finish(self, result: io::Result<()>) -> io::Result<()> {
+    pub async fn finish(self, result: io::Result<()>) -> io::Result<()> {
         if result.is_ok() {
-            self.cluster.shutdown()?;
+            self.cluster.shutdown().await?;
         }
         result
     }
@@ -288,7 +288,7 @@ pub fn seats_in(map: &SeatMapReply, status: SeatStatus) -> Vec<u32> {
 async fn sdk_buyer_journey_from_queue_to_booking() -> io::Result<()> {
     let sdk = Sdk::start().await?;
     let result = buyer_journey_from_queue_to_booking(&sdk).await;
-    sdk.finish(result)
+    sdk.finish(result).await
 }
 
 /// A show of 10 seats at 15.00 EUR with an admission lane of window 1 and a waitlist, on sale.

@@ -12,9 +12,10 @@
 use std::io;
 
 use ::client::{Error, NewShow, SeatStatus};
+use testkit::wait_for;
 use tonic::Code;
 
-use crate::harness::{WAIT, wait_for};
+use crate::WAIT;
 use crate::rest::{PRICE_VERSION, Report, ensure};
 use crate::sdk::{Sdk, expect_ok, expect_rejected, seat_statuses, seats_in};
 
@@ -47,7 +48,7 @@ async fn sdk_error_codes() -> io::Result<()> {
         operator_calls_need_the_operator_token(&sdk).await,
     );
     let result = report.finish();
-    sdk.finish(result)
+    sdk.finish(result).await
 }
 
 /// Creates `show` with its sales open; returns its id.

@@ -48,7 +48,7 @@ async fn sdk_seed_races() -> io::Result<()> {
         retry_after_an_unknown_outcome_returns_the_same_hold(&sdk).await,
     );
     let result = report.finish();
-    sdk.finish(result)
+    sdk.finish(result).await
 }
 
 /// A show of `seats` seats at 10.00 EUR in data group `group`, on sale, with a waitlist if
@@ -129,7 +129,7 @@ async fn retry_after_an_unknown_outcome_returns_the_same_hold(sdk: &Sdk) -> io::
         Config { retry_budget: GIVE_UP_AFTER, attempt_timeout: GIVE_UP_AFTER, ..Config::default() };
     let hasty = expect_ok(
         "connect the hasty client",
-        Client::with_config(vec![sdk.cluster.address(leader)], config),
+        Client::with_config(vec![sdk.cluster.address(leader)?], config),
     )?;
     sdk.cluster.links().isolate(leader);
     let first = hasty.hold(&buyer, show_id, &[1, 2, 3], PRICE_VERSION, Some(&key)).await;

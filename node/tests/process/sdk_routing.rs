@@ -17,8 +17,8 @@ use proto::booking::SeatMapRequest;
 use proto::booking::booking_service_client::BookingServiceClient;
 use tonic::Code;
 
+use crate::assert_converged;
 use crate::client::booking_code;
-use crate::harness::assert_converged;
 use crate::rest::{PRICE_VERSION, ensure};
 use crate::sdk::{Sdk, expect_ok, seat_statuses, seats_in};
 
@@ -27,9 +27,9 @@ const SHOW: u64 = 920;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_follows_leader_hints_and_skips_a_dead_node() -> io::Result<()> {
-    let mut sdk = Sdk::start().await?;
-    let result = follows_leader_hints_and_skips_a_dead_node(&mut sdk).await;
-    sdk.finish(result)
+    let sdk = Sdk::start().await?;
+    let result = follows_leader_hints_and_skips_a_dead_node(&sdk).await;
+    sdk.finish(result).await
 }
 
 /// A show in data group 1. A client of only a follower of group 1 makes a session, holds,
@@ -39,7 +39,7 @@ async fn sdk_follows_leader_hints_and_skips_a_dead_node() -> io::Result<()> {
 /// Then the other follower is killed: a client that lists it
 /// first makes a session, holds and reads, moving on to the live nodes. The killed node is
 /// restarted and every group's replicas converge.
-async fn follows_leader_hints_and_skips_a_dead_node(sdk: &mut Sdk) -> io::Result<()> {
+async fn follows_leader_hints_and_skips_a_dead_node(sdk: &Sdk) -> io::Result<()> {
     let show =
         NewShow { group_id: 1, open_sales: true, ..NewShow::uniform(SHOW, 20, 1_000, "EUR") };
     let show_id = sdk.create_show(&show).await?.show_id;
@@ -57,7 +57,7 @@ async fn follows_leader_hints_and_skips_a_dead_node(sdk: &mut Sdk) -> io::Result
         via_follower.hold(&buyer, show_id, &[1, 2], PRICE_VERSION, Some(&sdk.key("hold"))).await,
     )?;
     ensure!(hold.state == "held" && hold.seats == [1, 2], "{hold:?}");
-    let leader_address = sdk.cluster.address(leader);
+    let leader_address = sdk.cluster.address(leader)?;
     ensure!(
         via_follower.addresses().contains(&leader_address),
         "the client learned the leader {leader_address} from the hint: {:?}",
@@ -91,7 +91,7 @@ async fn follows_leader_hints_and_skips_a_dead_node(sdk: &mut Sdk) -> io::Result
     )?;
     ensure!(checkout.hold_id == hold.hold_id && checkout.payment_id != 0, "{checkout:?}");
 
-    sdk.cluster.kill(doomed)?;
+    sdk.cluster.kill(doomed).await?;
     let dead_first = sdk.client_of(&[doomed, follower, leader])?;
     let buyer = expect_ok("a session, dead node first", dead_first.create_session().await)?;
     let hold = expect_ok(
@@ -125,7 +125,7 @@ async fn follower_refuses_a_linearizable_seat_map(
     show_id: u64,
     leader_address: &str,
 ) -> io::Result<()> {
-    let address = format!("http://{}", sdk.cluster.address(follower));
+    let address = format!("http://{}", sdk.cluster.address(follower)?);
     let mut direct = BookingServiceClient::connect(address).await.map_err(io::Error::other)?;
     let request = SeatMapRequest { show_id, linearizable: true, ..SeatMapRequest::default() };
     match direct.get_seat_map(request).await {

@@ -13,10 +13,12 @@
 
 use std::io;
 
+use testkit::{Cluster, ClusterOptions, NodeId, wait_for};
 use tokio::time::Instant;
 
-use crate::harness::{Options, ProcessCluster, WAIT, assert_converged, wait_for};
+use crate::client::Client;
 use crate::workload::{assert_readable, create_open, hold_each};
+use crate::{WAIT, assert_converged, options, start};
 
 /// The show of the test, placed in data group 1.
 const SHOW: u64 = 41;
@@ -37,9 +39,9 @@ const CONCURRENCY: usize = 2;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wiped_node_catches_up_by_snapshot() -> io::Result<()> {
-    let options = Options { groups: 1, snapshot_logs: Some(SNAPSHOT_LOGS), ..Options::default() };
-    let mut cluster = ProcessCluster::start(3, options).await?;
-    let client = cluster.client();
+    let layout = ClusterOptions { groups: 1, snapshot_logs: Some(SNAPSHOT_LOGS), ..options(3) };
+    let cluster = start(layout).await?;
+    let client = Client::of(&cluster);
     let group = create_open(&client, SHOW, 1_000, 1).await?;
     let mut holds = hold_each(&client, SHOW, 0..HOLDS_BEFORE, "d", CONCURRENCY).await?;
 
@@ -50,8 +52,8 @@ async fn wiped_node_catches_up_by_snapshot() -> io::Result<()> {
         "group {group}: follower {follower} at applied {} snapshot {} before the wipe",
         before.applied_index, before.snapshot_index
     );
-    cluster.kill(follower)?;
-    cluster.wipe(follower)?;
+    cluster.kill(follower).await?;
+    cluster.wipe(follower).await?;
 
     // Writes while it is down, until the leader's snapshot is past the log it keeps behind a
     // snapshot (at most `SNAPSHOT_LOGS` entries): the log no longer starts at index 1, so only
@@ -108,18 +110,16 @@ async fn wiped_node_catches_up_by_snapshot() -> io::Result<()> {
     );
     assert_converged(&cluster).await?;
     assert_readable(&client, &holds).await?;
-    cluster.shutdown()
+    Ok(cluster.shutdown().await?)
 }
 
 /// Readmits the wiped node `id` to every group: removed, added back as a learner that catches
 /// up (by snapshot where the log was purged, by log elsewhere), then promoted to voter again.
-async fn readmit(cluster: &ProcessCluster, id: u64) -> io::Result<()> {
-    let client = cluster.client();
-    let address = cluster.address(id);
+async fn readmit(cluster: &Cluster, id: NodeId) -> io::Result<()> {
     for group in cluster.group_ids() {
-        client.remove(group, &[id]).await.map_err(io::Error::other)?;
-        client.add_learner(group, id, &address, true).await.map_err(io::Error::other)?;
-        let membership = client.promote(group, &[id]).await.map_err(io::Error::other)?;
+        cluster.remove(group, id).await?;
+        cluster.add_learner(group, id, true).await?;
+        let membership = cluster.promote(group, &[id]).await?;
         println!("group {group}: node {id} readmitted, voters {:?}", membership.voters);
     }
     Ok(())

@@ -1,6 +1,6 @@
 //! What the tests write and read: shows created and opened, holds made and remembered with the
 //! session that owns them, and checks that a remembered hold is still there. Owns no cluster
-//! behaviour: the harness and the client do.
+//! behaviour: the test kit and the client do.
 
 use std::io;
 

@@ -1,15 +1,14 @@
-//! The suite's cluster against real `bookingd` processes: start three nodes, kill and restart a
-//! leader, isolate one and heal it, pause and resume a node, skew a leader's clock (when
-//! libfaketime is installed), take a follower out of a group and readmit it, then heal
-//! everything and check that every group's replicas converge to one digest.
-//!
-//! A second test runs nemesis schedules against a cluster: every step is recorded, steps that
-//! cannot apply are skipped, and the run ends healed and converged.
+//! The kit's cluster against real `bookingd` processes, as the Jepsen suite lays it out (fixed
+//! addresses, libfaketime): start three nodes, kill and restart a leader, isolate one and heal
+//! it, pause and resume a node, skew a leader's clock (when libfaketime is installed), take a
+//! follower out of a group and readmit it, then heal everything and check that every group's
+//! replicas converge to one digest. A second test lays a cluster out as the node's process tests
+//! do (free ports, a temporary directory): a node wiped and one outside the initial set.
 //!
 //! Needs the binaries: `cargo build --release --workspace --bins` first (the cluster finds
-//! `bookingd` next to the test's `deps/` folder). Uses 127.0.0.11-13 and ports 7400-7413; the
-//! tests take turns (the machine has two cores, and elections do not survive two clusters
-//! competing for them).
+//! `bookingd` next to the test's `deps/` folder). The first test uses 127.0.0.11-13 and ports
+//! 7400-7403; the tests take turns (the machine has two cores, and elections do not survive two
+//! clusters competing for them).
 //!
 //! Reference: Raft §5.2 (a new leader is elected when the old one is gone), §5.3 (replicas that
 //! applied the same log are in the same state).
@@ -19,11 +18,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use client::{Client, NewShow};
-use jepsen::cluster::{Cluster, ClusterOptions, GroupId, NodeId};
-use jepsen::nemesis::{self, Nemesis, Phase, Schedule, StepStatus};
-
-/// Held by the running test: clusters of this binary run one at a time.
-static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use testkit::{Addressing, Cluster, ClusterOptions, GroupId, NodeId, wait_for};
 
 /// The show of the test, in data group 1.
 const SHOW: u64 = 7;
@@ -43,6 +38,15 @@ type TestResult = Result<(), Box<dyn Error>>;
 /// A fresh directory for the cluster's files.
 fn run_dir(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("jepsen-{name}-{}", std::process::id()))
+}
+
+/// Creates [`SHOW`] in [`GROUP`], 100 seats on sale.
+async fn create_show(client: &Client) -> TestResult {
+    let mut show = NewShow::uniform(SHOW, 100, 1_000, "EUR");
+    show.group_id = GROUP;
+    show.open_sales = true;
+    client.create_show(&show, None).await?;
+    Ok(())
 }
 
 /// Holds `seats` for a fresh session; returns the hold's log time.
@@ -69,20 +73,20 @@ async fn new_leader(cluster: &Cluster, old: NodeId) -> Result<NodeId, Box<dyn Er
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_survives_kill_isolation_pause_skew_and_membership_then_converges() -> TestResult {
-    let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
     let started = Instant::now();
     let dir = run_dir("cluster");
     let _ = std::fs::remove_dir_all(&dir);
-    let options =
-        ClusterOptions { groups: 1, port_base: 7400, ..ClusterOptions::new(3, dir.clone()) };
+    let options = ClusterOptions {
+        groups: 1,
+        addressing: Addressing::suite(7400),
+        exclusive: true,
+        ..ClusterOptions::new(3, dir.clone())
+    };
     let cluster = Cluster::start(options).await?;
     println!("started in {:?}; binary {}", started.elapsed(), cluster.binary().display());
     assert_eq!(cluster.addresses(), ["127.0.0.11:7400", "127.0.0.12:7400", "127.0.0.13:7400"]);
     let client = cluster.client();
-    let mut show = NewShow::uniform(SHOW, 100, 1_000, "EUR");
-    show.group_id = GROUP;
-    show.open_sales = true;
-    client.create_show(&show, None).await?;
+    create_show(&client).await?;
     hold(&client, &[0]).await?;
 
     // kill -9 of the leader: the others elect another, which serves; the old one comes back.
@@ -195,86 +199,51 @@ async fn cluster_survives_kill_isolation_pause_skew_and_membership_then_converge
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nemesis_schedules_record_every_step_and_end_healed() -> TestResult {
-    let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
+async fn a_test_cluster_on_free_ports_takes_in_a_wiped_extra_node_and_cleans_up() -> TestResult {
     let started = Instant::now();
-    let dir = run_dir("nemesis");
-    let _ = std::fs::remove_dir_all(&dir);
-    let options =
-        ClusterOptions { groups: 1, port_base: 7410, ..ClusterOptions::new(3, dir.clone()) };
-    let cluster = Cluster::start(options).await?;
+    let options = ClusterOptions { groups: 1, ..ClusterOptions::ephemeral(3) };
+    let mut cluster = Cluster::start(options).await?;
+    let dir = cluster.dir().to_path_buf();
+    for address in cluster.addresses() {
+        assert!(address.starts_with("127.0.0.1:"), "{address}");
+    }
     let client = cluster.client();
-    let mut show = NewShow::uniform(SHOW, 100, 1_000, "EUR");
-    show.group_id = GROUP;
-    show.open_sales = true;
-    client.create_show(&show, None).await?;
-    let t0 = Instant::now();
+    create_show(&client).await?;
+    hold(&client, &[0]).await?;
 
-    // A ring needs five nodes: on three, every step is skipped, and nothing is left to heal.
-    let mut ring = Schedule::new(Nemesis::PartitionRing, GROUP, 1);
-    ring.quiet_min = Duration::from_millis(200);
-    ring.quiet_max = Duration::from_millis(200);
-    let events =
-        nemesis::run(&cluster, &ring, t0, tokio::time::sleep(Duration::from_secs(1))).await;
-    let (last, faults) = events.split_last().ok_or("no event")?;
-    assert!(!faults.is_empty());
-    for event in faults {
-        assert_eq!((event.phase, event.status), (Phase::Fault, StepStatus::Skipped), "{event:?}");
-        assert!(event.detail.contains("5 nodes"), "{event:?}");
-    }
-    assert_eq!((last.action.as_str(), last.status), ("heal-all", StepStatus::Installed));
-
-    // A mix of faults with short periods; each fault is undone by the step of the same number.
-    let mut mix = Schedule::new(Nemesis::Combined, GROUP, 5);
-    mix.quiet_min = Duration::from_millis(300);
-    mix.quiet_max = Duration::from_millis(800);
-    mix.fault_min = Duration::from_millis(800);
-    mix.fault_max = Duration::from_millis(1_500);
-    let mut seen = Vec::new();
-    let stop = tokio::time::sleep(Duration::from_secs(10));
-    let events =
-        nemesis::run_with(&cluster, &mix, t0, stop, |event| seen.push(event.clone())).await;
-    assert_eq!(seen, events, "every step is reported as it happens");
-    for event in &events {
-        println!(
-            "{:>7.3}-{:>7.3} s #{} {} {} {} {:?} {}",
-            event.time_ns as f64 / 1e9,
-            event.end_ns as f64 / 1e9,
-            event.step,
-            event.nemesis,
-            event.action,
-            event.target,
-            event.status,
-            event.detail
-        );
-    }
-    let faults = events.iter().filter(|event| event.phase == Phase::Fault).count();
-    assert!(faults >= 3, "{faults} faults in 10 s");
-    assert!(events.windows(2).all(|pair| pair[0].time_ns <= pair[1].time_ns), "in time order");
-    for fault in events.iter().filter(|event| event.phase == Phase::Fault) {
-        assert_ne!(fault.nemesis, Nemesis::Combined, "the mix names what it picked");
-        let healed = events.iter().any(|heal| heal.phase == Phase::Heal && heal.step == fault.step);
-        let instant = fault.action == "transfer-leader" || fault.status == StepStatus::Skipped;
-        assert!(healed || instant, "fault not undone: {fault:?}");
-    }
-    let last = events.last().ok_or("no event")?;
-    assert_eq!(
-        (last.action.as_str(), last.status),
-        ("heal-all", StepStatus::Installed),
-        "{last:?}"
+    // Node 4, outside the initial set: it hosts nothing, so its database can go.
+    cluster.start_extra(4).await?;
+    assert_eq!(cluster.node_ids(), [1, 2, 3, 4]);
+    let status = cluster.status(4, false).await?;
+    assert!(
+        status.groups.iter().all(|group| !group.member),
+        "a node nobody added is a member of no group: {status:?}"
     );
+    let error = cluster.wipe(4).await.expect_err("a running node is not wiped").to_string();
+    assert!(error.contains("kill it before wiping it"), "{error}");
+    cluster.kill(4).await?;
+    cluster.wipe(4).await?;
+    assert!(!cluster.node_dir(4)?.join("data").exists(), "wiped");
+    cluster.restart(4).await?;
 
-    // Healed: the cluster serves and its replicas agree.
-    assert!(cluster.down().is_empty() && cluster.paused().is_empty());
-    assert!(cluster.links().blocked().is_empty() && cluster.removed().is_empty());
-    hold(&client, &[9]).await?;
-    for group in cluster.group_ids() {
-        let converged = cluster.wait_converged(group, Duration::from_secs(20)).await?;
-        assert_eq!(converged.members, [1, 2, 3], "group {group}");
-    }
-    assert!(cluster.crashes().is_empty(), "{:?}", cluster.crashes());
-    cluster.stop().await;
-    std::fs::remove_dir_all(&dir)?;
+    // It joins the data group as a learner that catches up, then votes.
+    cluster.add_learner(GROUP, 4, true).await?;
+    let promoted = cluster.promote(GROUP, &[4]).await?;
+    assert!(promoted.voters.contains(&4), "{promoted:?}");
+    hold(&client, &[1]).await?;
+    let leader =
+        wait_for("a leader that counts node 4's vote", Duration::from_secs(30), async || {
+            let leader = cluster.leader_of(GROUP).await?;
+            let view = cluster.group_status(leader, GROUP, false).await?;
+            Ok(if view.voters.contains(&4) { Ok(leader) } else { Err(format!("{view:?}")) })
+        })
+        .await?;
+    let converged = cluster.wait_all_converged(Duration::from_secs(30)).await?;
+    assert_eq!(converged[&GROUP].members, [1, 2, 3, 4], "led by {leader}");
+    assert_eq!(converged[&0].members, [1, 2, 3], "the metadata group was left alone");
+
+    cluster.shutdown().await?;
+    assert!(!dir.exists(), "a finished test's directory is deleted");
     println!("done in {:?}", started.elapsed());
     Ok(())
 }

@@ -1,22 +1,20 @@
-//! A TCP fault proxy for the process tests: [`LinkProxy`] forwards the bytes of every connection
-//! it accepts to one upstream address, both ways, until the test blocks it; [`Links`] is a mesh
-//! of them, one per directed pair of nodes, so that a test can isolate a node or partition the
-//! cluster the way a network would, without the daemons knowing.
+//! The TCP fault proxy: a [`LinkProxy`] forwards the bytes of every connection it accepts to
+//! one upstream address, both ways, until it is blocked. The [`crate::links`] mesh puts one on
+//! each directed pair of nodes.
 //!
-//! A node dials peer `j` at the address its `--peers` names, so node `i`'s `--peers j=` points at
-//! the proxy of the link `i → j`. The requests of a call `i` makes and the answers it gets share
-//! that link's connection: blocking `i → j` cuts both. A blocked link is a black hole: the
-//! connections it carried are closed, and new ones are accepted but never forwarded (nor
-//! answered) until the link is healed, when they are closed too so that the peer reconnects.
-//! Owns no assertion about the cluster: the tests do.
+//! A blocked link is a black hole: the connections it carried are closed, and new ones are
+//! accepted but never forwarded (nor answered) until the link is healed, when they are closed
+//! too so that the dialer reconnects. The proxy may dial the upstream from a given source
+//! address, so that the upstream sees the connection come from the node that dialed. Owns only
+//! its listener and connections: never starts, stops or signals a process, and never judges the
+//! cluster.
 
-use std::collections::BTreeMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -35,8 +33,8 @@ enum Mode {
     Closed,
 }
 
-/// One directed link: a loopback listener whose connections are forwarded to `upstream` while
-/// the link is open. Dropping it closes its listener and every connection it holds.
+/// One directed link: a listener whose connections are forwarded to `upstream` while the link
+/// is open. Dropping it closes its listener and every connection it holds.
 pub struct LinkProxy {
     address: SocketAddr,
     upstream: SocketAddr,
@@ -45,17 +43,23 @@ pub struct LinkProxy {
 }
 
 impl LinkProxy {
-    /// Starts an open link on a fresh loopback port, forwarding to `upstream` (which need not
-    /// listen yet: a connection it refuses is closed on the dialing side too).
+    /// Starts an open link listening on `listen` (port 0 picks a free one), forwarding to
+    /// `upstream` (which need not listen yet: a connection it refuses is closed on the dialing
+    /// side too). Upstream connections are made from `source` (any port) when given, so that
+    /// the upstream sees them come from the dialing node's address.
     ///
     /// # Errors
     ///
-    /// When no loopback port can be bound.
-    pub async fn start(upstream: SocketAddr) -> io::Result<LinkProxy> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+    /// When `listen` cannot be bound.
+    pub async fn start(
+        listen: SocketAddr,
+        upstream: SocketAddr,
+        source: Option<IpAddr>,
+    ) -> io::Result<LinkProxy> {
+        let listener = TcpListener::bind(listen).await?;
         let address = listener.local_addr()?;
         let (mode, _) = watch::channel(Mode::Open);
-        let accept_task = tokio::spawn(accept_loop(listener, upstream, mode.clone()));
+        let accept_task = tokio::spawn(accept_loop(listener, upstream, source, mode.clone()));
         Ok(LinkProxy { address, upstream, mode, accept_task })
     }
 
@@ -70,20 +74,30 @@ impl LinkProxy {
     }
 
     /// Makes the link a black hole: its connections are closed and new ones are held, never
-    /// forwarded, until [`LinkProxy::heal`].
+    /// forwarded, until [`LinkProxy::heal`]. Blocking a blocked link changes nothing.
     pub fn block(&self) {
-        self.mode.send_replace(Mode::Blocked);
+        self.set(Mode::Blocked);
     }
 
     /// Opens the link again: the connections held while it was blocked are closed (their
-    /// dialers reconnect) and new ones are forwarded.
+    /// dialers reconnect) and new ones are forwarded. Healing an open link changes nothing.
     pub fn heal(&self) {
-        self.mode.send_replace(Mode::Open);
+        self.set(Mode::Open);
     }
 
     /// Whether the link is blocked.
     pub fn is_blocked(&self) -> bool {
         *self.mode.borrow() == Mode::Blocked
+    }
+
+    /// Changes the mode only when it differs, so that a repeated block or heal does not wake
+    /// (and reset) the connections of a link that is already in that mode.
+    fn set(&self, mode: Mode) {
+        self.mode.send_if_modified(|now| {
+            let changed = *now != mode;
+            *now = mode;
+            changed
+        });
     }
 }
 
@@ -95,10 +109,14 @@ impl Drop for LinkProxy {
 }
 
 /// Accepts connections until the proxy is dropped, each handled by its own task.
-async fn accept_loop(listener: TcpListener, upstream: SocketAddr, mode: watch::Sender<Mode>) {
+async fn accept_loop(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    source: Option<IpAddr>,
+    mode: watch::Sender<Mode>,
+) {
     loop {
-        let accepted = listener.accept().await;
-        let (client, _) = match accepted {
+        let (client, _) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 // Accept errors are transient (too many open files, a reset before accept).
@@ -107,13 +125,26 @@ async fn accept_loop(listener: TcpListener, upstream: SocketAddr, mode: watch::S
                 continue;
             }
         };
-        tokio::spawn(handle(client, upstream, mode.subscribe()));
+        tokio::spawn(handle(client, upstream, source, mode.subscribe()));
     }
+}
+
+/// Connects to `upstream`, from `source` when given.
+async fn connect(upstream: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
+    let Some(source) = source else { return TcpStream::connect(upstream).await };
+    let socket = if source.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.bind(SocketAddr::new(source, 0))?;
+    socket.connect(upstream).await
 }
 
 /// Forwards one accepted connection while the link is open, or holds it while blocked; either
 /// ends (closing both sides) when the mode changes away from what it was started in.
-async fn handle(mut client: TcpStream, upstream: SocketAddr, mut mode: watch::Receiver<Mode>) {
+async fn handle(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    source: Option<IpAddr>,
+    mut mode: watch::Receiver<Mode>,
+) {
     let started_in = *mode.borrow_and_update();
     match started_in {
         Mode::Closed => {}
@@ -124,7 +155,7 @@ async fn handle(mut client: TcpStream, upstream: SocketAddr, mut mode: watch::Re
             let _ = client.set_zero_linger();
         }
         Mode::Open => {
-            let connect = tokio::time::timeout(UPSTREAM_CONNECT_MAX, TcpStream::connect(upstream));
+            let connect = tokio::time::timeout(UPSTREAM_CONNECT_MAX, connect(upstream, source));
             let mut server = tokio::select! {
                 connected = connect => match connected {
                     Ok(Ok(server)) => server,
@@ -156,75 +187,11 @@ async fn leaves(receiver: &mut watch::Receiver<Mode>, mode: Mode) {
     let _ = receiver.wait_for(|now| *now != mode).await.map(|_| ());
 }
 
-/// Every directed link between `n` nodes: the proxy of `from → to` forwards to `to`'s address.
-pub struct Links {
-    proxies: BTreeMap<(u64, u64), LinkProxy>,
-}
-
-impl Links {
-    /// Starts one open proxy per ordered pair of distinct nodes of `addresses` (node id →
-    /// the address it listens on).
-    ///
-    /// # Errors
-    ///
-    /// When a proxy cannot bind a port.
-    pub async fn start(addresses: &BTreeMap<u64, SocketAddr>) -> io::Result<Links> {
-        let mut proxies = BTreeMap::new();
-        for &from in addresses.keys() {
-            for (&to, &upstream) in addresses {
-                if from != to {
-                    proxies.insert((from, to), LinkProxy::start(upstream).await?);
-                }
-            }
-        }
-        Ok(Links { proxies })
-    }
-
-    /// The address node `from` dials to reach node `to`.
-    pub fn address(&self, from: u64, to: u64) -> Option<SocketAddr> {
-        self.proxies.get(&(from, to)).map(LinkProxy::address)
-    }
-
-    /// Cuts every link to and from `node`.
-    pub fn isolate(&self, node: u64) {
-        for (&(from, to), proxy) in &self.proxies {
-            if from == node || to == node {
-                proxy.block();
-            }
-        }
-    }
-
-    /// Cuts every link between a node of `side_a` and a node of `side_b`, both ways; links
-    /// within a side are kept.
-    pub fn partition(&self, side_a: &[u64], side_b: &[u64]) {
-        for (&(from, to), proxy) in &self.proxies {
-            let across = (side_a.contains(&from) && side_b.contains(&to))
-                || (side_b.contains(&from) && side_a.contains(&to));
-            if across {
-                proxy.block();
-            }
-        }
-    }
-
-    /// Opens every link.
-    pub fn heal_all(&self) {
-        for proxy in self.proxies.values() {
-            proxy.heal();
-        }
-    }
-
-    /// The links that are cut, as `(from, to)`.
-    pub fn blocked(&self) -> Vec<(u64, u64)> {
-        self.proxies.iter().filter(|(_, proxy)| proxy.is_blocked()).map(|(&link, _)| link).collect()
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! The proxy alone, against an echo server: forwarding, the black hole, healing, and the
-    //! mesh's cuts.
+    //! source address; the helpers serve the mesh's tests too.
 
-    use std::collections::BTreeMap;
     use std::io;
     use std::net::SocketAddr;
     use std::time::Duration;
@@ -233,18 +200,23 @@ mod tests {
     use tokio::net::{TcpListener, TcpStream};
     use tokio::task::JoinHandle;
 
-    use super::{LinkProxy, Links};
+    use super::LinkProxy;
 
     /// How long an echo that should come back may take.
-    const ECHO_MAX: Duration = Duration::from_secs(5);
+    pub(crate) const ECHO_MAX: Duration = Duration::from_secs(5);
 
     /// How long a test waits to see that a blocked link answers nothing. Not a timing
     /// assertion: a black hole answers nothing however long one waits.
-    const SILENCE: Duration = Duration::from_millis(300);
+    pub(crate) const SILENCE: Duration = Duration::from_millis(300);
+
+    /// Any free loopback port.
+    pub(crate) fn any_port() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    }
 
     /// An echo server on a loopback port; dropped with the test's runtime.
-    async fn echo_server() -> io::Result<(SocketAddr, JoinHandle<()>)> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+    pub(crate) async fn echo_server() -> io::Result<(SocketAddr, JoinHandle<()>)> {
+        let listener = TcpListener::bind(any_port()).await?;
         let address = listener.local_addr()?;
         let task = tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
@@ -259,7 +231,7 @@ mod tests {
 
     /// Writes `message` on `stream` and reads as many bytes back, within `wait`: `Ok(None)` if
     /// none came back in time, `Err` if the connection failed.
-    async fn round_trip(
+    pub(crate) async fn round_trip(
         stream: &mut TcpStream,
         message: &[u8],
         wait: Duration,
@@ -273,7 +245,7 @@ mod tests {
     }
 
     /// Whether the connection is closed (reads end or fail) within [`ECHO_MAX`].
-    async fn is_closed(stream: &mut TcpStream) -> bool {
+    pub(crate) async fn is_closed(stream: &mut TcpStream) -> bool {
         let mut byte = [0; 1];
         match tokio::time::timeout(ECHO_MAX, stream.read(&mut byte)).await {
             Ok(Ok(0)) | Ok(Err(_)) => true,
@@ -284,7 +256,7 @@ mod tests {
     #[tokio::test]
     async fn open_link_forwards_blocked_link_is_a_black_hole_until_healed() -> io::Result<()> {
         let (upstream, _server) = echo_server().await?;
-        let proxy = LinkProxy::start(upstream).await?;
+        let proxy = LinkProxy::start(any_port(), upstream, None).await?;
 
         // Open: bytes go both ways.
         let mut before = TcpStream::connect(proxy.address()).await?;
@@ -299,6 +271,10 @@ mod tests {
         let mut during = TcpStream::connect(proxy.address()).await?;
         assert_eq!(round_trip(&mut during, b"lost", SILENCE).await?, None, "blocked link answered");
 
+        // Blocked again: nothing changes, the held connection stays held.
+        proxy.block();
+        assert_eq!(round_trip(&mut during, b"lost", SILENCE).await?, None, "blocked link answered");
+
         // Healed: the held connection is closed (its dialer reconnects), new ones are forwarded.
         proxy.heal();
         assert!(is_closed(&mut during).await, "a connection held while blocked stays open");
@@ -307,47 +283,37 @@ mod tests {
             round_trip(&mut after, b"again", ECHO_MAX).await?.as_deref(),
             Some(&b"again"[..])
         );
+
+        // Healed again: an open link keeps its connections.
+        proxy.heal();
+        assert_eq!(
+            round_trip(&mut after, b"still", ECHO_MAX).await?.as_deref(),
+            Some(&b"still"[..])
+        );
         Ok(())
     }
 
     #[tokio::test]
     async fn link_to_a_dead_upstream_closes_the_connection() -> io::Result<()> {
         // A port nobody listens on any more.
-        let upstream = TcpListener::bind("127.0.0.1:0").await?.local_addr()?;
-        let proxy = LinkProxy::start(upstream).await?;
+        let upstream = TcpListener::bind(any_port()).await?.local_addr()?;
+        let proxy = LinkProxy::start(any_port(), upstream, None).await?;
         let mut stream = TcpStream::connect(proxy.address()).await?;
         assert!(is_closed(&mut stream).await, "a refused upstream leaves the dialer hanging");
         Ok(())
     }
 
     #[tokio::test]
-    async fn mesh_isolates_and_partitions_by_directed_link() -> io::Result<()> {
-        let mut servers = Vec::new();
-        let mut addresses = BTreeMap::new();
-        for id in 1..=3 {
-            let (address, server) = echo_server().await?;
-            addresses.insert(id, address);
-            servers.push(server);
-        }
-        let links = Links::start(&addresses).await?;
-        assert!(links.address(1, 1).is_none(), "a node has no link to itself");
-        for (&(from, to), proxy) in &links.proxies {
-            assert_eq!(proxy.upstream(), addresses[&to], "link {from} -> {to}");
-        }
-
-        links.isolate(2);
-        assert_eq!(links.blocked(), vec![(1, 2), (2, 1), (2, 3), (3, 2)]);
-        let mut kept = TcpStream::connect(links.address(1, 3).expect("link 1 -> 3")).await?;
-        assert_eq!(round_trip(&mut kept, b"13", ECHO_MAX).await?.as_deref(), Some(&b"13"[..]));
-        let mut cut = TcpStream::connect(links.address(3, 2).expect("link 3 -> 2")).await?;
-        assert_eq!(round_trip(&mut cut, b"32", SILENCE).await?, None, "isolated node answered");
-
-        links.heal_all();
-        assert!(links.blocked().is_empty());
-        links.partition(&[1], &[2, 3]);
-        assert_eq!(links.blocked(), vec![(1, 2), (1, 3), (2, 1), (3, 1)]);
-        let mut within = TcpStream::connect(links.address(2, 3).expect("link 2 -> 3")).await?;
-        assert_eq!(round_trip(&mut within, b"23", ECHO_MAX).await?.as_deref(), Some(&b"23"[..]));
+    async fn upstream_sees_the_dialing_nodes_address() -> io::Result<()> {
+        // The upstream listens on 127.0.0.1; the proxy dials from another loopback address,
+        // as a node on 127.0.0.12 would.
+        let listener = TcpListener::bind(any_port()).await?;
+        let upstream = listener.local_addr()?;
+        let source = "127.0.0.12".parse().expect("an IP address");
+        let proxy = LinkProxy::start(any_port(), upstream, Some(source)).await?;
+        let _dialer = TcpStream::connect(proxy.address()).await?;
+        let (_accepted, peer) = tokio::time::timeout(ECHO_MAX, listener.accept()).await??;
+        assert_eq!(peer.ip(), source);
         Ok(())
     }
 }

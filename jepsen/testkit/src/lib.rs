@@ -1,0 +1,40 @@
+//! Test support shared by the node's process tests, the deterministic simulator and the Jepsen
+//! suite, kept once as raft-rs keeps its `harness/`: a helper two suites need is never copied.
+//!
+//! Talks to the cluster only through the `client` SDK (and plain HTTP where a payment provider
+//! would), uses `statemachine` only as the model of the histories it records, and imports
+//! neither `node` nor `jepsen`. Owns no verdict: the tests and the checkers judge.
+//!
+//! - [`cluster`]: a [`Cluster`] of real `bookingd` processes on loopback, its options and its
+//!   clients; [`process`]: their lifecycle (spawn, kill -9, restart, wipe, pause, extra nodes,
+//!   crash detection, stop); [`faults`]: link faults through the [`links`] mesh of [`proxy`]
+//!   fault proxies, and healing everything; [`skew`]: clock skew through libfaketime;
+//!   [`membership`]: remove, readmit, add a learner, promote, transfer leadership;
+//!   [`observe`]: status, leaders and convergence; [`wait`]: conditions with a deadline.
+//! - [`workload`]: the SDK-calling half of a client process that both the Jepsen workloads and
+//!   the simulator's buyers run (the mutations and reads, what it knows, how an SDK answer
+//!   becomes a history completion, the shows' wire form); [`webhook`]: the provider's signature.
+
+pub mod cluster;
+pub mod error;
+pub mod faults;
+pub mod links;
+pub mod membership;
+pub mod observe;
+pub mod process;
+pub mod proxy;
+pub mod skew;
+pub mod wait;
+pub mod webhook;
+pub mod workload;
+
+pub use cluster::{Addressing, Cluster, ClusterOptions};
+pub use error::ClusterError;
+pub use observe::Converged;
+pub use wait::{Waiting, wait_for};
+
+/// A node's id, the same in every group.
+pub type NodeId = u64;
+
+/// A Raft group's id: 0 is the metadata group, `1..=groups` hold shows.
+pub type GroupId = u64;

@@ -667,7 +667,8 @@ mod tests {
     fn rejections_are_answers_refusals_fail_and_unknown_writes_are_info() {
         let rejected = Error::Rejected {
             status: Code::Aborted,
-            code: "seat_unavailable".to_owned(),
+            code: client::ErrorCode::SeatUnavailable,
+            code_name: "seat_unavailable".to_owned(),
             message: String::new(),
         };
         assert_eq!(completion_of(&rejected, true), (false, EventKind::Ok));

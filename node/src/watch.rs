@@ -9,8 +9,11 @@
 //! safety net: expiries arrive as `Tick` entries, so they move the applied index too), and
 //! reads this replica's applied state: views may be stale and say so with `as_of`; any node
 //! serves a watch, the leader is never asked. The owner check happens on the first read,
-//! before the stream exists, so a transport can answer it as an ordinary error. Never writes
-//! and never decides a state: the state machine's read views do.
+//! before the stream exists, so a transport can answer it as an ordinary error. A follower
+//! that does not know the entity yet (a buyer who joined on the leader a moment ago and opened
+//! the watch here) waits for its replica to apply more, up to [`REPLICA_LAG_MAX`], before it
+//! answers not found. Never writes and never decides a state: the state machine's read views
+//! do.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -32,6 +35,11 @@ use crate::service::Service;
 
 /// The longest a watcher sleeps without looking at its entity again.
 pub const WAKE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a follower that does not know a watched entity yet waits for its replica to catch
+/// up before answering not found: the staleness a replica's reads are allowed
+/// (shared/DESIGN.md, "Ordering, acknowledgement and fencing").
+pub const REPLICA_LAG_MAX: Duration = Duration::from_secs(2);
 
 /// A watch: views of one entity, the first at once, then one per change; it ends after the
 /// first terminal view, after an error (yielded once), or when the group shuts down.
@@ -97,7 +105,7 @@ pub async fn watch_hold(
     viewer: Option<SessionId>,
 ) -> Result<WatchStream<HoldView>, ApiError> {
     let hosted = service.group_of(show).await?.clone();
-    watch(hosted, move |group| group.hold(show, hold, viewer))
+    watch(hosted, move |group| group.hold(show, hold, viewer)).await
 }
 
 /// Watches admission ticket `ticket` of `show` as `viewer` (`None`: an operator) on this
@@ -113,20 +121,57 @@ pub async fn watch_ticket(
     viewer: Option<SessionId>,
 ) -> Result<WatchStream<TicketView>, ApiError> {
     let hosted = service.group_of(show).await?.clone();
-    watch(hosted, move |group| group.ticket(show, ticket, viewer))
+    watch(hosted, move |group| group.ticket(show, ticket, viewer)).await
 }
 
 /// Subscribes to `hosted`'s applied-state changes, reads the first view (the owner check),
 /// and follows the entity.
-fn watch<V: Watched>(
+async fn watch<V: Watched>(
     hosted: Arc<HostedGroup>,
     read: impl Fn(&Group) -> Result<V, Rejection> + Send + 'static,
 ) -> Result<WatchStream<V>, ApiError> {
     // Subscribed before the first read, so no change after that read can be missed.
-    let wake = AppliedChanges { data: hosted.raft.data_metrics(), interval: WAKE_INTERVAL };
+    let mut wake = AppliedChanges { data: hosted.raft.data_metrics(), interval: WAKE_INTERVAL };
+    let is_leader = hosted.is_leader();
     let read_view = move || hosted.read_local(&read)?.map_err(ApiError::from);
-    let first = read_view()?;
+    let first = match read_view() {
+        Err(error) if !is_leader && is_not_found(&error) => {
+            first_view_once_applied(&mut wake, &read_view, error).await?
+        }
+        first => first?,
+    };
     Ok(follow(first, wake, read_view))
+}
+
+/// Whether a first read found no such entity (or show), which a lagging replica may not know
+/// yet.
+fn is_not_found(error: &ApiError) -> bool {
+    matches!(
+        error,
+        ApiError::Rejected(
+            Rejection::ShowNotFound | Rejection::HoldNotFound | Rejection::TicketNotFound
+        )
+    )
+}
+
+/// Reads the first view again each time this replica applies more, for [`REPLICA_LAG_MAX`] at
+/// most; then `not_found` stands.
+async fn first_view_once_applied<V, W: Wake>(
+    wake: &mut W,
+    read_view: &impl Fn() -> Result<V, ApiError>,
+    not_found: ApiError,
+) -> Result<V, ApiError> {
+    let deadline = tokio::time::Instant::now() + REPLICA_LAG_MAX;
+    loop {
+        match tokio::time::timeout_at(deadline, wake.wait()).await {
+            Ok(true) => {}
+            Ok(false) | Err(_) => return Err(not_found),
+        }
+        match read_view() {
+            Err(error) if is_not_found(&error) => {}
+            found => return found,
+        }
+    }
 }
 
 /// What wakes a watcher to read its entity again.
@@ -281,6 +326,29 @@ mod tests {
             seen,
             [(HoldState::Held, 1), (HoldState::Processing, 3), (HoldState::Confirmed, 5)]
         );
+    }
+
+    /// A follower that does not know the entity yet reads again as it applies, and answers
+    /// not found only once it has lagged for longer than a replica may.
+    #[tokio::test(start_paused = true)]
+    async fn a_lagging_follower_waits_for_the_entity_before_answering_not_found() {
+        let missing = || Err(ApiError::from(Rejection::TicketNotFound));
+        let (wake, woken) = mpsc::unbounded_channel();
+        let mut woken = Scripted(woken);
+        let reads =
+            std::sync::Mutex::new(VecDeque::from([missing(), Ok(hold_view(HoldState::Held, 4))]));
+        let read = || reads.lock().unwrap().pop_front().expect("read more often than woken");
+        wake.send(()).unwrap();
+        wake.send(()).unwrap();
+        let found = first_view_once_applied(&mut woken, &read, missing().unwrap_err()).await;
+        assert_eq!(found.unwrap().as_of.log_index, 4);
+
+        let started = tokio::time::Instant::now();
+        let never = || missing();
+        let answer = first_view_once_applied(&mut woken, &never, missing().unwrap_err()).await;
+        assert_eq!(answer.unwrap_err().code().name(), "ticket_not_found");
+        assert!(started.elapsed() >= REPLICA_LAG_MAX, "gave up early: {:?}", started.elapsed());
+        drop(wake);
     }
 
     #[tokio::test]

@@ -14,7 +14,7 @@ use raft::{Proposal, Raft, TypeConfig};
 use statemachine::{Command, Reply};
 
 use crate::commands::{create_show, hold, open_sales};
-use crate::harness::{Cluster, now_ms};
+use crate::harness::{Cluster, WAIT, now_ms};
 
 const GROUP: u64 = 7;
 const SHOW: u64 = 70;
@@ -34,6 +34,28 @@ async fn fenced_write(
         .await
         .map_err(io::Error::other)?;
     receiver.await.map_err(io::Error::other)
+}
+
+/// As [`fenced_write`], again while the leader refuses without naming another leader (a
+/// leader that just took over refuses writes until a quorum has renewed its lease; on a loaded
+/// machine that can take a while), until [`WAIT`].
+async fn fenced_write_once_leading(
+    raft: &Raft,
+    leader: CommittedLeaderIdOf<TypeConfig>,
+    commands: Vec<Command>,
+) -> io::Result<ClientWriteResult<TypeConfig>> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let result = fenced_write(raft, leader, commands.clone()).await?;
+        let settling = matches!(
+            &result,
+            Err(ClientWriteError::ForwardToLeader(forward)) if forward.leader_id.is_none()
+        );
+        if !settling || tokio::time::Instant::now() >= deadline {
+            return Ok(result);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 fn is_held(result: &ClientWriteResult<TypeConfig>) -> bool {
@@ -77,7 +99,9 @@ async fn a_write_fenced_by_an_earlier_leader_is_never_appended() -> io::Result<(
 
     // Neither refused write was appended: seat 2 is still free for a write under the current
     // leader, and every replica agrees.
-    let fresh = fenced_write(&first_raft, current_leader_id, vec![hold(SHOW, 4, 4, 2)]).await?;
+    let fresh =
+        fenced_write_once_leading(&first_raft, current_leader_id, vec![hold(SHOW, 4, 4, 2)])
+            .await?;
     assert!(is_held(&fresh), "{fresh:?}");
     cluster.wait_converged(GROUP).await?;
     cluster.shutdown().await

@@ -4,6 +4,8 @@
 //!
 //! Runs the `jepsen` binary as a user would. Needs `bookingd` and `bookingd-unsafe` built next
 //! to it (`scripts/test.sh` builds both before the tests); fails, never skips, without them.
+//! The `bookingd` must be a verify build (every invariant checked after every applied entry),
+//! as `cargo test --workspace` builds it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,6 +26,7 @@ fn jepsen(args: &[&str], report: &Path) -> (i32, String) {
             bin_dir().display()
         );
     }
+    assert_nodes_verify();
     let output = Command::new(env!("CARGO_BIN_EXE_jepsen"))
         .arg("test")
         .args(args)
@@ -37,6 +40,22 @@ fn jepsen(args: &[&str], report: &Path) -> (i32, String) {
         String::from_utf8_lossy(&output.stderr)
     );
     (output.status.code().unwrap_or(-1), text)
+}
+
+/// The smoke's nodes check every invariant after every applied entry: the `bookingd` that
+/// `cargo test --workspace` builds has the node's dev-dependency feature `statemachine/verify`
+/// and says so in its version.
+fn assert_nodes_verify() {
+    let output = Command::new(bin_dir().join("bookingd")).arg("--version").output();
+    let version =
+        String::from_utf8_lossy(&output.expect("bookingd --version runs").stdout).trim().to_owned();
+    assert!(
+        version.ends_with("(verify)"),
+        "{} is `{version}`, not a verify build: run the smoke through `cargo test --release \
+         --workspace`, or build it with `cargo build --release -p node --bin bookingd \
+         --features statemachine/verify`",
+        bin_dir().join("bookingd").display()
+    );
 }
 
 fn last_lines(text: &str) -> String {

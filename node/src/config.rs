@@ -51,7 +51,7 @@ pub enum ConfigError {
 /// `--bootstrap`, once; never pass it again (a wiped node restarted with it would found its
 /// groups anew).
 #[derive(Clone, Debug, Default, Parser, Deserialize)]
-#[command(name = "bookingd", version, about, long_about = None)]
+#[command(name = "bookingd", version = crate::VERSION, about, long_about = None)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Args {
     /// A TOML file with any of these settings (kebab-case keys); the command line wins.

@@ -39,6 +39,9 @@ pub async fn run(config: Result<Config, ConfigError>) -> ExitCode {
         }
     };
     let id = config.id;
+    if statemachine::VERIFY {
+        tracing::info!("verify build: every invariant is checked after every applied entry");
+    }
     let node = match Node::start(config).await {
         Ok(node) => node,
         Err(error) => {

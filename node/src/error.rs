@@ -284,8 +284,8 @@ impl From<ApiError> for Status {
 mod tests {
     use std::borrow::Cow;
 
-    use statemachine::{Currency, WaitlistEntryState};
-    use statemachine::{EntryId, HoldState, Money, ShowStatus, TicketId, TicketState};
+    use statemachine::{Currency, WaitlistEntryStatus};
+    use statemachine::{EntryId, HoldStatus, Money, SeatSet, ShowStatus, TicketId, TicketStatus};
 
     use super::*;
 
@@ -299,8 +299,9 @@ mod tests {
         assert_eq!(status.metadata().get(metadata::CODE).unwrap(), "not_leader");
         assert_eq!(status.metadata().get(metadata::LEADER_ID).unwrap(), "2");
         assert_eq!(status.metadata().get(metadata::LEADER_ADDR).unwrap(), "127.0.0.1:7102");
-        let taken =
-            Status::from(ApiError::from(Rejection::SeatUnavailable { seats: Default::default() }));
+        let taken = Status::from(ApiError::from(Rejection::SeatUnavailable {
+            seats: statemachine::SeatSet::one(1),
+        }));
         assert_eq!(taken.code(), Code::Aborted);
         assert_eq!(taken.metadata().get(metadata::CODE).unwrap(), "seat_unavailable");
     }
@@ -329,20 +330,20 @@ mod tests {
             Rejection::ShowNotOnSale { status: ShowStatus::Draft },
             Rejection::ShowCancelled,
             Rejection::SeatOutOfRange { seat: 1, seat_count: 1 },
-            Rejection::SeatUnavailable { seats: Default::default() },
+            Rejection::SeatUnavailable { seats: SeatSet::one(1) },
             Rejection::PriceVersionMismatch { current: 1 },
             Rejection::TooManyHolds { max: 1 },
             Rejection::GrantRequired,
             Rejection::TicketNotFound,
             Rejection::GrantExpired,
-            Rejection::TicketNotActive { state: TicketState::Left },
+            Rejection::TicketNotActive { state: TicketStatus::Left },
             Rejection::AdmissionDisabled,
             Rejection::AlreadyQueued { ticket: TicketId(1) },
             Rejection::QueueFull { what: Cow::Borrowed("lane") },
             Rejection::NotOwner,
             Rejection::HoldNotFound,
             Rejection::HoldExpired,
-            Rejection::HoldNotActive { state: HoldState::Cancelled },
+            Rejection::HoldNotActive { state: HoldStatus::Cancelled },
             Rejection::PaymentInProgress,
             Rejection::PaymentAttemptsExhausted,
             Rejection::PaymentNotFound,
@@ -353,7 +354,7 @@ mod tests {
             Rejection::NotSoldOut { free: 1 },
             Rejection::AlreadyOnWaitlist { entry: EntryId(1) },
             Rejection::EntryNotFound,
-            Rejection::EntryNotActive { state: WaitlistEntryState::Left },
+            Rejection::EntryNotActive { state: WaitlistEntryStatus::Left },
             Rejection::OfferNotFound,
             Rejection::OfferExpired,
             Rejection::OfferNotActive,

@@ -46,15 +46,8 @@ pub fn nonzero(field: &str, id: u64) -> Result<u64, ApiError> {
 ///
 /// `InvalidArgument` for none, more than 10, or a seat named twice.
 pub fn seats(field: &str, seats: &[u32]) -> Result<SeatSet, ApiError> {
-    if seats.is_empty() || seats.len() > SEATS_PER_HOLD_MAX {
-        return Err(ApiError::InvalidArgument(format!(
-            "{field}: 1..={SEATS_PER_HOLD_MAX} seats per hold, got {}",
-            seats.len()
-        )));
-    }
-    let sorted = distinct(field, seats)?;
-    SeatSet::try_from(sorted.as_slice())
-        .map_err(|_capacity| ApiError::InvalidArgument(format!("{field}: too many")))
+    SeatSet::new(seats.iter().copied())
+        .map_err(|error| ApiError::InvalidArgument(format!("{field}: {error}")))
 }
 
 /// The seats of a capacity-released event: 1..=1024 distinct seat numbers, sorted.

@@ -45,3 +45,12 @@ pub(crate) mod test_node;
 
 pub use config::{Args, Config};
 pub use node::Node;
+
+/// The version `bookingd --version` prints: the crate's, and `(verify)` in a build whose state
+/// machine checks every invariant after every applied entry (the `statemachine/verify`
+/// feature, which the workspace's tests turn on; the Jepsen smoke checks it is on).
+pub const VERSION: &str = if statemachine::VERIFY {
+    concat!(env!("CARGO_PKG_VERSION"), " (verify)")
+} else {
+    env!("CARGO_PKG_VERSION")
+};

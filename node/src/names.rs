@@ -9,8 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 use statemachine::{
-    Actor, BookingState, EntityKind, HoldState, OfferState, PaymentState, Reason, SeatStatus,
-    ShowStatus, StateName, TicketState, WaitlistEntryState,
+    Actor, BookingState, EntityKind, HoldStatus, OfferStatus, PaymentStatus, Reason, SeatStatus,
+    ShowStatus, StateName, TicketStatus, WaitlistEntryStatus,
 };
 use utoipa::ToSchema;
 
@@ -85,7 +85,7 @@ names!(
 
 names!(
     /// A hold's state (by log time: an overdue live hold reads as expired).
-    HoldStateName from HoldState {
+    HoldStateName from HoldStatus {
         /// Owns its seats.
         Held = "held",
         /// Checkout started; the payment is being processed.
@@ -111,7 +111,7 @@ names!(
 
 names!(
     /// A payment attempt's state.
-    PaymentStateName from PaymentState {
+    PaymentStateName from PaymentStatus {
         /// Awaiting the provider.
         Pending = "pending",
         /// The provider could not say.
@@ -125,7 +125,7 @@ names!(
 
 names!(
     /// An admission ticket's state.
-    TicketStateName from TicketState {
+    TicketStateName from TicketStatus {
         /// In line.
         Waiting = "waiting",
         /// Holds a grant: may hold seats until the grant deadline.
@@ -141,7 +141,7 @@ names!(
 
 names!(
     /// A waitlist entry's state.
-    EntryStateName from WaitlistEntryState {
+    EntryStateName from WaitlistEntryStatus {
         /// In line.
         Waiting = "waiting",
         /// Has an open offer.
@@ -159,7 +159,7 @@ names!(
 
 names!(
     /// A waitlist offer's state.
-    OfferStateName from OfferState {
+    OfferStateName from OfferStatus {
         /// May be accepted until its deadline.
         Open = "open",
         /// Accepted: its seats became a hold.
@@ -313,7 +313,7 @@ mod tests {
             assert_eq!(ReasonName::parse(name.as_str()), Some(*name));
         }
         assert_eq!(serde_json::to_value(ShowStatusName::OnSale).unwrap(), "on_sale");
-        assert_eq!(HoldStateName::from(HoldState::Held).as_str(), "held");
+        assert_eq!(HoldStateName::from(HoldStatus::Held).as_str(), "held");
         assert_eq!(actor_name(Actor::System), "system");
         assert_eq!(actor_name(Actor::Session(statemachine::SessionId(255))).len(), 8 + 32);
     }

@@ -421,7 +421,7 @@ fn entry_with_offer(
     session: SessionId,
 ) -> Result<EntryWithOffer, Rejection> {
     let entry = state.waitlist_entry(show, entry, Some(session))?;
-    let offer = match entry.entry.offer {
+    let offer = match entry.entry.offer() {
         Some(offer) => Some(state.offer(show, offer, Some(session))?),
         None => None,
     };

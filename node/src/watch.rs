@@ -25,7 +25,7 @@ use openraft::alias::WatchReceiverOf;
 use openraft::async_runtime::WatchReceiver;
 use openraft::metrics::RaftDataMetrics;
 use statemachine::{
-    Group, HoldId, HoldState, HoldView, Rejection, SessionId, ShowId, TicketId, TicketState,
+    Group, HoldId, HoldStatus, HoldView, Rejection, SessionId, ShowId, TicketId, TicketStatus,
     TicketView,
 };
 
@@ -60,7 +60,7 @@ pub trait Watched: Clone + Send + 'static {
 impl Watched for HoldView {
     /// State, the deadline in force (a checkout sets the payment deadline), payment attempt
     /// and booking.
-    type Key = (HoldState, u64, Option<u64>, Option<u64>);
+    type Key = (HoldStatus, u64, Option<u64>, Option<u64>);
 
     fn key(&self) -> Self::Key {
         let hold = &self.hold;
@@ -68,8 +68,8 @@ impl Watched for HoldView {
         (
             self.state,
             deadline_ms,
-            hold.payment.map(|payment| payment.0),
-            hold.booking.map(|booking| booking.0),
+            hold.payment().map(|payment| payment.0),
+            hold.booking().map(|booking| booking.0),
         )
     }
 
@@ -80,15 +80,15 @@ impl Watched for HoldView {
 
 impl Watched for TicketView {
     /// State, waiting tickets ahead, and the grant deadline while granted.
-    type Key = (TicketState, u32, Option<u64>);
+    type Key = (TicketStatus, u32, Option<u64>);
 
     fn key(&self) -> Self::Key {
-        let granted = self.state == TicketState::Granted;
+        let granted = self.state == TicketStatus::Granted;
         (self.state, self.ahead, self.grant_deadline_ms.filter(|_| granted))
     }
 
     fn is_terminal(&self) -> bool {
-        matches!(self.state, TicketState::Consumed | TicketState::Left | TicketState::Expired)
+        matches!(self.state, TicketStatus::Consumed | TicketStatus::Left | TicketStatus::Expired)
     }
 }
 
@@ -254,8 +254,9 @@ mod tests {
 
     use futures_util::StreamExt;
     use statemachine::{
-        ClientRequest, Currency, Hold, HoldState, Money, PaymentEffect, PaymentId, PaymentOutcome,
-        PaymentResult, ProviderEventId, Rejection, SessionId, TicketState,
+        BookingId, ClientRequest, Currency, Hold, HoldState, HoldStatus, Money, PaymentEffect,
+        PaymentId, PaymentOutcome, PaymentResult, ProviderEventId, Rejection, SessionId,
+        TicketStatus,
     };
     use tokio::sync::mpsc;
 
@@ -271,23 +272,30 @@ mod tests {
         }
     }
 
-    fn hold_view(state: HoldState, log_index: u64) -> HoldView {
+    fn hold_view(state: HoldStatus, log_index: u64) -> HoldView {
+        let stored = match state {
+            HoldStatus::Held => HoldState::Held,
+            HoldStatus::Processing => {
+                HoldState::Processing { payment: PaymentId(2), deadline_ms: 420_000 }
+            }
+            HoldStatus::Confirmed => HoldState::Confirmed { booking: BookingId(3) },
+            HoldStatus::Cancelled => HoldState::Cancelled,
+            HoldStatus::Expired => HoldState::Expired,
+        };
+        let checked_out = !matches!(state, HoldStatus::Held);
         HoldView {
             hold: Hold {
                 id: HoldId(1),
                 session: SessionId(7),
                 seats: [3].as_slice().try_into().unwrap(),
-                state,
+                state: stored,
                 created_ms: 0,
                 hold_deadline_ms: 300_000,
-                processing_deadline_ms: (state == HoldState::Processing).then_some(420_000),
                 price_version: 1,
                 price: Money { amount_minor: 2_500, currency: Currency(*b"EUR") },
                 grant: None,
                 offer: None,
-                payment: None,
-                payment_attempts: 0,
-                booking: None,
+                payments: checked_out.then_some(PaymentId(2)).into_iter().collect(),
             },
             state,
             as_of: statemachine::AsOf { log_index, log_time_ms: log_index },
@@ -308,12 +316,12 @@ mod tests {
     #[tokio::test]
     async fn yields_only_changes_and_ends_after_a_terminal_state() {
         let reads = vec![
-            Ok(hold_view(HoldState::Held, 2)),
-            Ok(hold_view(HoldState::Processing, 3)),
-            Ok(hold_view(HoldState::Processing, 4)),
-            Ok(hold_view(HoldState::Confirmed, 5)),
+            Ok(hold_view(HoldStatus::Held, 2)),
+            Ok(hold_view(HoldStatus::Processing, 3)),
+            Ok(hold_view(HoldStatus::Processing, 4)),
+            Ok(hold_view(HoldStatus::Confirmed, 5)),
         ];
-        let (mut watch, wake) = scripted(hold_view(HoldState::Held, 1), reads);
+        let (mut watch, wake) = scripted(hold_view(HoldStatus::Held, 1), reads);
         for _ in 0..4 {
             wake.send(()).unwrap();
         }
@@ -324,7 +332,7 @@ mod tests {
         }
         assert_eq!(
             seen,
-            [(HoldState::Held, 1), (HoldState::Processing, 3), (HoldState::Confirmed, 5)]
+            [(HoldStatus::Held, 1), (HoldStatus::Processing, 3), (HoldStatus::Confirmed, 5)]
         );
     }
 
@@ -336,7 +344,7 @@ mod tests {
         let (wake, woken) = mpsc::unbounded_channel();
         let mut woken = Scripted(woken);
         let reads =
-            std::sync::Mutex::new(VecDeque::from([missing(), Ok(hold_view(HoldState::Held, 4))]));
+            std::sync::Mutex::new(VecDeque::from([missing(), Ok(hold_view(HoldStatus::Held, 4))]));
         let read = || reads.lock().unwrap().pop_front().expect("read more often than woken");
         wake.send(()).unwrap();
         wake.send(()).unwrap();
@@ -353,21 +361,21 @@ mod tests {
 
     #[tokio::test]
     async fn a_terminal_first_view_is_the_only_one() {
-        let (mut watch, _wake) = scripted(hold_view(HoldState::Expired, 1), Vec::new());
-        assert_eq!(watch.next().await.unwrap().unwrap().state, HoldState::Expired);
+        let (mut watch, _wake) = scripted(hold_view(HoldStatus::Expired, 1), Vec::new());
+        assert_eq!(watch.next().await.unwrap().unwrap().state, HoldStatus::Expired);
         assert!(watch.next().await.is_none());
     }
 
     #[tokio::test]
     async fn an_error_is_yielded_once_and_a_stopped_group_ends_the_watch() {
         let reads = vec![Err(ApiError::Internal("store failed".into()))];
-        let (mut watch, wake) = scripted(hold_view(HoldState::Held, 1), reads);
+        let (mut watch, wake) = scripted(hold_view(HoldStatus::Held, 1), reads);
         wake.send(()).unwrap();
         assert!(watch.next().await.unwrap().is_ok());
         assert_eq!(watch.next().await.unwrap().unwrap_err().code().name(), "internal");
         assert!(watch.next().await.is_none());
 
-        let (mut watch, wake) = scripted(hold_view(HoldState::Held, 1), Vec::new());
+        let (mut watch, wake) = scripted(hold_view(HoldStatus::Held, 1), Vec::new());
         assert!(watch.next().await.unwrap().is_ok());
         drop(wake);
         assert!(watch.next().await.is_none());
@@ -383,16 +391,16 @@ mod tests {
             grant_deadline_ms,
             as_of: statemachine::AsOf { log_index: 1, log_time_ms: 1 },
         };
-        let waiting = ticket(TicketState::Waiting, 3, None);
-        assert_ne!(waiting.key(), ticket(TicketState::Waiting, 2, None).key());
-        assert_ne!(waiting.key(), ticket(TicketState::Granted, 0, Some(60_000)).key());
-        assert!(!ticket(TicketState::Granted, 0, Some(60_000)).is_terminal());
+        let waiting = ticket(TicketStatus::Waiting, 3, None);
+        assert_ne!(waiting.key(), ticket(TicketStatus::Waiting, 2, None).key());
+        assert_ne!(waiting.key(), ticket(TicketStatus::Granted, 0, Some(60_000)).key());
+        assert!(!ticket(TicketStatus::Granted, 0, Some(60_000)).is_terminal());
         // A consumed ticket keeps its old grant deadline in the view; it is no change.
         assert_eq!(
-            ticket(TicketState::Consumed, 0, Some(60_000)).key(),
-            ticket(TicketState::Consumed, 0, None).key()
+            ticket(TicketStatus::Consumed, 0, Some(60_000)).key(),
+            ticket(TicketStatus::Consumed, 0, None).key()
         );
-        for terminal in [TicketState::Consumed, TicketState::Left, TicketState::Expired] {
+        for terminal in [TicketStatus::Consumed, TicketStatus::Left, TicketStatus::Expired] {
             assert!(ticket(terminal, 0, None).is_terminal());
         }
     }
@@ -411,12 +419,12 @@ mod tests {
 
         let mut watch = watch_hold(&cluster.service, show, hold, Some(owner)).await.unwrap();
         let first = watch.next().await.unwrap().unwrap();
-        assert_eq!(first.state, HoldState::Held);
+        assert_eq!(first.state, HoldStatus::Held);
 
         let payment: PaymentId = cluster.checkout(show, owner, hold).await;
         let processing = watch.next().await.unwrap().unwrap();
-        assert_eq!(processing.state, HoldState::Processing);
-        assert_eq!(processing.hold.payment, Some(payment));
+        assert_eq!(processing.state, HoldStatus::Processing);
+        assert_eq!(processing.hold.payment(), Some(payment));
 
         let paid = PaymentOutcome {
             show,
@@ -430,7 +438,7 @@ mod tests {
             statemachine::Reply::PaymentRecorded { effect: PaymentEffect::Confirmed { .. }, .. }
         ));
         let confirmed = watch.next().await.unwrap().unwrap();
-        assert_eq!(confirmed.state, HoldState::Confirmed);
+        assert_eq!(confirmed.state, HoldStatus::Confirmed);
         assert!(confirmed.as_of.log_index > first.as_of.log_index);
         assert!(watch.next().await.is_none());
     }
@@ -452,15 +460,15 @@ mod tests {
 
         let mut watch = watch_ticket(&cluster.service, show, waiting, Some(second)).await.unwrap();
         let view = watch.next().await.unwrap().unwrap();
-        assert_eq!((view.state, view.ahead), (TicketState::Waiting, 0));
+        assert_eq!((view.state, view.ahead), (TicketStatus::Waiting, 0));
 
         cluster.client(show, first, ClientRequest::LeaveQueue { ticket: granted }).await;
         let view = watch.next().await.unwrap().unwrap();
-        assert_eq!(view.state, TicketState::Granted);
+        assert_eq!(view.state, TicketStatus::Granted);
         assert!(view.grant_deadline_ms.is_some());
 
         cluster.client(show, second, ClientRequest::LeaveQueue { ticket: waiting }).await;
-        assert_eq!(watch.next().await.unwrap().unwrap().state, TicketState::Left);
+        assert_eq!(watch.next().await.unwrap().unwrap().state, TicketStatus::Left);
         assert!(watch.next().await.is_none());
     }
 }

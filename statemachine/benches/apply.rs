@@ -140,6 +140,11 @@ fn client(session: SessionId, key: IdempotencyKey, request: ClientRequest) -> Co
     Command::Client(ClientCommand { show: SHOW, session, key, request })
 }
 
+/// The `len` seats from `first` on.
+fn seat_run(first: u32, len: u32) -> SeatSet {
+    SeatSet::new(first..first + len).expect("1..=4 consecutive seats")
+}
+
 fn hold_request(seats: SeatSet) -> ClientRequest {
     ClientRequest::Hold { seats, price_version: 1, grant: None }
 }
@@ -286,7 +291,7 @@ impl OnSale {
         if first == SEATS {
             first = start; // looks sold out: try the seats anyway
         }
-        let seats: SeatSet = (first..first + len).collect();
+        let seats = seat_run(first, len);
         let key = self.key();
         let command = client(self.sessions[who], key, hold_request(seats));
         if self.recent.len() < 1_024 {
@@ -502,7 +507,7 @@ fn all_conflict_workload() -> Workload {
         .enumerate()
         .map(|(i, buyer)| {
             let first = i as u32 * 4;
-            client(*buyer, IdempotencyKey(rng.u128()), hold_request((first..first + 4).collect()))
+            client(*buyer, IdempotencyKey(rng.u128()), hold_request(seat_run(first, 4)))
         })
         .collect();
     let held = apply(&mut group, holds);
@@ -546,7 +551,7 @@ fn all_conflict_workload() -> Workload {
         .map(|_| {
             let who = buyers[rng.below(SESSIONS as u64) as usize];
             let (start, len) = skewed_block(&mut rng);
-            client(who, IdempotencyKey(rng.u128()), hold_request((start..start + len).collect()))
+            client(who, IdempotencyKey(rng.u128()), hold_request(seat_run(start, len)))
         })
         .collect();
     let time_ms = group.log_time_ms() + 1_000;
@@ -588,7 +593,7 @@ fn uncontended_workload() -> Workload {
         .iter()
         .enumerate()
         .map(|(i, (first, len))| {
-            let seats = (*first..first + len).collect();
+            let seats = seat_run(*first, *len);
             client(buyers[i % SESSIONS], IdempotencyKey(rng.u128()), hold_request(seats))
         })
         .collect();

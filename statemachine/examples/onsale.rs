@@ -227,8 +227,10 @@ fn main() {
                     // Skewed 80/20 toward the front of what looks free, as buyers prefer.
                     let span = if rng.chance(80) { free.len().div_ceil(5) } else { free.len() };
                     let start = free[rng.below(span as u64) as usize];
-                    let seats: SeatSet =
-                        (start..start + want as u32).filter(|seat| *seat < options.seats).collect();
+                    let seats = SeatSet::new(
+                        (start..start + want as u32).filter(|seat| *seat < options.seats),
+                    )
+                    .expect("the start seat is in the show");
                     tally.hold_attempts += 1;
                     request(
                         buyer,
@@ -297,7 +299,7 @@ fn main() {
             match (buyer.phase.clone(), outcome) {
                 (_, Ok(Reply::Queued { ticket, state, .. })) => {
                     by_ticket.insert(ticket, n);
-                    buyer.phase = if state == TicketState::Granted {
+                    buyer.phase = if state == TicketStatus::Granted {
                         Phase::Granted { ticket, tries: 0 }
                     } else {
                         Phase::Queued
@@ -345,7 +347,7 @@ fn main() {
                         let cancel_at_ms = rng.chance(3).then(|| now + 5_000 + rng.below(30_000));
                         buyer.phase = Phase::Booked { booking, cancel_at_ms };
                     }
-                    PaymentEffect::Declined { hold_state: HoldState::Held } => {
+                    PaymentEffect::Declined { hold_state: HoldStatus::Held } => {
                         tally.declines += 1;
                         let hold = group.payment(show, payment, None).expect("known").payment.hold;
                         buyer.phase = Phase::Holding { hold, checkout_at_ms: now + 1_000 };

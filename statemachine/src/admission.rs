@@ -10,22 +10,18 @@ use crate::ids::{Actor, SessionId, TicketId};
 use crate::limits::{ADMISSION_TICKETS_LIVE_MAX, ADMISSION_WINDOW_MAX};
 use crate::outbox::Event;
 use crate::outcome::{Outcome, Rejection, Reply};
-use crate::state::{Ctx, Show, Ticket, TicketState};
+use crate::state::{Ctx, Grant, Show, Ticket, TicketState, TicketStatus};
 
 impl Show {
     /// A ticket's state as a reader should see it at `now_ms`: an overdue grant or an overdue
     /// waiting ticket reads as expired.
-    pub(crate) fn ticket_effective_state(&self, ticket: &Ticket, now_ms: u64) -> TicketState {
+    pub(crate) fn ticket_effective_state(&self, ticket: &Ticket, now_ms: u64) -> TicketStatus {
         match ticket.state {
-            TicketState::Granted
-                if ticket.grant_deadline_ms.expect("a grant has a deadline") <= now_ms =>
-            {
-                TicketState::Expired
-            }
+            TicketState::Granted { grant } if grant.deadline_ms <= now_ms => TicketStatus::Expired,
             TicketState::Waiting if ticket.joined_ms + self.policy.ticket_wait_ms <= now_ms => {
-                TicketState::Expired
+                TicketStatus::Expired
             }
-            state => state,
+            state => state.status(),
         }
     }
 
@@ -41,8 +37,8 @@ impl Show {
             return Err(Rejection::NotOwner);
         }
         match self.ticket_effective_state(ticket, now_ms) {
-            TicketState::Granted => Ok(()),
-            TicketState::Expired if ticket.state == TicketState::Granted => {
+            TicketStatus::Granted => Ok(()),
+            TicketStatus::Expired if matches!(ticket.state, TicketState::Granted { .. }) => {
                 Err(Rejection::GrantExpired)
             }
             state => Err(Rejection::TicketNotActive { state }),
@@ -51,7 +47,11 @@ impl Show {
 
     /// Consumes a live grant (checked by `check_grant`) and serves the next in line.
     pub(crate) fn consume_grant(&mut self, ctx: &mut Ctx<'_>, grant: TicketId) {
-        self.end_ticket(ctx, grant, TicketState::Consumed, Reason::GrantConsumed);
+        assert_eq!(
+            self.ticket_effective_state(&self.lane.tickets[&grant], ctx.now),
+            TicketStatus::Granted
+        );
+        self.end_ticket(ctx, grant, TicketStatus::Consumed, Reason::GrantConsumed);
         self.settle_lane(ctx, u32::MAX);
         self.advance_lane(ctx);
     }
@@ -64,7 +64,7 @@ impl Show {
         }
         if let Some(ticket) = self.lane.live_by_session.get(&session) {
             let live = &self.lane.tickets[ticket];
-            if self.ticket_effective_state(live, ctx.now) != TicketState::Expired {
+            if self.ticket_effective_state(live, ctx.now) != TicketStatus::Expired {
                 return Err(Rejection::AlreadyQueued { ticket: *ticket });
             }
         }
@@ -74,17 +74,9 @@ impl Show {
 
         self.settle_lane(ctx, u32::MAX);
         let id = TicketId(self.allocate_id());
-        self.lane.tickets.insert(
-            id,
-            Ticket {
-                id,
-                session,
-                state: TicketState::Waiting,
-                joined_ms: ctx.now,
-                granted_index: None,
-                grant_deadline_ms: None,
-            },
-        );
+        self.lane
+            .tickets
+            .insert(id, Ticket { id, session, state: TicketState::Waiting, joined_ms: ctx.now });
         assert!(self.lane.waiting.insert(id));
         assert!(self.lane.waiting_deadlines.insert((ctx.now + self.policy.ticket_wait_ms, id)));
         assert!(self.lane.live_by_session.insert(session, id).is_none());
@@ -92,11 +84,13 @@ impl Show {
             self.transition(EntityKind::Ticket, id.0, None, StateName::Waiting, Reason::Requested);
         ctx.record(transition);
         self.advance_lane(ctx);
-        let ticket = &self.lane.tickets[&id];
+        let state = self.lane.tickets[&id].state;
+        // The session's live ticket is the new one, in line or granted at once.
+        assert!(state.is_live() && self.lane.live_by_session[&session] == id);
         Ok(Reply::Queued {
             ticket: id,
-            state: ticket.state,
-            grant_deadline_ms: ticket.grant_deadline_ms,
+            state: state.status(),
+            grant_deadline_ms: state.grant().map(|grant| grant.deadline_ms),
         })
     }
 
@@ -112,12 +106,13 @@ impl Show {
             return Err(Rejection::NotOwner);
         }
         match self.ticket_effective_state(found, ctx.now) {
-            TicketState::Waiting | TicketState::Granted => {}
+            TicketStatus::Waiting | TicketStatus::Granted => {}
             state => return Err(Rejection::TicketNotActive { state }),
         }
-        self.end_ticket(ctx, ticket, TicketState::Left, Reason::Requested);
+        self.end_ticket(ctx, ticket, TicketStatus::Left, Reason::Requested);
         self.settle_lane(ctx, u32::MAX);
         self.advance_lane(ctx);
+        assert_eq!(self.lane.tickets[&ticket].state.status(), TicketStatus::Left);
         Ok(Reply::QueueLeft { ticket })
     }
 
@@ -146,37 +141,50 @@ impl Show {
         if !enabled {
             let live: Vec<TicketId> = self.lane.live_by_session.values().copied().collect();
             for ticket in live {
-                self.end_ticket(ctx, ticket, TicketState::Expired, Reason::LaneDisabled);
+                self.end_ticket(ctx, ticket, TicketStatus::Expired, Reason::LaneDisabled);
             }
         }
         self.settle_lane(ctx, u32::MAX);
         self.advance_lane(ctx);
+        assert!(
+            enabled || self.lane.live_by_session.is_empty(),
+            "a lane turned off has no tickets"
+        );
         Ok(Reply::AdmissionConfigured { show: self.id, enabled, window })
     }
 
-    /// Ends a waiting or granted ticket.
+    /// Ends a waiting or granted ticket as `to` (consumed only if granted); a grant it had
+    /// stays recorded in its final state.
     pub(crate) fn end_ticket(
         &mut self,
         ctx: &mut Ctx<'_>,
         ticket: TicketId,
-        to: TicketState,
+        to: TicketStatus,
         reason: Reason,
     ) {
         let found = self.lane.tickets.get_mut(&ticket).expect("ending a known ticket");
         let from = found.state;
-        match from {
+        let grant = match from {
             TicketState::Waiting => {
                 assert!(self.lane.waiting.remove(&ticket));
                 let limit_ms = found.joined_ms + self.policy.ticket_wait_ms;
                 assert!(self.lane.waiting_deadlines.remove(&(limit_ms, ticket)));
+                None
             }
-            TicketState::Granted => {
-                let deadline_ms = found.grant_deadline_ms.expect("a grant has a deadline");
-                assert!(self.lane.granted.remove(&(deadline_ms, ticket)));
+            TicketState::Granted { grant } => {
+                assert!(self.lane.granted.remove(&(grant.deadline_ms, ticket)));
+                Some(grant)
             }
             _ => panic!("ending a ticket that is not live"),
-        }
-        found.state = to;
+        };
+        found.state = match (to, grant) {
+            (TicketStatus::Consumed, Some(grant)) => TicketState::Consumed { grant },
+            (TicketStatus::Left, grant) => TicketState::Left { grant },
+            (TicketStatus::Expired, grant) => TicketState::Expired { grant },
+            (to, _) => panic!("a {from:?} ticket cannot end {to:?}"),
+        };
+        let to = found.state;
+        assert!(!to.is_live());
         let session = found.session;
         assert_eq!(self.lane.live_by_session.remove(&session), Some(ticket));
         let transition =
@@ -199,10 +207,16 @@ impl Show {
                 (None, Some((_, ticket))) => (*ticket, Reason::WaitingLimit),
                 (None, None) => break,
             };
-            self.end_ticket(ctx, ticket, TicketState::Expired, reason);
+            self.end_ticket(ctx, ticket, TicketStatus::Expired, reason);
             expired += 1;
         }
         ctx.actor = actor;
+        // Within its budget, nothing due is left.
+        let due = |first: Option<&(u64, TicketId)>| first.is_some_and(|(at, _)| *at <= ctx.now);
+        assert!(
+            expired == budget
+                || !(due(self.lane.granted.first()) || due(self.lane.waiting_deadlines.first()))
+        );
         expired
     }
 
@@ -223,15 +237,13 @@ impl Show {
             if limit_ms <= ctx.now {
                 // Waited too long: it is expired, not served.
                 self.lane.waiting.insert(ticket);
-                self.end_ticket(ctx, ticket, TicketState::Expired, Reason::WaitingLimit);
+                self.end_ticket(ctx, ticket, TicketStatus::Expired, Reason::WaitingLimit);
                 continue;
             }
             assert!(self.lane.waiting_deadlines.remove(&(limit_ms, ticket)));
             let found = self.lane.tickets.get_mut(&ticket).expect("a waiting ticket exists");
             let deadline_ms = ctx.now + self.policy.grant_ttl_ms;
-            found.state = TicketState::Granted;
-            found.granted_index = Some(ctx.index);
-            found.grant_deadline_ms = Some(deadline_ms);
+            found.state = TicketState::Granted { grant: Grant { index: ctx.index, deadline_ms } };
             let session = found.session;
             assert!(self.lane.granted.insert((deadline_ms, ticket)));
             ctx.emit(self.id, Event::GrantIssued { ticket, session, deadline_ms });
@@ -245,5 +257,8 @@ impl Show {
             ctx.record(transition);
         }
         ctx.actor = actor;
+        // The window is full, or nobody waits.
+        let granted = self.lane.granted.len() as u64;
+        assert!(granted >= u64::from(self.lane.window) || self.lane.waiting.is_empty());
     }
 }

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{Actor, ShowId};
 use crate::state::{
-    BookingState, HoldState, OfferState, PaymentState, TicketState, WaitlistEntryState,
+    BookingState, HoldState, HoldStatus, OfferState, OfferStatus, PaymentState, PaymentStatus,
+    TicketState, TicketStatus, WaitlistEntryState, WaitlistEntryStatus,
 };
 
 /// The kinds of audited entity.
@@ -219,14 +220,14 @@ impl Audit {
     }
 }
 
-impl From<HoldState> for StateName {
-    fn from(state: HoldState) -> Self {
+impl From<HoldStatus> for StateName {
+    fn from(state: HoldStatus) -> Self {
         match state {
-            HoldState::Held => StateName::Held,
-            HoldState::Processing => StateName::Processing,
-            HoldState::Confirmed => StateName::Confirmed,
-            HoldState::Cancelled => StateName::Cancelled,
-            HoldState::Expired => StateName::Expired,
+            HoldStatus::Held => StateName::Held,
+            HoldStatus::Processing => StateName::Processing,
+            HoldStatus::Confirmed => StateName::Confirmed,
+            HoldStatus::Cancelled => StateName::Cancelled,
+            HoldStatus::Expired => StateName::Expired,
         }
     }
 }
@@ -240,50 +241,65 @@ impl From<BookingState> for StateName {
     }
 }
 
-impl From<PaymentState> for StateName {
-    fn from(state: PaymentState) -> Self {
+impl From<PaymentStatus> for StateName {
+    fn from(state: PaymentStatus) -> Self {
         match state {
-            PaymentState::Pending => StateName::Pending,
-            PaymentState::Unknown => StateName::Unknown,
-            PaymentState::Succeeded => StateName::Succeeded,
-            PaymentState::Declined => StateName::Declined,
+            PaymentStatus::Pending => StateName::Pending,
+            PaymentStatus::Unknown => StateName::Unknown,
+            PaymentStatus::Succeeded => StateName::Succeeded,
+            PaymentStatus::Declined => StateName::Declined,
         }
     }
 }
 
-impl From<TicketState> for StateName {
-    fn from(state: TicketState) -> Self {
+impl From<TicketStatus> for StateName {
+    fn from(state: TicketStatus) -> Self {
         match state {
-            TicketState::Waiting => StateName::Waiting,
-            TicketState::Granted => StateName::Granted,
-            TicketState::Consumed => StateName::Consumed,
-            TicketState::Left => StateName::Left,
-            TicketState::Expired => StateName::Expired,
+            TicketStatus::Waiting => StateName::Waiting,
+            TicketStatus::Granted => StateName::Granted,
+            TicketStatus::Consumed => StateName::Consumed,
+            TicketStatus::Left => StateName::Left,
+            TicketStatus::Expired => StateName::Expired,
         }
     }
 }
 
-impl From<WaitlistEntryState> for StateName {
-    fn from(state: WaitlistEntryState) -> Self {
+impl From<WaitlistEntryStatus> for StateName {
+    fn from(state: WaitlistEntryStatus) -> Self {
         match state {
-            WaitlistEntryState::Waiting => StateName::Waiting,
-            WaitlistEntryState::Offered => StateName::Offered,
-            WaitlistEntryState::Accepted => StateName::Accepted,
-            WaitlistEntryState::Declined => StateName::Declined,
-            WaitlistEntryState::Expired => StateName::Expired,
-            WaitlistEntryState::Left => StateName::Left,
+            WaitlistEntryStatus::Waiting => StateName::Waiting,
+            WaitlistEntryStatus::Offered => StateName::Offered,
+            WaitlistEntryStatus::Accepted => StateName::Accepted,
+            WaitlistEntryStatus::Declined => StateName::Declined,
+            WaitlistEntryStatus::Expired => StateName::Expired,
+            WaitlistEntryStatus::Left => StateName::Left,
         }
     }
 }
 
-impl From<OfferState> for StateName {
-    fn from(state: OfferState) -> Self {
+impl From<OfferStatus> for StateName {
+    fn from(state: OfferStatus) -> Self {
         match state {
-            OfferState::Open => StateName::Open,
-            OfferState::Accepted => StateName::Accepted,
-            OfferState::Declined => StateName::Declined,
-            OfferState::Expired => StateName::Expired,
-            OfferState::Withdrawn => StateName::Withdrawn,
+            OfferStatus::Open => StateName::Open,
+            OfferStatus::Accepted => StateName::Accepted,
+            OfferStatus::Declined => StateName::Declined,
+            OfferStatus::Expired => StateName::Expired,
+            OfferStatus::Withdrawn => StateName::Withdrawn,
         }
     }
 }
+
+/// Names a data-carrying state by its status.
+macro_rules! state_name_from_state {
+    ($($state:ident),+) => {
+        $(
+            impl From<$state> for StateName {
+                fn from(state: $state) -> Self {
+                    state.status().into()
+                }
+            }
+        )+
+    };
+}
+
+state_name_from_state!(HoldState, PaymentState, TicketState, WaitlistEntryState, OfferState);

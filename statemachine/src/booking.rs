@@ -27,6 +27,7 @@ impl Show {
             return Err(Rejection::BookingNotCancellable);
         }
         self.end_booking(ctx, booking, RefundReason::BookingCancelled, Reason::Requested);
+        assert_eq!(self.bookings[&booking].state, BookingState::Cancelled);
         Ok(Reply::BookingCancelled { booking })
     }
 }

@@ -61,12 +61,14 @@ pub struct ClientCommand {
     pub request: ClientRequest,
 }
 
-/// What a buyer asks for. Its canonical form (after `validate`) is the idempotency fingerprint.
+/// What a buyer asks for. It is its own idempotency fingerprint: every field has one canonical
+/// form (a [`SeatSet`] is sorted), so two requests are the same payload exactly when they are
+/// equal.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientRequest {
     /// Hold exactly these seats, all or nothing.
     Hold {
-        /// 1..=10 distinct seats; sorted by `validate`.
+        /// 1..=10 distinct seats (a set: the order they were named in is not kept).
         seats: SeatSet,
         /// The price version the buyer was quoted.
         price_version: u32,
@@ -297,33 +299,25 @@ impl OperatorCommand {
 }
 
 impl ClientRequest {
-    /// Checks the request's shape and puts it in canonical form (sorted seats).
+    /// Checks the shape of the fields whose types allow more than the rules do (a hold's seats
+    /// need no check: a [`SeatSet`] cannot be invalid).
     ///
     /// # Errors
     ///
-    /// `Rejection::InvalidArgument` naming the first problem; nothing is changed.
-    pub fn validate(&mut self) -> Result<(), Rejection> {
-        match self {
-            ClientRequest::Hold { seats, .. } => {
-                if seats.is_empty() {
-                    return Err(Rejection::invalid("seats: at least one seat is required"));
-                }
-                seats.sort_unstable();
-                if seats.windows(2).any(|pair| pair[0] == pair[1]) {
-                    return Err(Rejection::invalid("seats: a seat is named twice"));
-                }
-                Ok(())
-            }
+    /// `Rejection::InvalidArgument` naming the first problem.
+    pub fn validate(&self) -> Result<(), Rejection> {
+        match *self {
             ClientRequest::JoinWaitlist { quantity, band } => {
-                if *quantity == 0 || usize::from(*quantity) > SEATS_PER_HOLD_MAX {
+                if quantity == 0 || usize::from(quantity) > SEATS_PER_HOLD_MAX {
                     return Err(Rejection::invalid("quantity: must be 1..=10"));
                 }
-                if *band >= WAITLIST_BANDS_MAX {
+                if band >= WAITLIST_BANDS_MAX {
                     return Err(Rejection::invalid("band: must be below 8"));
                 }
                 Ok(())
             }
-            ClientRequest::CancelHold { .. }
+            ClientRequest::Hold { .. }
+            | ClientRequest::CancelHold { .. }
             | ClientRequest::Checkout { .. }
             | ClientRequest::CancelBooking { .. }
             | ClientRequest::JoinQueue

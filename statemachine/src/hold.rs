@@ -9,7 +9,9 @@ use crate::audit::{EntityKind, Reason, StateName};
 use crate::ids::{Actor, HoldId, SeatNo, SeatSet, SessionId, TicketId};
 use crate::outbox::Event;
 use crate::outcome::{HoldReceipt, Outcome, Rejection, Reply};
-use crate::state::{Ctx, Hold, HoldState, Seat, Show, ShowStatus};
+use crate::state::{
+    Ctx, Hold, HoldPayments, HoldState, HoldStatus, Seat, Show, ShowStatus, TicketState,
+};
 
 impl Show {
     /// Whether a hold may take this seat at `now_ms`: it is free, or its hold is overdue and no
@@ -24,9 +26,11 @@ impl Show {
         }
     }
 
-    /// The requested seats that cannot be claimed now (empty when all can).
-    pub(crate) fn unavailable_seats(&self, seats: &SeatSet, now_ms: u64) -> SeatSet {
-        seats.iter().copied().filter(|seat| !self.seat_claimable(*seat, now_ms)).collect()
+    /// The requested seats that cannot be claimed now (`None` when all can).
+    pub(crate) fn unavailable_seats(&self, seats: &SeatSet, now_ms: u64) -> Option<SeatSet> {
+        SeatSet::from_ascending(
+            seats.iter().copied().filter(|seat| !self.seat_claimable(*seat, now_ms)),
+        )
     }
 
     /// Holds exactly `seats` for `session`, or rejects and changes nothing.
@@ -44,8 +48,10 @@ impl Show {
         self.expire_overdue_owners(ctx, seats);
         if let Some(grant) = grant {
             self.consume_grant(ctx, grant);
+            assert!(matches!(self.lane.tickets[&grant].state, TicketState::Consumed { .. }));
         }
         let receipt = self.create_hold(ctx, session, seats, grant, None);
+        assert_eq!(receipt.seats, *seats, "a hold holds exactly the seats asked for");
         Ok(Reply::Held(receipt))
     }
 
@@ -88,8 +94,7 @@ impl Show {
         if live >= self.policy.holds_per_session_max {
             return Err(Rejection::TooManyHolds { max: self.policy.holds_per_session_max });
         }
-        let taken = self.unavailable_seats(seats, now_ms);
-        if !taken.is_empty() {
+        if let Some(taken) = self.unavailable_seats(seats, now_ms) {
             return Err(Rejection::SeatUnavailable { seats: taken });
         }
         Ok(grant)
@@ -103,6 +108,8 @@ impl Show {
                 self.expire_hold(ctx, owner);
             }
         }
+        // With nobody waiting (judged before), the released seats are free again.
+        assert!(seats.iter().all(|seat| self.seats[*seat as usize] == Seat::Free));
     }
 
     /// Creates a live hold of seats that are free or offered to this session, with the current
@@ -118,6 +125,8 @@ impl Show {
         let id = HoldId(self.allocate_id());
         let deadline_ms = ctx.now + self.policy.hold_ttl_ms;
         let price = self.quote(seats);
+        let held_before = self.counts.held;
+        let live_before = self.live_holds_by_session.get(&session).copied().unwrap_or(0);
         for seat in seats {
             let expected = match offer {
                 Some(offer) => Seat::Offered(offer),
@@ -133,14 +142,11 @@ impl Show {
             state: HoldState::Held,
             created_ms: ctx.now,
             hold_deadline_ms: deadline_ms,
-            processing_deadline_ms: None,
             price_version: self.price_version,
             price,
             grant,
             offer,
-            payment: None,
-            payment_attempts: 0,
-            booking: None,
+            payments: HoldPayments::new(),
         };
         self.holds.insert(id, hold);
         assert!(self.hold_deadlines.insert((deadline_ms, id)));
@@ -148,6 +154,10 @@ impl Show {
         let reason = if offer.is_some() { Reason::OfferAccepted } else { Reason::Requested };
         let transition = self.transition(EntityKind::Hold, id.0, None, StateName::Held, reason);
         ctx.record(transition);
+        // The hold owns exactly its seats, and the counts moved by exactly them.
+        assert!(seats.iter().all(|seat| self.seats[*seat as usize] == Seat::Held(id)));
+        assert_eq!(self.counts.held, held_before + seats.len() as u32);
+        assert_eq!(self.live_holds_by_session[&session], live_before + 1);
         HoldReceipt { show: self.id, hold: id, seats: seats.clone(), price, deadline_ms }
     }
 
@@ -163,17 +173,19 @@ impl Show {
             return Err(Rejection::NotOwner);
         }
         match found.effective_state(ctx.now) {
-            HoldState::Held => {}
-            HoldState::Processing => return Err(Rejection::PaymentInProgress),
-            HoldState::Expired => return Err(Rejection::HoldExpired),
+            HoldStatus::Held => {}
+            HoldStatus::Processing => return Err(Rejection::PaymentInProgress),
+            HoldStatus::Expired => return Err(Rejection::HoldExpired),
             state => return Err(Rejection::HoldNotActive { state }),
         }
         self.end_hold(ctx, hold, HoldState::Cancelled, Reason::Requested);
+        assert_eq!(self.holds[&hold].state, HoldState::Cancelled);
         Ok(Reply::HoldCancelled { hold })
     }
 
     /// Expires a live hold whose deadline passed (the system's doing, whoever's command found it).
     pub(crate) fn expire_hold(&mut self, ctx: &mut Ctx<'_>, hold: HoldId) {
+        assert!(self.holds[&hold].is_overdue(ctx.now), "expiring a hold before its deadline");
         let actor = ctx.actor;
         ctx.actor = Actor::System;
         self.end_hold(ctx, hold, HoldState::Expired, Reason::DeadlinePassed);
@@ -188,7 +200,7 @@ impl Show {
         to: HoldState,
         reason: Reason,
     ) {
-        assert!(!to.is_live() && to != HoldState::Confirmed);
+        assert!(matches!(to, HoldState::Cancelled | HoldState::Expired), "a hold ends {to:?}");
         let found = self.holds.get_mut(&hold).expect("ending a known hold");
         let from = found.state;
         assert!(from.is_live(), "ending a hold that is not live");
@@ -196,6 +208,7 @@ impl Show {
         found.state = to;
         let session = found.session;
         let seats = found.seats.clone();
+        let held_before = self.counts.held;
         assert!(self.hold_deadlines.remove(&(deadline_ms, hold)));
         self.forget_live_hold(session);
         if to == HoldState::Expired {
@@ -208,6 +221,10 @@ impl Show {
             assert_eq!(self.seats[*seat as usize], Seat::Held(hold));
         }
         self.release_seats(ctx, &seats);
+        // No seat points at the ended hold, and only its seats left the held count.
+        assert!(seats.iter().all(|seat| self.seats[*seat as usize] != Seat::Held(hold)));
+        assert_eq!(self.counts.held, held_before - seats.len() as u32);
+        assert_eq!(self.holds[&hold].state, to);
     }
 
     /// Lowers a session's live hold count.
@@ -223,6 +240,7 @@ impl Show {
     /// cancelled), else free; then serves the waitlist.
     pub(crate) fn release_seats(&mut self, ctx: &mut Ctx<'_>, seats: &[SeatNo]) {
         let to_pool = self.status != ShowStatus::Cancelled && !self.waitlist.waiting.is_empty();
+        let free_before = self.counts.free;
         for seat in seats {
             if to_pool {
                 self.set_seat(*seat, Seat::Pooled);
@@ -233,6 +251,8 @@ impl Show {
         }
         if to_pool {
             self.promote(ctx);
+        } else {
+            assert_eq!(self.counts.free, free_before + seats.len() as u32);
         }
     }
 }

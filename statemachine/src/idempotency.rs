@@ -3,7 +3,8 @@
 //! Owns the record shape, replay and retention. A record is written in the same apply as the
 //! effects it describes. Only successful replies are stored: a rejection changed nothing, so its
 //! retry is judged afresh (in particular `seat_unavailable`, see shared/DESIGN.md "Throughput").
-//! Never stores a request that was not first put in canonical form by `ClientRequest::validate`.
+//! Never compares requests by anything but equality: a `ClientRequest` has one canonical form
+//! (its seat set is sorted by construction), so equal payloads are equal values.
 
 use serde::{Deserialize, Serialize};
 

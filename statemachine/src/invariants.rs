@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use crate::ids::{EntryId, SessionId};
 use crate::limits::{SEAT_CLASSES_PER_SHOW_MAX, SEATS_PER_HOLD_MAX, SEATS_PER_SHOW_MAX};
 use crate::state::{
-    BookingState, Group, HoldState, OfferState, Seat, SeatCounts, Show, ShowStatus, TicketState,
-    WaitlistEntryState,
+    BookingState, Group, HoldState, OfferState, PaymentState, Seat, SeatCounts, Show, ShowStatus,
+    TicketState, WaitlistEntryState,
 };
 
 macro_rules! ensure {
@@ -127,15 +127,18 @@ impl Show {
         let mut live = 0;
         for (id, hold) in &self.holds {
             ensure!(hold.id == *id, "hold {id} stored under another id");
-            ensure!(
-                !hold.seats.is_empty() && hold.seats.len() <= SEATS_PER_HOLD_MAX,
-                "hold {id}: bad seat count"
-            );
-            ensure!(
-                hold.seats.windows(2).all(|pair| pair[0] < pair[1]),
-                "hold {id}: seats unsorted"
-            );
             ensure!(id.0 < self.next_id, "hold {id}: id not yet allocated");
+            ensure!(
+                hold.payments.windows(2).all(|pair| pair[0] < pair[1]),
+                "hold {id}: payment attempts out of order"
+            );
+            for payment in &hold.payments {
+                let attempt = self
+                    .payments
+                    .get(payment)
+                    .ok_or(format!("hold {id}: no payment attempt {payment}"))?;
+                ensure!(attempt.hold == *id, "hold {id}: payment {payment} is another hold's");
+            }
             if hold.state.is_live() {
                 live += 1;
                 *live_by_session.entry(hold.session).or_default() += 1;
@@ -145,11 +148,11 @@ impl Show {
                         "hold {id}: live but seat {seat} is not its"
                     );
                 }
-                if hold.state == HoldState::Processing {
-                    ensure!(hold.processing_deadline_ms.is_some(), "hold {id}: no grace deadline");
-                    let payment =
-                        hold.payment.ok_or(format!("hold {id}: processing, no payment"))?;
-                    ensure!(self.payments.contains_key(&payment), "hold {id}: unknown payment");
+                if let HoldState::Processing { payment, .. } = hold.state {
+                    ensure!(
+                        hold.payment() == Some(payment),
+                        "hold {id}: processing {payment}, which is not its latest attempt"
+                    );
                 }
                 let deadline_ms = hold.deadline_ms();
                 ensure!(
@@ -157,8 +160,7 @@ impl Show {
                     "hold {id}: missing from the deadline index"
                 );
             }
-            if hold.state == HoldState::Confirmed {
-                let booking = hold.booking.ok_or(format!("hold {id}: confirmed, no booking"))?;
+            if let HoldState::Confirmed { booking } = hold.state {
                 let found = self
                     .bookings
                     .get(&booking)
@@ -178,24 +180,26 @@ impl Show {
         for (id, booking) in &self.bookings {
             ensure!(booking.id == *id, "booking {id} stored under another id");
             let hold = self.holds.get(&booking.hold).ok_or(format!("booking {id}: no hold"))?;
-            ensure!(
-                hold.state == HoldState::Confirmed && hold.booking == Some(*id),
-                "booking {id}: its hold is not confirmed as it"
-            );
+            ensure!(hold.booking() == Some(*id), "booking {id}: its hold is not confirmed as it");
             ensure!(hold.seats == booking.seats, "booking {id}: seats differ from its hold");
             let payment =
                 self.payments.get(&booking.payment).ok_or(format!("booking {id}: no payment"))?;
             ensure!(
-                payment.state == crate::state::PaymentState::Succeeded,
+                matches!(payment.state, PaymentState::Succeeded { .. }),
                 "booking {id}: its payment did not succeed"
             );
-            if booking.state == BookingState::Confirmed {
-                ensure!(!payment.refund_required, "booking {id}: confirmed but refunded");
-                for seat in &booking.seats {
-                    ensure!(
-                        self.seats.get(*seat as usize) == Some(&Seat::Booked(*id)),
-                        "booking {id}: seat {seat} is not its"
-                    );
+            match booking.state {
+                BookingState::Confirmed => {
+                    ensure!(!payment.refund_required(), "booking {id}: confirmed but refunded");
+                    for seat in &booking.seats {
+                        ensure!(
+                            self.seats.get(*seat as usize) == Some(&Seat::Booked(*id)),
+                            "booking {id}: seat {seat} is not its"
+                        );
+                    }
+                }
+                BookingState::Cancelled => {
+                    ensure!(payment.refund_required(), "booking {id}: cancelled but not refunded");
                 }
             }
         }
@@ -204,6 +208,7 @@ impl Show {
             let hold = self.holds.get(&payment.hold).ok_or(format!("payment {id}: no hold"))?;
             ensure!(hold.session == payment.session, "payment {id}: session differs from hold");
             ensure!(payment.price == hold.price, "payment {id}: price differs from the quote");
+            ensure!(hold.payments.contains(id), "payment {id}: not among its hold's attempts");
         }
         for (event, payment) in &self.provider_events {
             ensure!(self.payments.contains_key(payment), "provider event {event}: no payment");
@@ -233,7 +238,7 @@ impl Show {
         let mut granted_max: Option<u64> = None;
         for (id, ticket) in &lane.tickets {
             ensure!(ticket.id == *id, "ticket {id} stored under another id");
-            if ticket.granted_index.is_some() {
+            if ticket.state.grant().is_some() {
                 granted_max = granted_max.max(Some(id.0));
             }
             match ticket.state {
@@ -245,25 +250,20 @@ impl Show {
                         lane.waiting_deadlines.contains(&(limit_ms, *id)),
                         "ticket {id}: missing from the waiting deadline index"
                     );
-                    ensure!(ticket.granted_index.is_none(), "ticket {id}: waiting but was granted");
                 }
-                TicketState::Granted => {
+                TicketState::Granted { grant } => {
                     live += 1;
                     granted += 1;
-                    let deadline_ms = ticket
-                        .grant_deadline_ms
-                        .ok_or(format!("ticket {id}: no grant deadline"))?;
                     ensure!(
-                        lane.granted.contains(&(deadline_ms, *id)),
+                        lane.granted.contains(&(grant.deadline_ms, *id)),
                         "ticket {id}: missing from the grant index"
                     );
                 }
-                TicketState::Consumed => {
-                    ensure!(ticket.granted_index.is_some(), "ticket {id}: consumed, never granted");
-                }
-                TicketState::Left | TicketState::Expired => {}
+                TicketState::Consumed { .. }
+                | TicketState::Left { .. }
+                | TicketState::Expired { .. } => {}
             }
-            if matches!(ticket.state, TicketState::Waiting | TicketState::Granted) {
+            if ticket.state.is_live() {
                 ensure!(
                     lane.live_by_session.get(&ticket.session) == Some(id),
                     "ticket {id}: live but not its session's live ticket"
@@ -303,9 +303,8 @@ impl Show {
                     active += 1;
                     ensure!(waitlist.waiting.contains(&entry.order), "entry {id}: not in line");
                 }
-                WaitlistEntryState::Offered => {
+                WaitlistEntryState::Offered { offer } => {
                     active += 1;
-                    let offer = entry.offer.ok_or(format!("entry {id}: offered, no offer"))?;
                     let found = waitlist
                         .offers
                         .get(&offer)
@@ -317,7 +316,7 @@ impl Show {
                 }
                 _ => {}
             }
-            if matches!(entry.state, WaitlistEntryState::Waiting | WaitlistEntryState::Offered) {
+            if entry.state.is_active() {
                 ensure!(
                     waitlist.active_by_session.get(&entry.session) == Some(id),
                     "entry {id}: active but not its session's entry"
@@ -332,7 +331,19 @@ impl Show {
             ensure!(offer.id == *id, "offer {id} stored under another id");
             let entry =
                 waitlist.entries.get(&offer.entry).ok_or(format!("offer {id}: no entry"))?;
-            ensure!(entry.offer == Some(*id), "offer {id}: its entry points elsewhere");
+            ensure!(entry.offer() == Some(*id), "offer {id}: its entry points elsewhere");
+            let agrees = match (offer.state, entry.state) {
+                (OfferState::Open, WaitlistEntryState::Offered { .. })
+                | (OfferState::Accepted { .. }, WaitlistEntryState::Accepted { .. })
+                | (OfferState::Expired, WaitlistEntryState::Expired { .. })
+                | (OfferState::Withdrawn, WaitlistEntryState::Left { .. }) => true,
+                (OfferState::Declined, state) => matches!(
+                    state,
+                    WaitlistEntryState::Declined { .. } | WaitlistEntryState::Left { .. }
+                ),
+                _ => false,
+            };
+            ensure!(agrees, "offer {id} is {:?} but its entry is {:?}", offer.state, entry.state);
             if offer.state == OfferState::Open {
                 open += 1;
                 ensure!(
@@ -346,8 +357,7 @@ impl Show {
                     );
                 }
             }
-            if offer.state == OfferState::Accepted {
-                let hold = offer.hold.ok_or(format!("offer {id}: accepted, no hold"))?;
+            if let OfferState::Accepted { hold } = offer.state {
                 let found = self.holds.get(&hold).ok_or(format!("offer {id}: no hold {hold}"))?;
                 ensure!(found.offer == Some(*id), "offer {id}: hold {hold} is not from it");
             }

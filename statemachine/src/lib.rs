@@ -42,20 +42,27 @@ pub use command::{
 pub use idempotency::IdempotencyRecord;
 pub use ids::{
     Actor, BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, Money, OfferId,
-    OutboxId, PaymentId, ProviderEventId, SeatNo, SeatSet, SessionId, ShowId, TicketId,
+    OutboxId, PaymentId, ProviderEventId, SeatNo, SeatSet, SeatSetError, SessionId, ShowId,
+    TicketId,
 };
 pub use outbox::{Event, Outbox, OutboxEvent, RefundReason};
 pub use outcome::{HoldReceipt, Outcome, PaymentEffect, Rejection, Reply};
+
+/// Whether this build has the `verify` feature: every invariant checked after every applied
+/// entry (see [`Group::apply`]). Binaries report it (`bookingd --version`) so that a test can
+/// tell that the nodes it runs check themselves.
+pub const VERIFY: bool = cfg!(feature = "verify");
 pub use placement::{METADATA_GROUP, Placement};
 pub use read::{
     AsOf, BookingView, HoldView, OfferView, PaymentView, SeatMap, SeatStatus, TicketView,
     WaitlistEntryView, WaitlistSkip,
 };
-pub use snapshot::{Digest, SNAPSHOT_FORMAT_VERSION, SnapshotError};
+pub use snapshot::{Digest, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_FORMAT_VERSION_MIN, SnapshotError};
 pub use state::{
-    Booking, BookingState, Group, Hold, HoldState, Lane, Offer, OfferState, PaymentAttempt,
-    PaymentState, Seat, SeatCounts, Show, ShowStatus, Ticket, TicketState, Waitlist, WaitlistEntry,
-    WaitlistEntryState,
+    Booking, BookingState, Grant, Group, Hold, HoldPayments, HoldState, HoldStatus, Lane, Offer,
+    OfferState, OfferStatus, PaymentAttempt, PaymentState, PaymentStatus, Seat, SeatCounts, Show,
+    ShowStatus, Ticket, TicketState, TicketStatus, Waitlist, WaitlistEntry, WaitlistEntryState,
+    WaitlistEntryStatus,
 };
 
 use limits::{BATCH_COMMANDS_MAX, TICK_EXPIRATIONS_MAX};
@@ -74,6 +81,9 @@ impl Group {
     /// before: it changes nothing and gets no outcomes. A rejected command changes nothing, and
     /// never affects the other commands of its batch.
     ///
+    /// With the `verify` feature, every invariant (`check_invariants`) is checked after every
+    /// applied entry.
+    ///
     /// # Panics
     ///
     /// Only on a broken invariant (a bug), never on client input.
@@ -81,14 +91,36 @@ impl Group {
         if entry.index <= self.applied_index {
             return Vec::new();
         }
+        let (previous_index, previous_time_ms) = (self.applied_index, self.log_time_ms);
         self.applied_index = entry.index;
         self.log_time_ms = self.log_time_ms.max(entry.time_ms.min(limits::LOG_TIME_MS_MAX));
-        if entry.commands.len() > BATCH_COMMANDS_MAX {
+        let outcomes = if entry.commands.len() > BATCH_COMMANDS_MAX {
             let rejection =
                 Rejection::invalid(format!("batch: at most {BATCH_COMMANDS_MAX} commands"));
-            return vec![Err(rejection); entry.commands.len()];
+            vec![Err(rejection); entry.commands.len()]
+        } else {
+            entry.commands.iter().map(|command| self.apply_command(command)).collect()
+        };
+        // Cheap postconditions of every entry: one outcome per command, the position moved
+        // forward, and no command moved it.
+        assert_eq!(outcomes.len(), entry.commands.len(), "one outcome per command");
+        assert!(self.applied_index == entry.index && entry.index > previous_index);
+        assert!(
+            previous_time_ms <= self.log_time_ms && self.log_time_ms <= limits::LOG_TIME_MS_MAX
+        );
+        self.verify_after_apply();
+        outcomes
+    }
+
+    /// With the `verify` feature, checks every invariant of the whole group (a bug panics
+    /// here, at the entry that caused it, not later at a snapshot); without it, nothing.
+    fn verify_after_apply(&self) {
+        if VERIFY && let Err(violation) = self.check_invariants() {
+            panic!(
+                "invariant broken after applying log index {} (verify): {violation}",
+                self.applied_index
+            );
         }
-        entry.commands.iter().map(|command| self.apply_command(command)).collect()
     }
 
     /// Applies an entry that carries no commands (a leader's blank or a membership entry):
@@ -100,16 +132,39 @@ impl Group {
         }
     }
 
+    /// Applies one command, asserting that a rejected one changed nothing that is cheap to
+    /// compare (`Footprint`).
     fn apply_command(&mut self, command: &Command) -> Outcome {
+        let before = self.footprint(command);
+        let outcome = self.apply_command_unchecked(command);
+        if outcome.is_err() {
+            assert!(
+                self.footprint(command) == before,
+                "a rejected command changed the group: {command:?} -> {outcome:?}"
+            );
+        }
+        outcome
+    }
+
+    /// What a command could change, in a form that is cheap to take before and after it.
+    fn footprint(&self, command: &Command) -> Footprint {
+        Footprint {
+            outbox_last_id: self.outbox.last_id(),
+            shows: self.shows.len(),
+            placed: self.placement.len(),
+            show: command.show().and_then(|show| self.shows.get(&show)).map(Show::footprint),
+        }
+    }
+
+    fn apply_command_unchecked(&mut self, command: &Command) -> Outcome {
         let now = self.log_time_ms;
         let index = self.applied_index;
         match command {
             Command::Client(client) => {
                 let ClientCommand { show, session, key, ref request } = *client;
-                let mut request = request.clone();
                 request.validate()?;
                 let show = self.shows.get_mut(&show).ok_or(Rejection::ShowNotFound)?;
-                if let Some(stored) = show.replay(session, key, &request, now) {
+                if let Some(stored) = show.replay(session, key, request, now) {
                     return stored;
                 }
                 let mut ctx = Ctx {
@@ -119,8 +174,8 @@ impl Group {
                     audit: &mut self.audit,
                     outbox: &mut self.outbox,
                 };
-                let reply = show.apply_client(&mut ctx, session, &request)?;
-                show.remember(session, key, request, reply.clone(), now);
+                let reply = show.apply_client(&mut ctx, session, request)?;
+                show.remember(session, key, request.clone(), reply.clone(), now);
                 Ok(reply)
             }
             Command::Operator(OperatorCommand::CreateShow(spec)) => {
@@ -231,7 +286,53 @@ impl Group {
     }
 }
 
+/// The cheap summary of a group that a rejected command must leave as it found it.
+#[derive(PartialEq)]
+struct Footprint {
+    outbox_last_id: u64,
+    shows: usize,
+    placed: usize,
+    show: Option<ShowFootprint>,
+}
+
+/// The cheap summary of a show: every counter and index size a rule moves.
+#[derive(PartialEq)]
+struct ShowFootprint {
+    next_id: u64,
+    status: ShowStatus,
+    price_version: u32,
+    counts: SeatCounts,
+    sizes: [usize; 12],
+    lane: (bool, u32),
+    waitlist: (bool, u32),
+}
+
 impl Show {
+    fn footprint(&self) -> ShowFootprint {
+        ShowFootprint {
+            next_id: self.next_id,
+            status: self.status,
+            price_version: self.price_version,
+            counts: self.counts,
+            sizes: [
+                self.holds.len(),
+                self.hold_deadlines.len(),
+                self.live_holds_by_session.len(),
+                self.bookings.len(),
+                self.payments.len(),
+                self.provider_events.len(),
+                self.idempotency.len(),
+                self.lane.tickets.len(),
+                self.lane.granted.len(),
+                self.waitlist.waiting.len(),
+                self.waitlist.offer_deadlines.len(),
+                self.waitlist.capacity_events.len(),
+            ],
+            lane: (self.lane.enabled, self.lane.window),
+            waitlist: (self.waitlist.enabled, self.waitlist.policy_version),
+        }
+    }
+
     fn apply_client(
         &mut self,
         ctx: &mut Ctx<'_>,

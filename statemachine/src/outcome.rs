@@ -12,7 +12,7 @@ use crate::ids::{
     BookingId, CapacityEventId, EntryId, HoldId, Money, OfferId, PaymentId, SeatSet, ShowId,
     TicketId,
 };
-use crate::state::{HoldState, PaymentState, ShowStatus, TicketState, WaitlistEntryState};
+use crate::state::{HoldStatus, PaymentStatus, ShowStatus, TicketStatus, WaitlistEntryStatus};
 
 /// What one command produced: a reply, or a rejection that changed nothing.
 pub type Outcome = Result<Reply, Rejection>;
@@ -121,7 +121,7 @@ pub enum Reply {
         /// The ticket (and grant) id.
         ticket: TicketId,
         /// Its state right after joining (granted at once when the window has room).
-        state: TicketState,
+        state: TicketStatus,
         /// The grant deadline, if granted.
         grant_deadline_ms: Option<u64>,
     },
@@ -198,14 +198,14 @@ pub enum PaymentEffect {
     /// The charge was refused; the hold is held again (time remained) or expired.
     Declined {
         /// The hold's state afterwards.
-        hold_state: HoldState,
+        hold_state: HoldStatus,
     },
     /// The provider could not say; the attempt stays processing.
     Unknown,
     /// The provider event was already processed, or the attempt already final: nothing changed.
     Duplicate {
         /// The attempt's state.
-        state: PaymentState,
+        state: PaymentStatus,
     },
 }
 
@@ -275,7 +275,7 @@ pub enum Rejection {
     #[error("the admission ticket is {state:?}")]
     TicketNotActive {
         /// Its state.
-        state: TicketState,
+        state: TicketStatus,
     },
     /// The admission lane is off.
     #[error("the admission lane is off")]
@@ -305,7 +305,7 @@ pub enum Rejection {
     #[error("the hold is {state:?}")]
     HoldNotActive {
         /// Its state.
-        state: HoldState,
+        state: HoldStatus,
     },
     /// A payment attempt is in flight: the hold cannot be cancelled now.
     #[error("a payment is in progress")]
@@ -352,7 +352,7 @@ pub enum Rejection {
     #[error("the waitlist entry is {state:?}")]
     EntryNotActive {
         /// Its state.
-        state: WaitlistEntryState,
+        state: WaitlistEntryStatus,
     },
     /// No such offer.
     #[error("offer not found")]

@@ -9,11 +9,10 @@
 use crate::audit::{EntityKind, Reason, StateName};
 use crate::command::{PaymentOutcome, PaymentResult};
 use crate::ids::{BookingId, HoldId, Money, PaymentId, SessionId};
-use crate::limits::PAYMENT_ATTEMPTS_PER_HOLD_MAX;
 use crate::outbox::{Event, RefundReason};
 use crate::outcome::{Outcome, PaymentEffect, Rejection, Reply};
 use crate::state::{
-    Booking, BookingState, Ctx, HoldState, PaymentAttempt, PaymentState, Seat, Show,
+    Booking, BookingState, Ctx, HoldState, HoldStatus, PaymentAttempt, PaymentState, Seat, Show,
 };
 
 impl Show {
@@ -30,21 +29,22 @@ impl Show {
         if found.session != session {
             return Err(Rejection::NotOwner);
         }
-        match found.effective_state(ctx.now) {
+        match found.state {
+            _ if found.is_overdue(ctx.now) => return Err(Rejection::HoldExpired),
             HoldState::Held => {}
-            HoldState::Processing => {
-                let payment = found.payment.expect("a processing hold has a payment");
+            HoldState::Processing { payment, deadline_ms } => {
                 return Ok(Reply::CheckoutStarted {
                     hold,
                     payment,
                     price: found.price,
-                    deadline_ms: found.deadline_ms(),
+                    deadline_ms,
                 });
             }
             HoldState::Expired => return Err(Rejection::HoldExpired),
-            state => return Err(Rejection::HoldNotActive { state }),
+            state => return Err(Rejection::HoldNotActive { state: state.status() }),
         }
-        if found.payment_attempts >= PAYMENT_ATTEMPTS_PER_HOLD_MAX {
+        // The attempt list holds at most `PAYMENT_ATTEMPTS_PER_HOLD_MAX`.
+        if found.payments.is_full() {
             return Err(Rejection::PaymentAttemptsExhausted);
         }
 
@@ -52,10 +52,8 @@ impl Show {
         let deadline_ms = ctx.now + self.policy.payment_grace_ms;
         let found = self.holds.get_mut(&hold).expect("checked above");
         let old_deadline_ms = found.deadline_ms();
-        found.state = HoldState::Processing;
-        found.processing_deadline_ms = Some(deadline_ms);
-        found.payment = Some(payment);
-        found.payment_attempts += 1;
+        found.state = HoldState::Processing { payment, deadline_ms };
+        found.payments.push(payment);
         let price = found.price;
         assert!(self.hold_deadlines.remove(&(old_deadline_ms, hold)));
         assert!(self.hold_deadlines.insert((deadline_ms, hold)));
@@ -67,7 +65,6 @@ impl Show {
                 session,
                 price,
                 state: PaymentState::Pending,
-                refund_required: false,
                 created_ms: ctx.now,
             },
         );
@@ -87,6 +84,11 @@ impl Show {
             Reason::CheckoutStarted,
         );
         ctx.record(transition);
+        // The hold processes exactly the new attempt, under its grace deadline.
+        let found = &self.holds[&hold];
+        assert_eq!(found.state, HoldState::Processing { payment, deadline_ms });
+        assert_eq!(found.payment(), Some(payment));
+        assert!(self.hold_deadlines.contains(&(deadline_ms, hold)));
         Ok(Reply::CheckoutStarted { hold, payment, price, deadline_ms })
     }
 
@@ -97,7 +99,7 @@ impl Show {
         if self.provider_events.contains_key(&outcome.event) {
             return Ok(Reply::PaymentRecorded {
                 payment,
-                effect: PaymentEffect::Duplicate { state: attempt.state },
+                effect: PaymentEffect::Duplicate { state: attempt.state.status() },
             });
         }
         if let PaymentResult::Succeeded { amount_minor, currency } = outcome.result {
@@ -107,16 +109,18 @@ impl Show {
             }
         }
         let duplicate = match outcome.result {
-            PaymentResult::Succeeded { .. } => attempt.state == PaymentState::Succeeded,
+            PaymentResult::Succeeded { .. } => {
+                matches!(attempt.state, PaymentState::Succeeded { .. })
+            }
             PaymentResult::Declined | PaymentResult::Unknown => attempt.state.is_final(),
         };
         if duplicate {
             return Ok(Reply::PaymentRecorded {
                 payment,
-                effect: PaymentEffect::Duplicate { state: attempt.state },
+                effect: PaymentEffect::Duplicate { state: attempt.state.status() },
             });
         }
-        self.provider_events.insert(outcome.event, payment);
+        assert!(self.provider_events.insert(outcome.event, payment).is_none());
         let effect = match outcome.result {
             PaymentResult::Succeeded { .. } => self.on_payment_succeeded(ctx, payment),
             PaymentResult::Declined => self.on_payment_declined(ctx, payment),
@@ -125,15 +129,31 @@ impl Show {
                 PaymentEffect::Unknown
             }
         };
+        // The attempt and its hold say what the effect says.
+        let attempt = &self.payments[&payment];
+        let hold = &self.holds[&attempt.hold];
+        match effect {
+            PaymentEffect::Confirmed { booking } => {
+                assert_eq!(hold.state, HoldState::Confirmed { booking });
+                assert_eq!(attempt.state, PaymentState::Succeeded { refund_required: false });
+            }
+            PaymentEffect::RefundRequired => assert!(attempt.refund_required()),
+            PaymentEffect::Declined { hold_state } => {
+                assert_eq!(attempt.state, PaymentState::Declined);
+                assert_eq!(hold.effective_state(ctx.now), hold_state);
+            }
+            PaymentEffect::Unknown => assert_eq!(attempt.state, PaymentState::Unknown),
+            PaymentEffect::Duplicate { .. } => unreachable!("a duplicate returned above"),
+        }
         Ok(Reply::PaymentRecorded { payment, effect })
     }
 
     fn on_payment_succeeded(&mut self, ctx: &mut Ctx<'_>, payment: PaymentId) -> PaymentEffect {
-        self.set_payment_state(ctx, payment, PaymentState::Succeeded, Reason::PaymentSucceeded);
+        let succeeded = PaymentState::Succeeded { refund_required: false };
+        self.set_payment_state(ctx, payment, succeeded, Reason::PaymentSucceeded);
         let hold_id = self.payments[&payment].hold;
         let hold = &self.holds[&hold_id];
-        let confirmable = hold.state == HoldState::Processing
-            && hold.payment == Some(payment)
+        let confirmable = hold.is_processing(payment)
             && !hold.is_overdue(ctx.now)
             && hold.seats.iter().all(|seat| self.seats[*seat as usize] == Seat::Held(hold_id));
         if confirmable {
@@ -144,7 +164,7 @@ impl Show {
             self.expire_hold(ctx, hold_id);
         }
         let attempt = self.payments.get_mut(&payment).expect("known payment");
-        attempt.refund_required = true;
+        attempt.state = PaymentState::Succeeded { refund_required: true };
         let (session, price) = (attempt.session, attempt.price);
         ctx.emit(
             self.id,
@@ -165,22 +185,21 @@ impl Show {
         self.set_payment_state(ctx, payment, PaymentState::Declined, Reason::PaymentDeclined);
         let hold_id = self.payments[&payment].hold;
         let hold = &self.holds[&hold_id];
-        if hold.state != HoldState::Processing || hold.payment != Some(payment) {
+        if !hold.is_processing(payment) {
             return PaymentEffect::Declined { hold_state: hold.effective_state(ctx.now) };
         }
         if hold.is_overdue(ctx.now) {
             self.expire_hold(ctx, hold_id);
-            return PaymentEffect::Declined { hold_state: HoldState::Expired };
+            return PaymentEffect::Declined { hold_state: HoldStatus::Expired };
         }
         if hold.hold_deadline_ms <= ctx.now {
             self.end_hold(ctx, hold_id, HoldState::Expired, Reason::PaymentDeclined);
-            return PaymentEffect::Declined { hold_state: HoldState::Expired };
+            return PaymentEffect::Declined { hold_state: HoldStatus::Expired };
         }
         // Time remains on the original hold: it is held again, with its original deadline.
         let hold = self.holds.get_mut(&hold_id).expect("known hold");
         let processing_deadline_ms = hold.deadline_ms();
         hold.state = HoldState::Held;
-        hold.processing_deadline_ms = None;
         let hold_deadline_ms = hold.hold_deadline_ms;
         assert!(self.hold_deadlines.remove(&(processing_deadline_ms, hold_id)));
         assert!(self.hold_deadlines.insert((hold_deadline_ms, hold_id)));
@@ -192,7 +211,7 @@ impl Show {
             Reason::PaymentDeclined,
         );
         ctx.record(transition);
-        PaymentEffect::Declined { hold_state: HoldState::Held }
+        PaymentEffect::Declined { hold_state: HoldStatus::Held }
     }
 
     fn set_payment_state(
@@ -213,16 +232,23 @@ impl Show {
     /// Turns a processing hold that owns all its seats into a booking.
     fn confirm(&mut self, ctx: &mut Ctx<'_>, hold_id: HoldId, payment: PaymentId) -> BookingId {
         let booking = BookingId(self.allocate_id());
+        let (held_before, booked_before) = (self.counts.held, self.counts.booked);
         let hold = self.holds.get_mut(&hold_id).expect("known hold");
+        assert!(hold.is_processing(payment), "confirming a hold not processing {payment}");
         let deadline_ms = hold.deadline_ms();
-        hold.state = HoldState::Confirmed;
-        hold.booking = Some(booking);
+        hold.state = HoldState::Confirmed { booking };
         let (session, seats, price) = (hold.session, hold.seats.clone(), hold.price);
         assert!(self.hold_deadlines.remove(&(deadline_ms, hold_id)));
         self.forget_live_hold(session);
         for seat in &seats {
+            assert_eq!(self.seats[*seat as usize], Seat::Held(hold_id));
             self.set_seat(*seat, Seat::Booked(booking));
         }
+        let seat_count = seats.len() as u32;
+        assert_eq!(
+            (self.counts.held, self.counts.booked),
+            (held_before - seat_count, booked_before + seat_count)
+        );
         self.bookings.insert(
             booking,
             Booking {
@@ -264,12 +290,15 @@ impl Show {
         refund: RefundReason,
         reason: Reason,
     ) {
+        let booked_before = self.counts.booked;
         let found = self.bookings.get_mut(&booking).expect("known booking");
         assert_eq!(found.state, BookingState::Confirmed);
         found.state = BookingState::Cancelled;
         let (payment, session, price, seats) =
             (found.payment, found.session, found.price, found.seats.clone());
-        self.payments.get_mut(&payment).expect("a booking's payment exists").refund_required = true;
+        let attempt = self.payments.get_mut(&payment).expect("a booking's payment exists");
+        assert_eq!(attempt.state, PaymentState::Succeeded { refund_required: false });
+        attempt.state = PaymentState::Succeeded { refund_required: true };
         ctx.emit(self.id, Event::RefundRequired { payment, session, price, reason: refund });
         let transition = self.transition(
             EntityKind::Booking,
@@ -283,5 +312,9 @@ impl Show {
             assert_eq!(self.seats[*seat as usize], Seat::Booked(booking));
         }
         self.release_seats(ctx, &seats);
+        // No seat points at the ended booking, and only its seats left the booked count.
+        assert!(seats.iter().all(|seat| self.seats[*seat as usize] != Seat::Booked(booking)));
+        assert_eq!(self.counts.booked, booked_before - seats.len() as u32);
+        assert!(self.payments[&payment].refund_required());
     }
 }

@@ -29,17 +29,13 @@ impl Group {
         let ClientRequest::Hold { seats, price_version, grant } = request else {
             return None;
         };
-        let mut request = request.clone();
         request.validate().ok()?;
         let show = self.show(show)?;
         let now = self.log_time_ms().max(now_ms);
         if show.idempotency.get(&(session, key)).is_some_and(|record| record.expires_ms > now) {
             return None;
         }
-        // The validated request has the canonical (sorted) seat order apply would use.
-        let ClientRequest::Hold { seats: sorted, .. } = &request else { return None };
-        debug_assert_eq!(sorted.len(), seats.len());
-        match show.judge_hold(session, sorted, *price_version, *grant, now) {
+        match show.judge_hold(session, seats, *price_version, *grant, now) {
             Err(rejection @ Rejection::SeatUnavailable { .. }) => Some(rejection),
             Err(_) | Ok(_) => None,
         }

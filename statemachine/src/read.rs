@@ -13,8 +13,8 @@ use crate::ids::{
 };
 use crate::outcome::Rejection;
 use crate::state::{
-    Booking, Group, Hold, HoldState, Offer, OfferState, PaymentAttempt, Seat, Show, ShowStatus,
-    TicketState, WaitlistEntry, WaitlistEntryState,
+    Booking, Group, Hold, HoldStatus, Offer, OfferStatus, PaymentAttempt, Seat, Show, ShowStatus,
+    TicketStatus, WaitlistEntry, WaitlistEntryStatus,
 };
 
 /// The log position a read reflects.
@@ -66,7 +66,7 @@ pub struct HoldView {
     /// The hold (its `state` as stored).
     pub hold: Hold,
     /// Its state by log time (an overdue live hold is expired).
-    pub state: HoldState,
+    pub state: HoldStatus,
     /// When.
     pub as_of: AsOf,
 }
@@ -97,7 +97,7 @@ pub struct TicketView {
     /// Its owner.
     pub session: SessionId,
     /// Its state by log time.
-    pub state: TicketState,
+    pub state: TicketStatus,
     /// Waiting tickets ahead of it (0 unless waiting).
     pub ahead: u32,
     /// The grant deadline, if granted.
@@ -112,7 +112,7 @@ pub struct WaitlistEntryView {
     /// The entry.
     pub entry: WaitlistEntry,
     /// Its state by log time (an entry whose offer is overdue is expired).
-    pub state: WaitlistEntryState,
+    pub state: WaitlistEntryStatus,
     /// Waiting entries ahead of it (0 unless waiting).
     pub ahead: u32,
     /// When.
@@ -125,7 +125,7 @@ pub struct OfferView {
     /// The offer.
     pub offer: Offer,
     /// Its state by log time (an overdue open offer is expired).
-    pub state: OfferState,
+    pub state: OfferStatus,
     /// When.
     pub as_of: AsOf,
 }
@@ -256,7 +256,7 @@ impl Group {
         let found = found_show.lane.tickets.get(&ticket).ok_or(Rejection::TicketNotFound)?;
         check_owner(viewer, found.session)?;
         let state = found_show.ticket_effective_state(found, self.log_time_ms);
-        let ahead = if state == TicketState::Waiting {
+        let ahead = if state == TicketStatus::Waiting {
             found_show
                 .lane
                 .waiting
@@ -264,7 +264,7 @@ impl Group {
                 .filter(|other| {
                     let other = &found_show.lane.tickets[other];
                     found_show.ticket_effective_state(other, self.log_time_ms)
-                        == TicketState::Waiting
+                        == TicketStatus::Waiting
                 })
                 .count() as u32
         } else {
@@ -275,7 +275,7 @@ impl Group {
             session: found.session,
             state,
             ahead,
-            grant_deadline_ms: found.grant_deadline_ms,
+            grant_deadline_ms: found.state.grant().map(|grant| grant.deadline_ms),
             as_of: self.as_of(),
         })
     }
@@ -294,13 +294,13 @@ impl Group {
         let found_show = self.show_for_read(show)?;
         let found = found_show.waitlist.entries.get(&entry).ok_or(Rejection::EntryNotFound)?;
         check_owner(viewer, found.session)?;
-        let mut state = found.state;
-        if let Some(offer) = found.offer
+        let mut state = found.state.status();
+        if let Some(offer) = found.offer()
             && found_show.waitlist.offers[&offer].is_overdue(self.log_time_ms)
         {
-            state = WaitlistEntryState::Expired;
+            state = WaitlistEntryStatus::Expired;
         }
-        let ahead = if state == WaitlistEntryState::Waiting {
+        let ahead = if state == WaitlistEntryStatus::Waiting {
             found_show.waitlist.waiting.range(..found.order).count() as u32
         } else {
             0
@@ -326,8 +326,11 @@ impl Group {
             .get(&offer)
             .ok_or(Rejection::OfferNotFound)?;
         check_owner(viewer, found.session)?;
-        let state =
-            if found.is_overdue(self.log_time_ms) { OfferState::Expired } else { found.state };
+        let state = if found.is_overdue(self.log_time_ms) {
+            OfferStatus::Expired
+        } else {
+            found.state.status()
+        };
         Ok(OfferView { offer: found.clone(), state, as_of: self.as_of() })
     }
 

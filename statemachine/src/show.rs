@@ -12,7 +12,7 @@ use crate::outbox::{Event, RefundReason};
 use crate::outcome::{Outcome, Rejection, Reply};
 use crate::state::{
     BookingState, Ctx, HoldState, Lane, OfferState, Seat, SeatCounts, Show, ShowStatus,
-    TicketState, Waitlist, WaitlistEntryState,
+    TicketStatus, Waitlist, WaitlistEntryStatus,
 };
 
 impl Show {
@@ -82,12 +82,14 @@ impl Show {
 
     pub(crate) fn open_sales(&mut self) -> Outcome {
         self.require_not_cancelled()?;
+        assert_ne!(self.status, ShowStatus::Cancelled);
         self.status = ShowStatus::OnSale;
         Ok(Reply::ShowStatusChanged { show: self.id, status: self.status })
     }
 
     pub(crate) fn close_sales(&mut self) -> Outcome {
         self.require_not_cancelled()?;
+        assert_ne!(self.status, ShowStatus::Cancelled);
         self.status = ShowStatus::Closed;
         Ok(Reply::ShowStatusChanged { show: self.id, status: self.status })
     }
@@ -101,6 +103,7 @@ impl Show {
         if Some(version) != self.price_version.checked_add(1) {
             return Err(Rejection::PriceVersionMismatch { current: self.price_version });
         }
+        assert_eq!(prices_minor.len(), self.prices_minor.len());
         self.prices_minor = prices_minor;
         self.price_version = version;
         Ok(Reply::PricesSet { show: self.id, version })
@@ -143,7 +146,7 @@ impl Show {
         let live_tickets: Vec<_> = self.lane.live_by_session.values().copied().collect();
         for ticket in live_tickets {
             let session = self.lane.tickets[&ticket].session;
-            self.end_ticket(ctx, ticket, TicketState::Left, Reason::ShowCancelled);
+            self.end_ticket(ctx, ticket, TicketStatus::Left, Reason::ShowCancelled);
             told.insert(session);
             waiters_told += 1;
         }
@@ -159,7 +162,7 @@ impl Show {
                 ctx,
                 offer,
                 OfferState::Withdrawn,
-                WaitlistEntryState::Left,
+                WaitlistEntryStatus::Left,
                 Reason::ShowCancelled,
             );
         }
@@ -173,7 +176,12 @@ impl Show {
         self.waitlist.enabled = false;
         // With nobody waiting, promotion returns the pool and the withdrawn offers' seats.
         self.promote(ctx);
+        // Everything was undone: every seat free, nothing live, nobody waiting.
         assert_eq!(self.counts.free, self.seat_count(), "a cancelled show has only free seats");
+        assert!(self.hold_deadlines.is_empty() && self.live_holds_by_session.is_empty());
+        assert!(self.lane.live_by_session.is_empty() && self.lane.granted.is_empty());
+        assert!(self.waitlist.active_by_session.is_empty() && self.waitlist.pool.is_empty());
+        assert!(self.waitlist.offer_deadlines.is_empty());
 
         for session in told {
             ctx.emit(self.id, Event::ShowCancelled { session });

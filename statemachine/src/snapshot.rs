@@ -2,9 +2,12 @@
 //!
 //! Owns the encoding: a 4-byte magic, a little-endian `u16` format version, then the group in
 //! postcard. The version is ours: any change to a persisted type that changes the bytes must bump
-//! `SNAPSHOT_FORMAT_VERSION` (a golden test pins the bytes of a fixed state so such a change
-//! cannot go unnoticed). Invariants are checked before encoding and again after decoding.
-//! Never trusts decoded bytes: garbage is an error, not a panic.
+//! `SNAPSHOT_FORMAT_VERSION` (the golden test, `tests/golden.rs`, pins the bytes of a fixed
+//! state so such a change cannot go unnoticed) and keep decoding the version before it, by a
+//! migration to the current types (`snapshot/v2.rs`). Invariants are checked before encoding
+//! and again after decoding. Never trusts decoded bytes: garbage is an error, not a panic.
+
+mod v2;
 
 use sha2::{Digest as _, Sha256};
 
@@ -12,8 +15,14 @@ use crate::state::Group;
 
 /// The current snapshot format version.
 ///
-/// Version 2 added the metadata group's show placement.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 2;
+/// Version 2 added the metadata group's show placement. Version 3 moved the data of a state
+/// into it (a processing hold's payment and deadline, a confirmed hold's booking, a payment's
+/// refund work, a ticket's grant, an entry's offer, an accepted offer's hold), and keeps every
+/// payment attempt of a hold; seat sets are checked on decode.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 3;
+
+/// The oldest version this build decodes (migrating it to the current types).
+pub const SNAPSHOT_FORMAT_VERSION_MIN: u16 = 2;
 
 const MAGIC: [u8; 4] = *b"BKSM";
 const HEADER_LEN: usize = MAGIC.len() + 2;
@@ -29,7 +38,8 @@ pub enum SnapshotError {
     BadMagic,
     /// The format version is not one this build reads.
     #[error(
-        "snapshot format version {0} is not supported (this build reads {SNAPSHOT_FORMAT_VERSION})"
+        "snapshot format version {0} is not supported (this build reads \
+         {SNAPSHOT_FORMAT_VERSION_MIN}..={SNAPSHOT_FORMAT_VERSION})"
     )]
     UnsupportedVersion(u16),
     /// The payload does not decode.
@@ -60,23 +70,27 @@ impl Group {
         postcard::to_extend(self, bytes).expect("encoding to a vector cannot fail")
     }
 
-    /// Restores a group from `encode_snapshot` bytes.
+    /// Restores a group from `encode_snapshot` bytes of this version or of an earlier one
+    /// this build still reads (`SNAPSHOT_FORMAT_VERSION_MIN` and up), migrated to the current
+    /// types.
     ///
     /// # Errors
     ///
-    /// `SnapshotError` for a bad header, an undecodable payload, or an inconsistent state.
+    /// `SnapshotError` for a bad header, an undecodable payload (an invalid seat set among
+    /// them), or an inconsistent state.
     pub fn decode_snapshot(bytes: &[u8]) -> Result<Group, SnapshotError> {
         if bytes.len() < HEADER_LEN || bytes[..MAGIC.len()] != MAGIC {
             return Err(SnapshotError::BadMagic);
         }
         let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-        if version != SNAPSHOT_FORMAT_VERSION {
-            return Err(SnapshotError::UnsupportedVersion(version));
-        }
-        let (group, rest): (Group, &[u8]) = postcard::take_from_bytes(&bytes[HEADER_LEN..])?;
-        if !rest.is_empty() {
-            return Err(SnapshotError::Inconsistent(format!("{} trailing bytes", rest.len())));
-        }
+        let payload = &bytes[HEADER_LEN..];
+        let group = match version {
+            SNAPSHOT_FORMAT_VERSION => decode_all::<Group>(payload)?,
+            2 => decode_all::<v2::GroupV2>(payload)?
+                .migrate()
+                .map_err(SnapshotError::Inconsistent)?,
+            _ => return Err(SnapshotError::UnsupportedVersion(version)),
+        };
         group.check_invariants().map_err(SnapshotError::Inconsistent)?;
         Ok(group)
     }
@@ -85,4 +99,13 @@ impl Group {
     pub fn digest(&self) -> Digest {
         Sha256::digest(self.encode_unchecked()).into()
     }
+}
+
+/// Decodes a payload that must be exactly one `T`.
+fn decode_all<'de, T: serde::Deserialize<'de>>(payload: &'de [u8]) -> Result<T, SnapshotError> {
+    let (value, rest): (T, &[u8]) = postcard::take_from_bytes(payload)?;
+    if !rest.is_empty() {
+        return Err(SnapshotError::Inconsistent(format!("{} trailing bytes", rest.len())));
+    }
+    Ok(value)
 }

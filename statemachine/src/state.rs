@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use arrayvec::ArrayVec;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
@@ -16,6 +17,7 @@ use crate::ids::{
     Actor, BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, Money, OfferId,
     PaymentId, ProviderEventId, SeatNo, SeatSet, SessionId, ShowId, TicketId,
 };
+use crate::limits::PAYMENT_ATTEMPTS_PER_HOLD_MAX;
 use crate::outbox::{Event, Outbox};
 use crate::placement::Placement;
 
@@ -62,9 +64,33 @@ pub struct SeatCounts {
     pub offered: u32,
 }
 
-/// A hold's lifecycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// A hold's state, carrying what only that state has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum HoldState {
+    /// Owns its seats until its hold deadline (`Hold::hold_deadline_ms`).
+    Held,
+    /// Checkout started; owns its seats until the payment grace deadline.
+    Processing {
+        /// The payment attempt in flight (the last of `Hold::payments`).
+        payment: PaymentId,
+        /// Log time at which the hold expires unless the payment succeeds first.
+        deadline_ms: u64,
+    },
+    /// Became a booking. Terminal.
+    Confirmed {
+        /// The booking.
+        booking: BookingId,
+    },
+    /// Cancelled by its owner or by show cancellation. Terminal.
+    Cancelled,
+    /// Its deadline passed, or its payment was declined with no time left. Terminal.
+    Expired,
+}
+
+/// The name of a [`HoldState`], without its data: what outcomes, read views and wire names
+/// carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum HoldStatus {
     /// Owns its seats until its deadline.
     Held,
     /// Checkout started; owns its seats until the payment grace deadline.
@@ -78,11 +104,32 @@ pub enum HoldState {
 }
 
 impl HoldState {
+    /// Its name.
+    pub fn status(self) -> HoldStatus {
+        match self {
+            HoldState::Held => HoldStatus::Held,
+            HoldState::Processing { .. } => HoldStatus::Processing,
+            HoldState::Confirmed { .. } => HoldStatus::Confirmed,
+            HoldState::Cancelled => HoldStatus::Cancelled,
+            HoldState::Expired => HoldStatus::Expired,
+        }
+    }
+
     /// Whether the hold owns its seats.
     pub fn is_live(self) -> bool {
-        matches!(self, HoldState::Held | HoldState::Processing)
+        self.status().is_live()
     }
 }
+
+impl HoldStatus {
+    /// Whether a hold in this state owns its seats.
+    pub fn is_live(self) -> bool {
+        matches!(self, HoldStatus::Held | HoldStatus::Processing)
+    }
+}
+
+/// The payment attempts of one hold, oldest first.
+pub type HoldPayments = ArrayVec<PaymentId, { PAYMENT_ATTEMPTS_PER_HOLD_MAX as usize }>;
 
 /// A hold of 1..=10 seats for one session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,16 +138,15 @@ pub struct Hold {
     pub id: HoldId,
     /// Its owner.
     pub session: SessionId,
-    /// Its seats, sorted.
+    /// Its seats.
     pub seats: SeatSet,
     /// Its state.
     pub state: HoldState,
     /// Log time it was made.
     pub created_ms: u64,
-    /// Log time at which a held hold expires.
+    /// Log time at which it expires while held. Kept through checkout: a declined payment with
+    /// time left returns the hold to held with this deadline.
     pub hold_deadline_ms: u64,
-    /// Log time at which a processing hold expires (set by checkout).
-    pub processing_deadline_ms: Option<u64>,
     /// The price version quoted.
     pub price_version: u32,
     /// The quoted total (the price snapshot that later price changes cannot alter).
@@ -109,21 +155,16 @@ pub struct Hold {
     pub grant: Option<TicketId>,
     /// The waitlist offer it came from, if any.
     pub offer: Option<OfferId>,
-    /// The current payment attempt, if checkout started.
-    pub payment: Option<PaymentId>,
-    /// Payment attempts made so far.
-    pub payment_attempts: u8,
-    /// The booking it became, if confirmed.
-    pub booking: Option<BookingId>,
+    /// Every payment attempt checkout made for it, oldest first.
+    pub payments: HoldPayments,
 }
 
 impl Hold {
-    /// The log time at which the live hold stops owning its seats.
+    /// The log time at which the live hold stops owning its seats: the payment deadline while
+    /// processing, the hold deadline otherwise.
     pub fn deadline_ms(&self) -> u64 {
         match self.state {
-            HoldState::Processing => {
-                self.processing_deadline_ms.expect("a processing hold has a processing deadline")
-            }
+            HoldState::Processing { deadline_ms, .. } => deadline_ms,
             _ => self.hold_deadline_ms,
         }
     }
@@ -134,12 +175,35 @@ impl Hold {
     }
 
     /// The state a reader should see at `now_ms`: an overdue live hold reads as expired.
-    pub fn effective_state(&self, now_ms: u64) -> HoldState {
-        if self.is_overdue(now_ms) { HoldState::Expired } else { self.state }
+    pub fn effective_state(&self, now_ms: u64) -> HoldStatus {
+        if self.is_overdue(now_ms) { HoldStatus::Expired } else { self.state.status() }
+    }
+
+    /// Whether the hold is processing `payment` (the attempt in flight).
+    pub fn is_processing(&self, payment: PaymentId) -> bool {
+        matches!(self.state, HoldState::Processing { payment: in_flight, .. } if in_flight == payment)
+    }
+
+    /// The latest payment attempt, once checkout started (the one in flight while processing).
+    pub fn payment(&self) -> Option<PaymentId> {
+        self.payments.last().copied()
+    }
+
+    /// The booking it became, if confirmed.
+    pub fn booking(&self) -> Option<BookingId> {
+        match self.state {
+            HoldState::Confirmed { booking } => Some(booking),
+            _ => None,
+        }
+    }
+
+    /// Payment attempts made so far.
+    pub fn payment_attempts(&self) -> u8 {
+        self.payments.len() as u8
     }
 }
 
-/// A booking's lifecycle.
+/// A booking's lifecycle. No state has data of its own, so it is its own name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum BookingState {
     /// Owns its seats.
@@ -157,7 +221,7 @@ pub struct Booking {
     pub hold: HoldId,
     /// Its owner.
     pub session: SessionId,
-    /// Its seats, sorted.
+    /// Its seats.
     pub seats: SeatSet,
     /// The payment that paid for it.
     pub payment: PaymentId,
@@ -169,23 +233,50 @@ pub struct Booking {
     pub created_ms: u64,
 }
 
-/// A payment attempt's lifecycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// A payment attempt's state, carrying what only that state has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PaymentState {
     /// Created by checkout; the provider has not answered.
     Pending,
     /// The provider could not say; to be reconciled.
     Unknown,
-    /// Money taken (see `refund_required` for whether it bought the seats).
+    /// Money taken.
+    Succeeded {
+        /// Whether the money bought nothing (a late payment) or its booking was cancelled, so
+        /// that it must be returned.
+        refund_required: bool,
+    },
+    /// Refused. Terminal.
+    Declined,
+}
+
+/// The name of a [`PaymentState`], without its data: what outcomes and wire names carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum PaymentStatus {
+    /// Created by checkout; the provider has not answered.
+    Pending,
+    /// The provider could not say; to be reconciled.
+    Unknown,
+    /// Money taken.
     Succeeded,
     /// Refused. Terminal.
     Declined,
 }
 
 impl PaymentState {
+    /// Its name.
+    pub fn status(self) -> PaymentStatus {
+        match self {
+            PaymentState::Pending => PaymentStatus::Pending,
+            PaymentState::Unknown => PaymentStatus::Unknown,
+            PaymentState::Succeeded { .. } => PaymentStatus::Succeeded,
+            PaymentState::Declined => PaymentStatus::Declined,
+        }
+    }
+
     /// Whether the provider's answer is final.
     pub fn is_final(self) -> bool {
-        matches!(self, PaymentState::Succeeded | PaymentState::Declined)
+        matches!(self, PaymentState::Succeeded { .. } | PaymentState::Declined)
     }
 }
 
@@ -202,15 +293,58 @@ pub struct PaymentAttempt {
     pub price: Money,
     /// Its state.
     pub state: PaymentState,
-    /// Whether money arrived that bought nothing and must be returned.
-    pub refund_required: bool,
     /// Log time it was created.
     pub created_ms: u64,
 }
 
-/// An admission ticket's lifecycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+impl PaymentAttempt {
+    /// Whether money arrived that bought nothing, or whose booking was cancelled, and must be
+    /// returned.
+    pub fn refund_required(&self) -> bool {
+        matches!(self.state, PaymentState::Succeeded { refund_required: true })
+    }
+}
+
+/// An admission grant: the right to hold seats until a deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Grant {
+    /// Log index at which the ticket was granted.
+    pub index: u64,
+    /// Log time at which the grant expires unless a hold consumes it.
+    pub deadline_ms: u64,
+}
+
+/// An admission ticket's state, carrying what only that state has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TicketState {
+    /// In line.
+    Waiting,
+    /// Holds a live grant.
+    Granted {
+        /// The grant.
+        grant: Grant,
+    },
+    /// Its grant was used by a hold. Terminal.
+    Consumed {
+        /// The grant it used.
+        grant: Grant,
+    },
+    /// Left by its owner (or the show was cancelled). Terminal.
+    Left {
+        /// The grant it gave back, if it had one.
+        grant: Option<Grant>,
+    },
+    /// Its grant or its waiting limit ran out, or the lane was turned off. Terminal.
+    Expired {
+        /// The grant that ran out, if it had one.
+        grant: Option<Grant>,
+    },
+}
+
+/// The name of a [`TicketState`], without its data: what outcomes, read views and wire names
+/// carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TicketStatus {
     /// In line.
     Waiting,
     /// Holds a live grant.
@@ -221,6 +355,33 @@ pub enum TicketState {
     Left,
     /// Its grant or its waiting limit ran out, or the lane was turned off. Terminal.
     Expired,
+}
+
+impl TicketState {
+    /// Its name.
+    pub fn status(self) -> TicketStatus {
+        match self {
+            TicketState::Waiting => TicketStatus::Waiting,
+            TicketState::Granted { .. } => TicketStatus::Granted,
+            TicketState::Consumed { .. } => TicketStatus::Consumed,
+            TicketState::Left { .. } => TicketStatus::Left,
+            TicketState::Expired { .. } => TicketStatus::Expired,
+        }
+    }
+
+    /// The grant the ticket has or had, if it was ever granted.
+    pub fn grant(self) -> Option<Grant> {
+        match self {
+            TicketState::Waiting => None,
+            TicketState::Granted { grant } | TicketState::Consumed { grant } => Some(grant),
+            TicketState::Left { grant } | TicketState::Expired { grant } => grant,
+        }
+    }
+
+    /// Whether the ticket is in line or holds a live grant.
+    pub fn is_live(self) -> bool {
+        matches!(self, TicketState::Waiting | TicketState::Granted { .. })
+    }
 }
 
 /// A place in a show's admission lane.
@@ -234,10 +395,6 @@ pub struct Ticket {
     pub state: TicketState,
     /// Log time it joined.
     pub joined_ms: u64,
-    /// Log index at which it was granted, if it was.
-    pub granted_index: Option<u64>,
-    /// Log time its grant expires, if granted.
-    pub grant_deadline_ms: Option<u64>,
 }
 
 /// A show's admission lane (strict FIFO when the window is 1).
@@ -259,9 +416,42 @@ pub struct Lane {
     pub live_by_session: BTreeMap<SessionId, TicketId>,
 }
 
-/// A waitlist entry's lifecycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// A waitlist entry's state, carrying what only that state has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum WaitlistEntryState {
+    /// In line.
+    Waiting,
+    /// Has an open offer.
+    Offered {
+        /// The offer.
+        offer: OfferId,
+    },
+    /// Accepted its offer. Terminal.
+    Accepted {
+        /// The offer.
+        offer: OfferId,
+    },
+    /// Declined its offer. Terminal.
+    Declined {
+        /// The offer.
+        offer: OfferId,
+    },
+    /// Let its offer expire. Terminal.
+    Expired {
+        /// The offer.
+        offer: OfferId,
+    },
+    /// Left (or the show was cancelled, or the waitlist turned off). Terminal.
+    Left {
+        /// The offer it had when it left, if any (declined, or withdrawn by cancellation).
+        offer: Option<OfferId>,
+    },
+}
+
+/// The name of a [`WaitlistEntryState`], without its data: what outcomes, read views and wire
+/// names carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum WaitlistEntryStatus {
     /// In line.
     Waiting,
     /// Has an open offer.
@@ -274,6 +464,37 @@ pub enum WaitlistEntryState {
     Expired,
     /// Left (or the show was cancelled, or the waitlist turned off). Terminal.
     Left,
+}
+
+impl WaitlistEntryState {
+    /// Its name.
+    pub fn status(self) -> WaitlistEntryStatus {
+        match self {
+            WaitlistEntryState::Waiting => WaitlistEntryStatus::Waiting,
+            WaitlistEntryState::Offered { .. } => WaitlistEntryStatus::Offered,
+            WaitlistEntryState::Accepted { .. } => WaitlistEntryStatus::Accepted,
+            WaitlistEntryState::Declined { .. } => WaitlistEntryStatus::Declined,
+            WaitlistEntryState::Expired { .. } => WaitlistEntryStatus::Expired,
+            WaitlistEntryState::Left { .. } => WaitlistEntryStatus::Left,
+        }
+    }
+
+    /// The offer the entry has or had, once promoted.
+    pub fn offer(self) -> Option<OfferId> {
+        match self {
+            WaitlistEntryState::Waiting => None,
+            WaitlistEntryState::Offered { offer }
+            | WaitlistEntryState::Accepted { offer }
+            | WaitlistEntryState::Declined { offer }
+            | WaitlistEntryState::Expired { offer } => Some(offer),
+            WaitlistEntryState::Left { offer } => offer,
+        }
+    }
+
+    /// Whether the entry is waiting or offered.
+    pub fn is_active(self) -> bool {
+        matches!(self, WaitlistEntryState::Waiting | WaitlistEntryState::Offered { .. })
+    }
 }
 
 /// A session's place on a show's waitlist.
@@ -293,13 +514,36 @@ pub struct WaitlistEntry {
     pub policy_version: u32,
     /// Its state.
     pub state: WaitlistEntryState,
-    /// Its offer, once promoted.
-    pub offer: Option<OfferId>,
 }
 
-/// An offer's lifecycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+impl WaitlistEntry {
+    /// Its offer, once promoted.
+    pub fn offer(&self) -> Option<OfferId> {
+        self.state.offer()
+    }
+}
+
+/// An offer's state, carrying what only that state has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum OfferState {
+    /// Open until its deadline.
+    Open,
+    /// Turned into a hold. Terminal.
+    Accepted {
+        /// The hold it became.
+        hold: HoldId,
+    },
+    /// Declined by its waiter. Terminal.
+    Declined,
+    /// Its deadline passed. Terminal.
+    Expired,
+    /// Closed because the show was cancelled. Terminal.
+    Withdrawn,
+}
+
+/// The name of an [`OfferState`], without its data: what read views and wire names carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum OfferStatus {
     /// Open until its deadline.
     Open,
     /// Turned into a hold. Terminal.
@@ -312,6 +556,19 @@ pub enum OfferState {
     Withdrawn,
 }
 
+impl OfferState {
+    /// Its name.
+    pub fn status(self) -> OfferStatus {
+        match self {
+            OfferState::Open => OfferStatus::Open,
+            OfferState::Accepted { .. } => OfferStatus::Accepted,
+            OfferState::Declined => OfferStatus::Declined,
+            OfferState::Expired => OfferStatus::Expired,
+            OfferState::Withdrawn => OfferStatus::Withdrawn,
+        }
+    }
+}
+
 /// Released seats offered to one waiter until a deadline.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Offer {
@@ -321,7 +578,7 @@ pub struct Offer {
     pub entry: EntryId,
     /// That entry's owner.
     pub session: SessionId,
-    /// The seats offered, sorted.
+    /// The seats offered.
     pub seats: SeatSet,
     /// Its state.
     pub state: OfferState,
@@ -329,14 +586,20 @@ pub struct Offer {
     pub made_index: u64,
     /// Log time at which it expires.
     pub deadline_ms: u64,
-    /// The hold it became, once accepted.
-    pub hold: Option<HoldId>,
 }
 
 impl Offer {
     /// Whether the offer is open and its deadline has passed at `now_ms`.
     pub fn is_overdue(&self, now_ms: u64) -> bool {
         self.state == OfferState::Open && self.deadline_ms <= now_ms
+    }
+
+    /// The hold it became, once accepted.
+    pub fn hold(&self) -> Option<HoldId> {
+        match self.state {
+            OfferState::Accepted { hold } => Some(hold),
+            _ => None,
+        }
     }
 }
 

@@ -12,7 +12,10 @@ use crate::ids::{Actor, CapacityEventId, EntryId, OfferId, SeatNo, SeatSet, Sess
 use crate::limits::{CAPACITY_EVENT_SEATS_MAX, SEATS_PER_HOLD_MAX, WAITLIST_ENTRIES_LIVE_MAX};
 use crate::outbox::Event;
 use crate::outcome::{Outcome, Rejection, Reply};
-use crate::state::{Ctx, Offer, OfferState, Seat, Show, WaitlistEntry, WaitlistEntryState};
+use crate::state::{
+    Ctx, HoldState, Offer, OfferState, Seat, Show, WaitlistEntry, WaitlistEntryState,
+    WaitlistEntryStatus,
+};
 
 impl Show {
     /// Puts the session on the waitlist, if the show is sold out for `quantity` seats.
@@ -53,7 +56,6 @@ impl Show {
                 joined_index: ctx.index,
                 policy_version: self.waitlist.policy_version,
                 state: WaitlistEntryState::Waiting,
-                offer: None,
             },
         );
         assert!(self.waitlist.waiting.insert(order));
@@ -68,6 +70,9 @@ impl Show {
         transition.order = Some(order);
         ctx.record(transition);
         self.promote(ctx);
+        // The session's active entry is the new one, waiting or offered at once.
+        assert!(self.waitlist.entries[&id].state.is_active());
+        assert_eq!(self.waitlist.active_by_session[&session], id);
         Ok(Reply::WaitlistJoined { entry: id, ahead })
     }
 
@@ -84,8 +89,7 @@ impl Show {
         }
         match found.state {
             WaitlistEntryState::Waiting => self.end_waiting_entry(ctx, entry, Reason::Requested),
-            WaitlistEntryState::Offered => {
-                let offer = found.offer.expect("an offered entry has an offer");
+            WaitlistEntryState::Offered { offer } => {
                 if self.waitlist.offers[&offer].is_overdue(ctx.now) {
                     // The offer ran out before the waiter left: that is its expiry, not a decline.
                     self.expire_offer(ctx, offer);
@@ -95,13 +99,15 @@ impl Show {
                     ctx,
                     offer,
                     OfferState::Declined,
-                    WaitlistEntryState::Left,
+                    WaitlistEntryStatus::Left,
                     Reason::Requested,
                 );
             }
-            state => return Err(Rejection::EntryNotActive { state }),
+            state => return Err(Rejection::EntryNotActive { state: state.status() }),
         }
         self.promote(ctx);
+        assert!(!self.waitlist.entries[&entry].state.is_active());
+        assert!(!self.waitlist.active_by_session.contains_key(&session));
         Ok(Reply::WaitlistLeft { entry })
     }
 
@@ -117,8 +123,8 @@ impl Show {
         match found.state {
             OfferState::Open if found.is_overdue(ctx.now) => return Err(Rejection::OfferExpired),
             OfferState::Open => {}
-            OfferState::Accepted => {
-                let hold = &self.holds[&found.hold.expect("an accepted offer has a hold")];
+            OfferState::Accepted { hold } => {
+                let hold = &self.holds[&hold];
                 let receipt = crate::outcome::HoldReceipt {
                     show: self.id,
                     hold: hold.id,
@@ -141,10 +147,9 @@ impl Show {
         assert!(self.waitlist.offer_deadlines.remove(&(deadline_ms, offer)));
         let receipt = self.create_hold(ctx, session, &seats, None, Some(offer));
         let found = self.waitlist.offers.get_mut(&offer).expect("known offer");
-        found.state = OfferState::Accepted;
-        found.hold = Some(receipt.hold);
+        found.state = OfferState::Accepted { hold: receipt.hold };
         let waiter = self.waitlist.entries.get_mut(&entry).expect("an offer's entry exists");
-        waiter.state = WaitlistEntryState::Accepted;
+        waiter.state = WaitlistEntryState::Accepted { offer };
         assert_eq!(self.waitlist.active_by_session.remove(&session), Some(entry));
         let transition = self.transition(
             EntityKind::Offer,
@@ -162,6 +167,11 @@ impl Show {
             Reason::OfferAccepted,
         );
         ctx.record(transition);
+        // The offer became the hold, which owns exactly the offered seats.
+        let hold = &self.holds[&receipt.hold];
+        assert_eq!((hold.offer, hold.state, &hold.seats), (Some(offer), HoldState::Held, &seats));
+        assert_eq!(self.waitlist.offers[&offer].state, OfferState::Accepted { hold: hold.id });
+        assert!(!self.waitlist.offer_deadlines.contains(&(deadline_ms, offer)));
         Ok(Reply::OfferAccepted { offer, hold: receipt })
     }
 
@@ -187,16 +197,19 @@ impl Show {
             OfferState::Open => {}
             OfferState::Declined => return Ok(Reply::OfferDeclined { offer }),
             OfferState::Expired => return Err(Rejection::OfferExpired),
-            OfferState::Accepted | OfferState::Withdrawn => return Err(Rejection::OfferNotActive),
+            OfferState::Accepted { .. } | OfferState::Withdrawn => {
+                return Err(Rejection::OfferNotActive);
+            }
         }
         self.close_offer(
             ctx,
             offer,
             OfferState::Declined,
-            WaitlistEntryState::Declined,
+            WaitlistEntryStatus::Declined,
             Reason::Requested,
         );
         self.promote(ctx);
+        assert_eq!(self.waitlist.offers[&offer].state, OfferState::Declined);
         Ok(Reply::OfferDeclined { offer })
     }
 
@@ -222,6 +235,7 @@ impl Show {
             }
         }
         self.promote(ctx);
+        assert!(enabled || self.waitlist.waiting.is_empty(), "a waitlist turned off has no line");
         Ok(Reply::WaitlistConfigured { show: self.id, enabled, policy_version })
     }
 
@@ -248,13 +262,15 @@ impl Show {
         {
             return Ok(Reply::CapacityReleased { event, seats_released: 0, duplicate: true });
         }
-        let taken: SeatSet = seats
-            .iter()
-            .copied()
-            .filter(|seat| self.seats[*seat as usize] != Seat::Free)
-            .take(SEATS_PER_HOLD_MAX)
-            .collect();
-        if !taken.is_empty() {
+        // The first taken seats, as many as a rejection names.
+        let taken = SeatSet::from_ascending(
+            seats
+                .iter()
+                .copied()
+                .filter(|seat| self.seats[*seat as usize] != Seat::Free)
+                .take(SEATS_PER_HOLD_MAX),
+        );
+        if let Some(taken) = taken {
             return Err(Rejection::SeatUnavailable { seats: taken });
         }
 
@@ -273,6 +289,15 @@ impl Show {
             self.promote(ctx);
             seats.len() as u32
         };
+        // The seats went to the waitlist (pooled or offered), or stayed free with nobody
+        // waiting.
+        let released =
+            |seat: &SeatNo| matches!(self.seats[*seat as usize], Seat::Pooled | Seat::Offered(_));
+        assert!(if seats_released == 0 {
+            seats.iter().all(|seat| self.seats[*seat as usize] == Seat::Free)
+        } else {
+            seats.iter().all(released)
+        });
         Ok(Reply::CapacityReleased { event, seats_released, duplicate: false })
     }
 
@@ -296,15 +321,27 @@ impl Show {
             if self.waitlist.pool.len() < quantity {
                 break;
             }
-            let seats: SeatSet =
-                (0..quantity).map(|_| self.waitlist.pool.pop_first().expect("counted")).collect();
+            // The pool is ordered, so the lowest seats come out ascending.
+            let seats = SeatSet::from_ascending(
+                (0..quantity).filter_map(|_| self.waitlist.pool.pop_first()),
+            )
+            .expect("the head entry wants at least one seat and the pool has enough");
             self.make_offer(ctx, entry, head, seats);
         }
         ctx.actor = actor;
+        // Nobody waits and nothing is pooled, or the pool cannot serve the head of the line.
+        match self.waitlist.waiting.first() {
+            Some(head) if self.status != crate::state::ShowStatus::Cancelled => {
+                let quantity = self.waitlist.entries[&EntryId(head.seq)].quantity;
+                assert!(self.waitlist.pool.len() < usize::from(quantity));
+            }
+            _ => assert!(self.waitlist.pool.is_empty()),
+        }
     }
 
     fn make_offer(&mut self, ctx: &mut Ctx<'_>, entry: EntryId, order: OrderKey, seats: SeatSet) {
         let offer = OfferId(self.allocate_id());
+        let offered_before = self.counts.offered;
         let deadline_ms = ctx.now + self.policy.offer_ttl_ms;
         for seat in &seats {
             assert_eq!(self.seats[*seat as usize], Seat::Pooled);
@@ -313,8 +350,7 @@ impl Show {
         assert!(self.waitlist.waiting.remove(&order));
         let waiter = self.waitlist.entries.get_mut(&entry).expect("the head entry exists");
         assert_eq!(waiter.state, WaitlistEntryState::Waiting);
-        waiter.state = WaitlistEntryState::Offered;
-        waiter.offer = Some(offer);
+        waiter.state = WaitlistEntryState::Offered { offer };
         let session = waiter.session;
         self.waitlist.offers.insert(
             offer,
@@ -326,10 +362,10 @@ impl Show {
                 state: OfferState::Open,
                 made_index: ctx.index,
                 deadline_ms,
-                hold: None,
             },
         );
         assert!(self.waitlist.offer_deadlines.insert((deadline_ms, offer)));
+        assert_eq!(self.counts.offered, offered_before + seats.len() as u32);
         ctx.emit(self.id, Event::OfferMade { offer, entry, session, seats, deadline_ms });
         let mut transition = self.transition(
             EntityKind::WaitlistEntry,
@@ -346,23 +382,35 @@ impl Show {
         ctx.record(transition);
     }
 
-    /// Closes an open offer: the entry takes `entry_to`, the seats are released (to the pool
-    /// while others wait). The caller promotes afterwards.
+    /// Closes an open offer as `to` (declined, expired or withdrawn): the entry takes
+    /// `entry_to` (declined, expired or left), the seats are released (to the pool while others
+    /// wait). The caller promotes afterwards.
     pub(crate) fn close_offer(
         &mut self,
         ctx: &mut Ctx<'_>,
         offer: OfferId,
         to: OfferState,
-        entry_to: WaitlistEntryState,
+        entry_to: WaitlistEntryStatus,
         reason: Reason,
     ) {
+        assert!(
+            matches!(to, OfferState::Declined | OfferState::Expired | OfferState::Withdrawn),
+            "an offer closes {to:?}"
+        );
+        let entry_to = match entry_to {
+            WaitlistEntryStatus::Declined => WaitlistEntryState::Declined { offer },
+            WaitlistEntryStatus::Expired => WaitlistEntryState::Expired { offer },
+            WaitlistEntryStatus::Left => WaitlistEntryState::Left { offer: Some(offer) },
+            other => panic!("an offered entry cannot become {other:?}"),
+        };
+        let offered_before = self.counts.offered;
         let found = self.waitlist.offers.get_mut(&offer).expect("closing a known offer");
         assert_eq!(found.state, OfferState::Open);
         found.state = to;
         let (entry, seats, deadline_ms) = (found.entry, found.seats.clone(), found.deadline_ms);
         assert!(self.waitlist.offer_deadlines.remove(&(deadline_ms, offer)));
         let waiter = self.waitlist.entries.get_mut(&entry).expect("an offer's entry exists");
-        assert_eq!(waiter.state, WaitlistEntryState::Offered);
+        assert_eq!(waiter.state, WaitlistEntryState::Offered { offer });
         waiter.state = entry_to;
         let session = waiter.session;
         assert_eq!(self.waitlist.active_by_session.remove(&session), Some(entry));
@@ -391,17 +439,21 @@ impl Show {
                 self.set_seat(*seat, Seat::Free);
             }
         }
+        // No seat points at the closed offer, and only its seats left the offered count.
+        assert!(seats.iter().all(|seat| self.seats[*seat as usize] != Seat::Offered(offer)));
+        assert_eq!(self.counts.offered, offered_before - seats.len() as u32);
     }
 
     /// Expires an overdue open offer and serves the next waiter.
     pub(crate) fn expire_offer(&mut self, ctx: &mut Ctx<'_>, offer: OfferId) {
+        assert!(self.waitlist.offers[&offer].is_overdue(ctx.now), "expiring an offer early");
         let actor = ctx.actor;
         ctx.actor = Actor::System;
         self.close_offer(
             ctx,
             offer,
             OfferState::Expired,
-            WaitlistEntryState::Expired,
+            WaitlistEntryStatus::Expired,
             Reason::DeadlinePassed,
         );
         ctx.actor = actor;
@@ -412,7 +464,7 @@ impl Show {
     pub(crate) fn end_waiting_entry(&mut self, ctx: &mut Ctx<'_>, entry: EntryId, reason: Reason) {
         let waiter = self.waitlist.entries.get_mut(&entry).expect("ending a known entry");
         assert_eq!(waiter.state, WaitlistEntryState::Waiting);
-        waiter.state = WaitlistEntryState::Left;
+        waiter.state = WaitlistEntryState::Left { offer: None };
         let (order, session) = (waiter.order, waiter.session);
         assert!(self.waitlist.waiting.remove(&order));
         assert_eq!(self.waitlist.active_by_session.remove(&session), Some(entry));

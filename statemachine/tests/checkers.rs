@@ -48,7 +48,7 @@ fn client(session: u128, key: u128, request: ClientRequest) -> Call {
 }
 
 fn hold(session: u128, key: u128, seats: &[u32]) -> Call {
-    let seats: SeatSet = seats.iter().copied().collect();
+    let seats = SeatSet::new(seats.iter().copied()).expect("a valid seat set");
     client(session, key, ClientRequest::Hold { seats, price_version: 1, grant: None })
 }
 

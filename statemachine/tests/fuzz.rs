@@ -57,13 +57,32 @@ fn seat() -> impl Strategy<Value = SeatNo> {
     ]
 }
 
-/// 0..=10 seats (a `SeatSet` cannot hold 11), often with duplicates.
-fn seat_set() -> impl Strategy<Value = SeatSet> {
+/// 0..=12 seats as a client may name them: in any order, often with duplicates, sometimes none
+/// or too many.
+fn seat_list() -> impl Strategy<Value = Vec<SeatNo>> {
     prop_oneof![
         3 => prop::collection::vec(0u32..12, 1..=3),
-        1 => prop::collection::vec(seat(), 0..=SEATS_PER_HOLD_MAX),
+        1 => prop::collection::vec(seat(), 0..=SEATS_PER_HOLD_MAX + 2),
     ]
-    .prop_map(|seats| seats.into_iter().collect())
+}
+
+/// A seat set made from an arbitrary list. A list that is no seat set (none, too many, a seat
+/// twice) cannot be a command (`seat_sets_are_checked_on_decode` proves the log refuses it), so
+/// what reaches apply is its distinct seats, at most ten, or seat 0.
+fn seat_set() -> impl Strategy<Value = SeatSet> {
+    seat_list().prop_map(|seats| {
+        SeatSet::new(seats.iter().copied()).unwrap_or_else(|_not_a_set| {
+            let mut distinct = seats;
+            distinct.sort_unstable();
+            distinct.dedup();
+            distinct.truncate(SEATS_PER_HOLD_MAX);
+            SeatSet::new(distinct).unwrap_or_else(|_empty| seats_of(&[0]))
+        })
+    })
+}
+
+fn seats_of(list: &[SeatNo]) -> SeatSet {
+    SeatSet::new(list.iter().copied()).expect("a valid seat set")
 }
 
 fn currency() -> impl Strategy<Value = Currency> {
@@ -767,11 +786,71 @@ fn decode_target() -> &'static Group {
     })
 }
 
+/// A hold request as any encoder could write it: its seats a plain list, not a `SeatSet`. It
+/// has the shape of `ClientRequest::Hold` (the first variant), so its bytes decode as one.
+#[derive(serde::Serialize)]
+enum RawRequest {
+    Hold { seats: Vec<SeatNo>, price_version: u32, grant: Option<TicketId> },
+}
+
+proptest! {
+    #![proptest_config(proptest_config(4_000))]
+
+    /// A command from the log or the wire decodes only if its seats are a seat set, and then
+    /// to the canonical (sorted) set: an empty list, more than ten seats or a seat named twice
+    /// is a decode error, never a `SeatSet` that breaks its own rules.
+    #[test]
+    fn seat_sets_are_checked_on_decode(seats in seat_list(), grant in prop::option::of(near_id())) {
+        let raw = RawRequest::Hold { seats: seats.clone(), price_version: 1, grant: grant.map(TicketId) };
+        let bytes = postcard::to_stdvec(&raw).expect("encodes");
+        let decoded = postcard::from_bytes::<ClientRequest>(&bytes);
+        match SeatSet::new(seats.iter().copied()) {
+            Ok(set) => {
+                let mut sorted = seats.clone();
+                sorted.sort_unstable();
+                prop_assert_eq!(set.as_slice(), sorted.as_slice());
+                let expected = ClientRequest::Hold { seats: set, price_version: 1, grant: grant.map(TicketId) };
+                prop_assert_eq!(decoded.expect("a seat set decodes"), expected);
+            }
+            Err(error) => {
+                let mut distinct = seats.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                let why = match seats.len() {
+                    0 => SeatSetError::Empty,
+                    count if count > SEATS_PER_HOLD_MAX => SeatSetError::TooMany { count },
+                    _ => {
+                        let twice = distinct.iter().copied().find(|seat| {
+                            seats.iter().filter(|named| *named == seat).count() > 1
+                        });
+                        SeatSetError::Duplicate { seat: twice.expect("a seat named twice") }
+                    }
+                };
+                prop_assert_eq!(error, why);
+                prop_assert!(decoded.is_err(), "{:?} decoded to {:?}", seats, decoded);
+            }
+        }
+    }
+}
+
+/// Two lists of the same seats in another order are the same seat set, and so the same hold
+/// payload: one idempotency fingerprint.
+#[test]
+fn a_seat_set_is_canonical() {
+    assert_eq!(seats_of(&[7, 2, 5]), seats_of(&[2, 5, 7]));
+    assert_eq!(seats_of(&[7, 2, 5]).as_slice(), [2, 5, 7]);
+    assert_eq!(SeatSet::new([]), Err(SeatSetError::Empty));
+    assert_eq!(SeatSet::new(0..11), Err(SeatSetError::TooMany { count: 11 }));
+    assert_eq!(SeatSet::new([4, 2, 4, 2]), Err(SeatSetError::Duplicate { seat: 2 }));
+    assert_eq!(SeatSetError::Duplicate { seat: 4 }.to_string(), "seat 4 is named twice");
+    assert_eq!(SeatSetError::TooMany { count: 12 }.to_string(), "1..=10 seats per hold, got 12");
+}
+
 /// A hold of 11 seats cannot be expressed (`SeatSet` holds at most 10) and does not decode
 /// from the wire or the log: it is an error, not a panic.
 #[test]
 fn an_eleven_seat_hold_does_not_decode() {
-    let ten: SeatSet = (0..10).collect();
+    let ten = SeatSet::new(0..10).expect("ten seats");
     let request = ClientRequest::Hold { seats: ten, price_version: 1, grant: None };
     let bytes = postcard::to_stdvec(&request).expect("encodes");
     let ten_seats: Vec<u8> = std::iter::once(10).chain(0..10).collect();

@@ -22,7 +22,7 @@ fn show_cancellation_tells_a_waiter_holding_an_open_offer() {
     // The released seats are offered to the waiter.
     h.client(show, 10, 2, ClientRequest::CancelHold { hold: first.hold }).unwrap();
     let entry = h.show(show).waitlist.active_by_session[&session(1)];
-    assert_eq!(h.show(show).waitlist.entries[&entry].state, WaitlistEntryState::Offered);
+    assert_eq!(h.show(show).waitlist.entries[&entry].state.status(), WaitlistEntryStatus::Offered);
 
     let reply = h.operator(OperatorCommand::CancelShow { show }).unwrap();
     assert_eq!(
@@ -84,8 +84,8 @@ fn overdue_holds_do_not_count_against_the_per_session_limit() {
     let second = h.held(show, 1, 3, &[1]);
     assert_eq!(code(&h.hold(show, 1, 4, &[2])), "too_many_holds");
     h.tick().unwrap();
-    assert_eq!(h.hold_state(show, first.hold), HoldState::Expired);
-    assert_eq!(h.hold_state(show, second.hold), HoldState::Held);
+    assert_eq!(h.hold_state(show, first.hold), HoldStatus::Expired);
+    assert_eq!(h.hold_state(show, second.hold), HoldStatus::Held);
 }
 
 /// Found by the fuzz test: a leader stamp near `u64::MAX` made deadlines wrap in release builds,
@@ -113,14 +113,14 @@ fn leaving_with_a_lapsed_offer_records_its_expiry() {
     let joined = h.client(show, 1, 1, ClientRequest::JoinWaitlist { quantity: 1, band: 0 });
     let Ok(Reply::WaitlistJoined { entry, .. }) = joined else { panic!("{joined:?}") };
     h.client(show, 9, 2, ClientRequest::CancelHold { hold: holder.hold }).unwrap();
-    assert_eq!(h.show(show).waitlist.entries[&entry].state, WaitlistEntryState::Offered);
+    assert_eq!(h.show(show).waitlist.entries[&entry].state.status(), WaitlistEntryStatus::Offered);
     h.advance(limits::OFFER_TTL_MS_DEFAULT);
     assert_eq!(
         h.client(show, 1, 2, ClientRequest::LeaveWaitlist { entry }),
         Ok(Reply::WaitlistLeft { entry })
     );
     let waiter = &h.show(show).waitlist.entries[&entry];
-    assert_eq!(waiter.state, WaitlistEntryState::Expired);
-    let offer = waiter.offer.unwrap();
+    let offer = waiter.offer().unwrap();
+    assert_eq!(waiter.state, WaitlistEntryState::Expired { offer });
     assert_eq!(h.show(show).waitlist.offers[&offer].state, OfferState::Expired);
 }

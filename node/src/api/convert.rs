@@ -8,7 +8,7 @@
 use proto::booking as pb;
 use statemachine::{
     Actor, AuditRecord, BookingView, ClientRequest, HoldView, OfferView, OrderKey, SeatMap,
-    SeatRange, SeatStatus, ShowId, ShowPolicy, ShowSpec, TicketId, TicketState, TicketView,
+    SeatRange, SeatStatus, ShowId, ShowPolicy, ShowSpec, TicketId, TicketStatus, TicketView,
     WaitlistSkip,
 };
 
@@ -212,8 +212,8 @@ pub fn hold_reply(show: ShowId, view: &HoldView) -> pb::HoldReply {
         price_version: hold.price_version,
         grant_ticket_id: hold.grant.map_or(0, |ticket| ticket.0),
         offer_id: hold.offer.map_or(0, |offer| offer.0),
-        payment_id: hold.payment.map_or(0, |payment| payment.0),
-        booking_id: hold.booking.map_or(0, |booking| booking.0),
+        payment_id: hold.payment().map_or(0, |payment| payment.0),
+        booking_id: hold.booking().map_or(0, |booking| booking.0),
     }
 }
 
@@ -243,7 +243,7 @@ pub fn ticket_reply(show: ShowId, view: &TicketView) -> pb::TicketReply {
         state: TicketStateName::from(view.state).as_str().to_owned(),
         ahead: view.ahead,
         grant_deadline_ms: match view.state {
-            TicketState::Granted => view.grant_deadline_ms.unwrap_or(0),
+            TicketStatus::Granted => view.grant_deadline_ms.unwrap_or(0),
             _ => 0,
         },
         as_of_log_index: view.as_of.log_index,
@@ -280,7 +280,7 @@ pub fn offer_reply(show: ShowId, view: &OfferView) -> pb::OfferReply {
         seats: offer.seats.iter().copied().collect(),
         state: OfferStateName::from(view.state).as_str().to_owned(),
         deadline_ms: offer.deadline_ms,
-        hold_id: offer.hold.map_or(0, |hold| hold.0),
+        hold_id: offer.hold().map_or(0, |hold| hold.0),
         as_of_log_index: view.as_of.log_index,
         as_of_log_time_ms: view.as_of.log_time_ms,
     }
@@ -339,8 +339,8 @@ fn order_key(order: OrderKey) -> pb::OrderKey {
 #[cfg(test)]
 mod tests {
     use statemachine::{
-        AsOf, Booking, BookingId, BookingState, Currency, Hold, HoldId, HoldState, Money,
-        OperatorCommand, PaymentId, Reason, SeatSet, SessionId, ShowStatus, StateName,
+        AsOf, Booking, BookingId, BookingState, Currency, Hold, HoldId, HoldState, HoldStatus,
+        Money, OperatorCommand, PaymentId, Reason, SeatSet, SessionId, ShowStatus, StateName,
     };
 
     use super::*;
@@ -460,6 +460,7 @@ mod tests {
     }
 
     fn hold(state: HoldState) -> Hold {
+        let processing = matches!(state, HoldState::Processing { .. });
         Hold {
             id: HoldId(4),
             session: SessionId(9),
@@ -467,21 +468,18 @@ mod tests {
             state,
             created_ms: 100,
             hold_deadline_ms: 300_100,
-            processing_deadline_ms: (state == HoldState::Processing).then_some(400_000),
             price_version: 1,
             price: Money { amount_minor: 2_000, currency: Currency(*b"EUR") },
             grant: Some(TicketId(2)),
             offer: None,
-            payment: (state == HoldState::Processing).then_some(PaymentId(5)),
-            payment_attempts: 0,
-            booking: None,
+            payments: processing.then_some(PaymentId(5)).into_iter().collect(),
         }
     }
 
     #[test]
     fn holds_convert_with_their_effective_state_and_deadline() {
         let view =
-            HoldView { hold: hold(HoldState::Held), state: HoldState::Expired, as_of: AS_OF };
+            HoldView { hold: hold(HoldState::Held), state: HoldStatus::Expired, as_of: AS_OF };
         let reply = hold_reply(ShowId(1), &view);
         assert_eq!(reply.state, "expired");
         assert_eq!((reply.show_id, reply.hold_id, reply.seats.as_slice()), (1, 4, &[54, 55][..]));
@@ -489,8 +487,8 @@ mod tests {
         assert_eq!((reply.deadline_ms, reply.grant_ticket_id, reply.payment_id), (300_100, 2, 0));
         assert_eq!((reply.as_of_log_index, reply.as_of_log_time_ms), (7, 1_000));
         let processing = HoldView {
-            hold: hold(HoldState::Processing),
-            state: HoldState::Processing,
+            hold: hold(HoldState::Processing { payment: PaymentId(5), deadline_ms: 400_000 }),
+            state: HoldStatus::Processing,
             as_of: AS_OF,
         };
         let reply = hold_reply(ShowId(1), &processing);
@@ -522,7 +520,7 @@ mod tests {
         let waiting = TicketView {
             ticket: TicketId(3),
             session: SessionId(9),
-            state: TicketState::Waiting,
+            state: TicketStatus::Waiting,
             ahead: 2,
             grant_deadline_ms: None,
             as_of: AS_OF,
@@ -531,7 +529,7 @@ mod tests {
         assert_eq!((reply.state.as_str(), reply.ahead, reply.grant_deadline_ms), ("waiting", 2, 0));
         // An expired grant's deadline is not shown as if it still held.
         let expired = TicketView {
-            state: TicketState::Expired,
+            state: TicketStatus::Expired,
             ahead: 0,
             grant_deadline_ms: Some(60_000),
             ..waiting

@@ -17,7 +17,7 @@ use node::{Args, Config};
 /// `bookingd-unsafe`: a booking cluster node with deliberately unsafe modes, for testing the
 /// Jepsen suite only. Without an unsafe flag it behaves as `bookingd`.
 #[derive(Debug, Parser)]
-#[command(name = "bookingd-unsafe", version, long_about = None)]
+#[command(name = "bookingd-unsafe", version = node::VERSION, long_about = None)]
 struct UnsafeArgs {
     /// Every option of `bookingd`.
     #[command(flatten)]

@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use statemachine::{ShowId, TicketId, TicketState, TicketView};
+use statemachine::{ShowId, TicketId, TicketStatus, TicketView};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
@@ -46,10 +46,10 @@ impl Ticket {
             ticket_id: format_id(show, view.ticket.0),
             show_id: show.0,
             state: view.state.into(),
-            position: (view.state == TicketState::Waiting).then_some(view.ahead + 1),
+            position: (view.state == TicketStatus::Waiting).then_some(view.ahead + 1),
             grant_deadline_ms: view
                 .grant_deadline_ms
-                .filter(|_| view.state == TicketState::Granted),
+                .filter(|_| view.state == TicketStatus::Granted),
             as_of: view.as_of.into(),
         }
     }
@@ -144,7 +144,7 @@ mod tests {
     use serde_json::json;
     use statemachine::SessionId;
 
-    fn view(state: TicketState, ahead: u32, grant_deadline_ms: Option<u64>) -> TicketView {
+    fn view(state: TicketStatus, ahead: u32, grant_deadline_ms: Option<u64>) -> TicketView {
         TicketView {
             ticket: TicketId(3),
             session: SessionId(1),
@@ -157,16 +157,16 @@ mod tests {
 
     #[test]
     fn a_waiting_ticket_has_a_position_and_a_granted_one_a_deadline() {
-        let waiting = Ticket::from_view(ShowId(41), &view(TicketState::Waiting, 2, None));
+        let waiting = Ticket::from_view(ShowId(41), &view(TicketStatus::Waiting, 2, None));
         assert_eq!(
             serde_json::to_value(waiting).unwrap(),
             json!({"ticket_id": "41-3", "show_id": 41, "state": "waiting", "position": 3,
                 "as_of": {"log_index": 4, "log_time_ms": 5}})
         );
-        let granted = Ticket::from_view(ShowId(41), &view(TicketState::Granted, 0, Some(9)));
+        let granted = Ticket::from_view(ShowId(41), &view(TicketStatus::Granted, 0, Some(9)));
         assert_eq!(granted.position, None);
         assert_eq!(granted.grant_deadline_ms, Some(9));
-        let consumed = Ticket::from_view(ShowId(41), &view(TicketState::Consumed, 0, Some(9)));
+        let consumed = Ticket::from_view(ShowId(41), &view(TicketStatus::Consumed, 0, Some(9)));
         assert_eq!(consumed.grant_deadline_ms, None);
     }
 }

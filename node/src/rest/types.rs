@@ -84,8 +84,8 @@ impl Hold {
             price: hold.price.into(),
             price_version: hold.price_version,
             deadline_ms: hold.deadline_ms(),
-            payment_id: hold.payment.map(|payment| format_id(show, payment.0)),
-            booking_id: hold.booking.map(|booking| format_id(show, booking.0)),
+            payment_id: hold.payment().map(|payment| format_id(show, payment.0)),
+            booking_id: hold.booking().map(|booking| format_id(show, booking.0)),
             offer_id: hold.offer.map(|offer| format_id(show, offer.0)),
             as_of: view.as_of.into(),
         }
@@ -96,7 +96,7 @@ impl Hold {
 mod tests {
     use super::*;
     use serde_json::json;
-    use statemachine::{Currency, HoldId, HoldState, OfferId, PaymentId, SessionId};
+    use statemachine::{Currency, HoldId, HoldState, HoldStatus, OfferId, PaymentId, SessionId};
 
     #[test]
     fn a_hold_serializes_with_external_ids_and_snake_case_states() {
@@ -105,19 +105,16 @@ mod tests {
                 id: HoldId(7),
                 session: SessionId(1),
                 seats: [54, 55].as_slice().try_into().unwrap(),
-                state: HoldState::Processing,
+                state: HoldState::Processing { payment: PaymentId(8), deadline_ms: 421_000 },
                 created_ms: 1_000,
                 hold_deadline_ms: 301_000,
-                processing_deadline_ms: Some(421_000),
                 price_version: 1,
                 price: statemachine::Money { amount_minor: 9_000, currency: Currency(*b"EUR") },
                 grant: None,
                 offer: Some(OfferId(3)),
-                payment: Some(PaymentId(8)),
-                payment_attempts: 1,
-                booking: None,
+                payments: [PaymentId(8)].into_iter().collect(),
             },
-            state: HoldState::Processing,
+            state: HoldStatus::Processing,
             as_of: statemachine::AsOf { log_index: 12, log_time_ms: 2_000 },
         };
         let value = serde_json::to_value(Hold::from_view(ShowId(41), &view)).unwrap();

@@ -79,7 +79,7 @@ impl Offer {
             seats: offer.seats.to_vec(),
             state: view.state.into(),
             deadline_ms: offer.deadline_ms,
-            hold_id: offer.hold.map(|hold| format_id(show, hold.0)),
+            hold_id: offer.hold().map(|hold| format_id(show, hold.0)),
             as_of: view.as_of.into(),
         }
     }

@@ -275,7 +275,7 @@ mod tests {
     use axum::routing::post;
     use http_body_util::BodyExt;
     use serde_json::{Value, json};
-    use statemachine::{HoldState, SessionId};
+    use statemachine::{HoldStatus, SessionId};
     use tower::ServiceExt;
 
     use statemachine::Currency;
@@ -399,7 +399,7 @@ mod tests {
         assert_eq!(reply["payment_id"], format!("9-{}", payment.0));
         assert!(reply["booking_id"].as_str().unwrap().starts_with("9-"));
         let view = cluster.service.read_local(show, |group| group.hold(show, hold, None)).await;
-        assert_eq!(view.unwrap().state, HoldState::Confirmed);
+        assert_eq!(view.unwrap().state, HoldStatus::Confirmed);
 
         let again = app.clone().oneshot(post_webhook(&body, Some(signature))).await.unwrap();
         assert_eq!(again.status(), StatusCode::OK);

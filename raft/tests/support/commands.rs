@@ -3,7 +3,7 @@
 
 use statemachine::{
     ClientCommand, ClientRequest, Command, Currency, IdempotencyKey, OperatorCommand, SeatRange,
-    SessionId, ShowId, ShowPolicy, ShowSpec,
+    SeatSet, SessionId, ShowId, ShowPolicy, ShowSpec,
 };
 
 /// A show of `seats` seats at one price.
@@ -28,10 +28,6 @@ pub fn hold(show: u64, buyer: u64, key: u64, seat: u32) -> Command {
         show: ShowId(show),
         session: SessionId(u128::from(buyer)),
         key: IdempotencyKey(u128::from(key)),
-        request: ClientRequest::Hold {
-            seats: [seat].into_iter().collect(),
-            price_version: 1,
-            grant: None,
-        },
+        request: ClientRequest::Hold { seats: SeatSet::one(seat), price_version: 1, grant: None },
     })
 }

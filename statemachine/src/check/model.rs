@@ -175,7 +175,7 @@ pub fn observe_read(group: &Group, read: &Read) -> Observed {
             group.waitlist_entry(show, entry, Some(session)).map(|view| Observed::Entity {
                 state: StateName::from(view.state),
                 seats: Vec::new(),
-                offer: view.entry.offer,
+                offer: view.entry.offer(),
             })
         }
         Read::Offer { show, session, offer } => {

@@ -127,10 +127,16 @@ pub enum Mutation {
 impl Mutation {
     /// The command this mutation becomes in the log, as the model sees it: by `session`, under
     /// the key numbered `key`, holds quoting `price_version`.
+    ///
+    /// # Panics
+    ///
+    /// For a hold whose seats are not a `SeatSet` (none, more than 10, or one named twice):
+    /// the node refuses those before proposing, so a workload must not record one as a write.
     pub fn command(&self, session: SessionId, key: u128, price_version: u32) -> Command {
         let (show, request) = match self {
             Mutation::Hold { show, seats, grant } => {
-                let seats: SeatSet = seats.iter().copied().collect();
+                let seats = SeatSet::new(seats.iter().copied())
+                    .expect("a workload holds 1..=10 distinct seats");
                 (*show, ClientRequest::Hold { seats, price_version, grant: grant.map(TicketId) })
             }
             Mutation::CancelHold { show, hold } => {

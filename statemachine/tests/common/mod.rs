@@ -22,8 +22,9 @@ pub fn key(n: u64) -> IdempotencyKey {
     IdempotencyKey(u128::from(n))
 }
 
+/// The seat set of `list`, in any order; panics on an invalid list.
 pub fn seats(list: &[SeatNo]) -> SeatSet {
-    list.iter().copied().collect()
+    SeatSet::new(list.iter().copied()).expect("a valid seat set")
 }
 
 pub fn eur(amount_minor: u64) -> Money {
@@ -157,7 +158,7 @@ impl Harness {
         self.show(show).seats[seat as usize]
     }
 
-    pub fn hold_state(&self, show: ShowId, hold: HoldId) -> HoldState {
+    pub fn hold_state(&self, show: ShowId, hold: HoldId) -> HoldStatus {
         self.group.hold(show, hold, None).expect("hold exists").state
     }
 

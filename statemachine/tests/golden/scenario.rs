@@ -1,0 +1,191 @@
+//! The golden scenario: one group built by a fixed sequence of commands so that every persisted
+//! shape appears in its snapshot at least once.
+//!
+//! It is written against commands, the most stable interface of the crate, so that the same
+//! scenario can be replayed by the code of every snapshot format version: the fixture of the
+//! current version is its encoding (`tests/golden/v<N>.snapshot`), and a later version decodes
+//! that fixture and compares it with the same scenario built by its own code.
+//!
+//! What it holds, show by show (times are log time from `START_MS`):
+//!
+//! - show 1 (20 seats): holds in every state (held, processing, confirmed, cancelled, expired,
+//!   and an expired processing hold whose payment succeeded late), bookings confirmed and
+//!   cancelled, payments pending, unknown, succeeded, succeeded with refund work and declined, a
+//!   hold held again after a declined payment, provider events, a capacity event;
+//! - show 2 (10 seats): an admission lane with tickets waiting, granted, consumed, left (with and
+//!   without a grant) and expired (a grant that ran out), and a hold that consumed a grant;
+//! - show 3 (4 seats): a sold-out waitlist with entries waiting, offered, accepted, declined,
+//!   expired and left, offers open, accepted, declined and expired, a hold made from an offer,
+//!   and seats pooled;
+//! - show 4 (3 seats): a cancelled show (a withdrawn offer, a booking refunded by cancellation,
+//!   new prices);
+//! - the group: placement of every show, an outbox partly acknowledged, the audit log, and
+//!   idempotency records of every client command that succeeded.
+
+use super::common::*;
+use statemachine::*;
+
+const SECOND: u64 = 1_000;
+const MINUTE: u64 = 60 * SECOND;
+
+fn ok(outcome: Outcome) -> Reply {
+    outcome.unwrap_or_else(|rejection| panic!("the golden scenario expected success: {rejection}"))
+}
+
+fn held(h: &mut Harness, show: ShowId, who: u64, k: u64, seats: &[SeatNo]) -> HoldId {
+    h.held(show, who, k, seats).hold
+}
+
+fn paid(h: &mut Harness, show: ShowId, payment: PaymentId, event: u128, price: Money) -> Reply {
+    ok(h.pay_ok(show, payment, event, price))
+}
+
+fn cancel_hold(h: &mut Harness, show: ShowId, who: u64, k: u64, hold: HoldId) {
+    ok(h.client(show, who, k, ClientRequest::CancelHold { hold }));
+}
+
+fn join_queue(h: &mut Harness, show: ShowId, who: u64, k: u64) -> TicketId {
+    match ok(h.client(show, who, k, ClientRequest::JoinQueue)) {
+        Reply::Queued { ticket, .. } => ticket,
+        other => panic!("expected a ticket, got {other:?}"),
+    }
+}
+
+fn join_waitlist(h: &mut Harness, show: ShowId, who: u64, k: u64, quantity: u8) -> EntryId {
+    let request = ClientRequest::JoinWaitlist { quantity, band: 0 };
+    match ok(h.client(show, who, k, request)) {
+        Reply::WaitlistJoined { entry, .. } => entry,
+        other => panic!("expected an entry, got {other:?}"),
+    }
+}
+
+/// The open offer of an entry, found in the outbox (the newest offer made to it).
+fn offer_of(h: &Harness, entry: EntryId) -> OfferId {
+    h.group
+        .outbox()
+        .pending()
+        .filter_map(|event| match event.event {
+            Event::OfferMade { offer, entry: to, .. } if to == entry => Some(offer),
+            _ => None,
+        })
+        .last()
+        .expect("an offer was made to the entry")
+}
+
+/// Builds the golden group. Every step is checked to succeed (or to end in the state intended),
+/// and the harness checks every invariant after every entry.
+pub fn build() -> Harness {
+    let mut h = Harness::new();
+    let (one, two, three, four) = (ShowId(1), ShowId(2), ShowId(3), ShowId(4));
+    h.on_sale_show(1, 20);
+    h.on_sale_show(2, 10);
+    h.on_sale_show(3, 4);
+    h.on_sale_show(4, 3);
+    for (show, group) in [(one, 1), (two, 1), (three, 1), (four, 2)] {
+        ok(h.one(Command::Place { show, group }));
+    }
+    let waitlist =
+        OperatorCommand::ConfigureWaitlist { show: three, enabled: true, policy_version: 2 };
+    ok(h.operator(waitlist));
+
+    // Everything that needs a long wait comes first. Show 1: a hold that expires held, and one
+    // that expires while processing and is then paid late (refund work). Show 3: an offer that
+    // expires.
+    let expired = held(&mut h, one, 5, 1, &[6]);
+    let late = held(&mut h, one, 8, 1, &[9]);
+    let (late_payment, late_price) = h.checkout(one, 8, 2, late);
+    let sold_out = held(&mut h, three, 1, 1, &[0, 1, 2, 3]);
+    let lets_expire = join_waitlist(&mut h, three, 5, 1, 1);
+    cancel_hold(&mut h, three, 1, 2, sold_out);
+    let _expired_offer = offer_of(&h, lets_expire);
+    h.advance(11 * MINUTE);
+    ok(h.tick());
+    paid(&mut h, one, late_payment, 100, late_price);
+    assert_eq!(h.hold_state(one, expired), HoldStatus::Expired);
+    assert_eq!(h.hold_state(one, late), HoldStatus::Expired);
+
+    // Show 2: the admission lane, window 1, and one grant that runs out.
+    let lane = OperatorCommand::ConfigureAdmission { show: two, enabled: true, window: 1 };
+    ok(h.operator(lane));
+    let consumed = join_queue(&mut h, two, 1, 1);
+    let request = Harness::hold_request(&[0, 1], Some(consumed));
+    ok(h.client(two, 1, 2, request));
+    let left_granted = join_queue(&mut h, two, 2, 1);
+    let expires = join_queue(&mut h, two, 3, 1);
+    ok(h.client(two, 2, 2, ClientRequest::LeaveQueue { ticket: left_granted }));
+    let granted = join_queue(&mut h, two, 4, 1);
+    let left_waiting = join_queue(&mut h, two, 6, 1);
+    ok(h.client(two, 6, 2, ClientRequest::LeaveQueue { ticket: left_waiting }));
+    h.advance(61 * SECOND);
+    ok(h.tick());
+    let _waiting = join_queue(&mut h, two, 5, 1);
+    let view = h.group.ticket(two, expires, None).expect("ticket");
+    assert_eq!(view.state, TicketStatus::Expired);
+    let view = h.group.ticket(two, granted, None).expect("ticket");
+    assert_eq!(view.state, TicketStatus::Granted);
+
+    // From here on log time stands still, so nothing above runs out. Show 3: sold out again,
+    // with waiters in every state and seats pooled for a waiter who wants more than the pool.
+    let first = held(&mut h, three, 1, 3, &[0, 1]);
+    let second = held(&mut h, three, 2, 1, &[2, 3]);
+    let accepts = join_waitlist(&mut h, three, 3, 1, 1);
+    let declines = join_waitlist(&mut h, three, 4, 1, 2);
+    let _offered = join_waitlist(&mut h, three, 6, 1, 1);
+    let leaves = join_waitlist(&mut h, three, 9, 1, 1);
+    let _waits = join_waitlist(&mut h, three, 7, 1, 3);
+    ok(h.client(three, 9, 2, ClientRequest::LeaveWaitlist { entry: leaves }));
+    cancel_hold(&mut h, three, 1, 4, first);
+    let accepted = offer_of(&h, accepts);
+    ok(h.client(three, 3, 2, ClientRequest::AcceptOffer { offer: accepted }));
+    cancel_hold(&mut h, three, 2, 2, second);
+    let declined = offer_of(&h, declines);
+    ok(h.client(three, 4, 2, ClientRequest::DeclineOffer { offer: declined }));
+    assert_eq!(h.show(three).waitlist.pool.len(), 2);
+
+    // Show 1: holds in every live and final state.
+    let _held = held(&mut h, one, 1, 3, &[1, 0]);
+    let processing = held(&mut h, one, 2, 1, &[2, 3]);
+    h.checkout(one, 2, 2, processing);
+    let confirmed = held(&mut h, one, 3, 1, &[4]);
+    let (payment, price) = h.checkout(one, 3, 2, confirmed);
+    paid(&mut h, one, payment, 101, price);
+    let cancelled = held(&mut h, one, 4, 1, &[5]);
+    cancel_hold(&mut h, one, 4, 2, cancelled);
+    let refunded = held(&mut h, one, 6, 1, &[7]);
+    let (payment, price) = h.checkout(one, 6, 2, refunded);
+    let booking = match paid(&mut h, one, payment, 102, price) {
+        Reply::PaymentRecorded { effect: PaymentEffect::Confirmed { booking }, .. } => booking,
+        other => panic!("expected a booking, got {other:?}"),
+    };
+    ok(h.client(one, 6, 3, ClientRequest::CancelBooking { booking }));
+    let declined_then_unknown = held(&mut h, one, 7, 1, &[8, 10]);
+    let (payment, _) = h.checkout(one, 7, 2, declined_then_unknown);
+    ok(h.pay(one, payment, 103, PaymentResult::Declined));
+    let (payment, _) = h.checkout(one, 7, 3, declined_then_unknown);
+    ok(h.pay(one, payment, 104, PaymentResult::Unknown));
+    let released = OperatorCommand::CapacityReleased {
+        show: one,
+        event: CapacityEventId(7),
+        seats: vec![19, 18],
+    };
+    ok(h.operator(released));
+
+    // Show 4: cancelled with an open offer and a confirmed booking.
+    let waitlist =
+        OperatorCommand::ConfigureWaitlist { show: four, enabled: true, policy_version: 1 };
+    ok(h.operator(waitlist));
+    let booked = held(&mut h, four, 1, 1, &[0]);
+    let (payment, price) = h.checkout(four, 1, 2, booked);
+    paid(&mut h, four, payment, 200, price);
+    let released = held(&mut h, four, 2, 1, &[1, 2]);
+    let _withdrawn = join_waitlist(&mut h, four, 3, 1, 1);
+    cancel_hold(&mut h, four, 2, 2, released);
+    let prices =
+        OperatorCommand::SetPrices { show: four, version: 2, prices_minor: vec![6_000, 9_000] };
+    ok(h.operator(prices));
+    ok(h.operator(OperatorCommand::CancelShow { show: four }));
+
+    // The group: the first few outbox events were delivered.
+    ok(h.one(Command::AckOutbox { up_to: 3 }));
+    h
+}

@@ -186,10 +186,13 @@ async fn run(
     }
 }
 
-/// Logs a write task that did not finish normally (its callers see [`ProposeError::Closed`]).
+/// Carries a write task's panic (a bug: see `propose`) to the proposer's task, which then stops;
+/// logs a write task that was cancelled. Either way its callers see [`ProposeError::Closed`].
 fn reap(finished: Option<Result<(), tokio::task::JoinError>>) {
-    if let Some(Err(error)) = finished {
-        tracing::error!(%error, "a proposer write task failed");
+    match finished {
+        Some(Err(error)) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Some(Err(error)) => tracing::error!(%error, "a proposer write task was cancelled"),
+        Some(Ok(())) | None => {}
     }
 }
 
@@ -216,16 +219,18 @@ async fn propose(raft: &Raft, clock: &Clock, batch: Vec<Request>, in_flight: &mu
     }
     in_flight.spawn(async move {
         let outcomes = match answer.await {
-            Ok(Ok(response)) if response.data.len() == replies.len() => response.data,
+            // `Group::apply` answers one outcome per command of a new entry, and this
+            // proposer's entries are always new: any other count is a bug in apply or its
+            // adapter, never a client's doing. It panics, and `reap` carries the panic to the
+            // proposer's task, which stops (every later `propose` answers `Closed`).
             Ok(Ok(response)) => {
-                let error = ProposeError::Unavailable(format!(
-                    "entry {} answered {} outcomes for {} commands",
-                    response.log_id,
+                assert_eq!(
                     response.data.len(),
-                    replies.len()
-                ));
-                tracing::error!(%error, "apply answered the wrong number of outcomes");
-                return answer_all(replies, &error);
+                    replies.len(),
+                    "entry {} answered the wrong number of outcomes",
+                    response.log_id
+                );
+                response.data
             }
             Ok(Err(ClientWriteError::ForwardToLeader(forward))) => {
                 return answer_all(replies, &ProposeError::NotLeader { leader: forward.leader_id });

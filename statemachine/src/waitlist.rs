@@ -289,10 +289,15 @@ impl Show {
             self.promote(ctx);
             seats.len() as u32
         };
-        // The seats went to the waitlist (pooled or offered), or stayed free with nobody
-        // waiting.
-        let released =
-            |seat: &SeatNo| matches!(self.seats[*seat as usize], Seat::Pooled | Seat::Offered(_));
+        // The seats went to the waitlist (pooled or offered), or are free with nobody waiting:
+        // they stayed free, or an offer served the last waiter and the rest of the pool was
+        // freed.
+        let nobody_waits = self.waitlist.waiting.is_empty();
+        let released = |seat: &SeatNo| match self.seats[*seat as usize] {
+            Seat::Pooled | Seat::Offered(_) => true,
+            Seat::Free => nobody_waits,
+            Seat::Held(_) | Seat::Booked(_) => false,
+        };
         assert!(if seats_released == 0 {
             seats.iter().all(|seat| self.seats[*seat as usize] == Seat::Free)
         } else {

@@ -124,3 +124,36 @@ fn leaving_with_a_lapsed_offer_records_its_expiry() {
     assert_eq!(waiter.state, WaitlistEntryState::Expired { offer });
     assert_eq!(h.show(show).waitlist.offers[&offer].state, OfferState::Expired);
 }
+
+/// Found by `properties::random_command_sequences_keep_invariants` (a postcondition of
+/// `capacity_released`): released seats that topped up the pool enough to serve the last waiter
+/// left one seat over, which the pool freed because nobody waited any more; the postcondition
+/// wanted every released seat pooled or offered.
+#[test]
+fn capacity_that_serves_the_last_waiter_frees_the_seat_left_over() {
+    let mut h = Harness::new();
+    let show = h.on_sale_show(1, 14);
+    h.operator(OperatorCommand::ConfigureWaitlist { show, enabled: true, policy_version: 1 })
+        .unwrap();
+    h.held(show, 10, 1, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    let second = h.held(show, 11, 1, &[10, 11]);
+    // Two seats are free, fewer than the party of three: the show counts as sold out for it.
+    let joined = h.client(show, 1, 1, ClientRequest::JoinWaitlist { quantity: 3, band: 0 });
+    assert!(matches!(joined, Ok(Reply::WaitlistJoined { .. })), "{joined:?}");
+    h.client(show, 11, 2, ClientRequest::CancelHold { hold: second.hold }).unwrap();
+    assert_eq!(h.seat(show, 10), Seat::Pooled, "two pooled seats cannot serve a party of three");
+
+    let released = h.operator(OperatorCommand::CapacityReleased {
+        show,
+        event: CapacityEventId(1),
+        seats: vec![12, 13],
+    });
+    assert_eq!(
+        released,
+        Ok(Reply::CapacityReleased { event: CapacityEventId(1), seats_released: 2, duplicate: false })
+    );
+    let offered: Vec<Seat> = (10..=12).map(|seat| h.seat(show, seat)).collect();
+    assert!(offered.iter().all(|seat| matches!(seat, Seat::Offered(_))), "{offered:?}");
+    assert_eq!(h.seat(show, 13), Seat::Free, "nobody waits for the seat left over");
+    assert_eq!(h.group.check_invariants(), Ok(()));
+}

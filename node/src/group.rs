@@ -13,7 +13,7 @@ use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, LinearizableReadError, RaftError};
 use openraft::{ReadPolicy, ServerState, WatchChangeHandle};
 use raft::{Clock, GroupId, GroupReader, NodeId, ProposeError, Proposer, Raft};
-use statemachine::{ClientCommand, Command, Group, Outcome, Rejection};
+use statemachine::{Answer, ClientCommand, Command, Group, Rejection};
 use tokio::task::JoinHandle;
 
 use crate::error::{ApiError, LeaderHint};
@@ -105,19 +105,20 @@ impl HostedGroup {
         self.raft.metrics().borrow_watched().state == ServerState::Leader
     }
 
-    /// Proposes `command` and returns its outcome once committed and applied here.
+    /// Proposes `command` and returns its answer (its outcome, and the view of what it wrote)
+    /// once committed and applied here.
     ///
     /// # Errors
     ///
     /// `NotLeader` when the command was not appended (retry on the leader); `Unavailable` when
     /// its outcome is unknown (retry with the same idempotency key).
-    pub async fn propose(&self, command: Command) -> Result<Outcome, ApiError> {
+    pub async fn propose(&self, command: Command) -> Result<Answer, ApiError> {
         match tokio::time::timeout(WRITE_TIMEOUT, self.proposer.propose(command)).await {
             Err(_elapsed) => Err(ApiError::Unavailable(format!(
                 "group {}: no commit within {WRITE_TIMEOUT:?}",
                 self.id
             ))),
-            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Ok(answer)) => Ok(answer),
             Ok(Err(ProposeError::NotLeader { .. })) => Err(self.not_leader()),
             Ok(Err(error @ (ProposeError::Unavailable(_) | ProposeError::Closed))) => {
                 Err(ApiError::Unavailable(format!("group {}: {error}", self.id)))

@@ -13,13 +13,14 @@ use statemachine::{
     AuditRecord, BookingId, BookingView, CapacityEventId, ClientCommand, ClientRequest, EntityKind,
     EntryId, Group, HoldId, HoldView, IdempotencyKey, Money, OfferId, OfferView, OperatorCommand,
     PaymentEffect, PaymentId, PaymentOutcome, Rejection, Reply, SeatMap, SeatNo, SeatStatus,
-    SessionId, ShowId, ShowPolicy, ShowStatus, TicketId, TicketView, WaitlistEntryView,
-    WaitlistSkip,
+    SessionId, ShowId, ShowPolicy, ShowStatus, TicketId, TicketView, WaitlistSkip, Written,
 };
+
+pub use statemachine::EntryWithOffer;
 
 use crate::error::ApiError;
 use crate::metrics::HoldOutcome;
-use crate::service::{Placed, Service};
+use crate::service::{Decided, Placed, Service};
 
 /// A show as listed: its settings and its seats by status, as the seat map counts them (an
 /// overdue hold's seats count as free), from one replica's state.
@@ -84,15 +85,6 @@ impl ShowSummary {
             as_of: map.as_of,
         })
     }
-}
-
-/// A waitlist entry and its latest offer, read in one step.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EntryWithOffer {
-    /// The entry.
-    pub entry: WaitlistEntryView,
-    /// Its latest offer, if it had one.
-    pub offer: Option<OfferView>,
 }
 
 /// A started checkout: the payment attempt to charge and by when.
@@ -247,24 +239,36 @@ pub async fn payment(
     }
 }
 
-/// The hold a successful hold (or accepted offer) made, as this node decided it.
-async fn hold_made(
-    service: &Service,
-    show: ShowId,
-    hold: HoldId,
-    session: SessionId,
-) -> Result<HoldView, ApiError> {
-    view_after_write(service, show, |state| state.hold(show, hold, Some(session))).await
+/// What a decided write answers: the view of what it wrote, which its apply read as the entry
+/// left it (never read again), of the kind `take` picks. A retry whose entity has since been
+/// removed answers that entity's rejection (`hold_not_found`, ...).
+fn answer<T>(decided: Decided, take: fn(Written) -> Option<T>) -> Result<T, ApiError> {
+    let Decided { reply, written } = decided;
+    match written {
+        Some(Ok(written)) => take(written).ok_or_else(|| ApiError::unexpected(reply)),
+        Some(Err(rejection)) => Err(ApiError::Rejected(rejection)),
+        None => Err(ApiError::unexpected(reply)),
+    }
 }
 
-/// A view of what a write this node just decided changed, read from this replica (the leader
-/// that applied it).
-async fn view_after_write<T>(
-    service: &Service,
-    show: ShowId,
-    read: impl FnOnce(&Group) -> Result<T, Rejection>,
-) -> Result<T, ApiError> {
-    service.read_local(show, read).await
+fn hold_view(written: Written) -> Option<HoldView> {
+    if let Written::Hold(view) = written { Some(view) } else { None }
+}
+
+fn booking_view(written: Written) -> Option<BookingView> {
+    if let Written::Booking(view) = written { Some(view) } else { None }
+}
+
+fn ticket_view(written: Written) -> Option<TicketView> {
+    if let Written::Ticket(view) = written { Some(view) } else { None }
+}
+
+fn entry_view(written: Written) -> Option<EntryWithOffer> {
+    if let Written::Entry(view) = written { Some(view) } else { None }
+}
+
+fn offer_view(written: Written) -> Option<OfferView> {
+    if let Written::Offer(view) = written { Some(view) } else { None }
 }
 
 /// Counts a decided hold in the node's metrics. A hold this node did not lead is counted where
@@ -281,13 +285,9 @@ fn count_hold<T>(service: &Service, decided: &Result<T, ApiError>) {
 ///
 /// The hold's rejection (`seat_unavailable` with the taken seats, ...), or a routing error.
 pub async fn hold(service: &Service, command: ClientCommand) -> Result<HoldView, ApiError> {
-    let (show, session) = (command.show, command.session);
     let decided = service.client(command).await;
     count_hold(service, &decided);
-    match decided? {
-        Reply::Held(receipt) => hold_made(service, show, receipt.hold, session).await,
-        other => Err(ApiError::unexpected(other)),
-    }
+    answer(decided?, hold_view)
 }
 
 /// Decides many holds, each exactly as [`hold`] would, one result per command in order.
@@ -295,20 +295,14 @@ pub async fn hold_many(
     service: &Service,
     commands: Vec<ClientCommand>,
 ) -> Vec<Result<HoldView, ApiError>> {
-    let owners: Vec<(ShowId, SessionId)> =
-        commands.iter().map(|command| (command.show, command.session)).collect();
     let decided = service.clients(commands).await;
-    let mut results = Vec::with_capacity(decided.len());
-    for ((show, session), decision) in owners.into_iter().zip(decided) {
-        count_hold(service, &decision);
-        let result = match decision {
-            Ok(Reply::Held(receipt)) => hold_made(service, show, receipt.hold, session).await,
-            Ok(other) => Err(ApiError::unexpected(other)),
-            Err(error) => Err(error),
-        };
-        results.push(result);
-    }
-    results
+    decided
+        .into_iter()
+        .map(|decision| {
+            count_hold(service, &decision);
+            answer(decision?, hold_view)
+        })
+        .collect()
 }
 
 /// Cancels a held hold of `session`; its seats are released.
@@ -325,11 +319,7 @@ pub async fn cancel_hold(
     hold: HoldId,
 ) -> Result<HoldView, ApiError> {
     let command = ClientCommand { show, session, key, request: ClientRequest::CancelHold { hold } };
-    match service.client(command).await? {
-        Reply::HoldCancelled { .. } => {}
-        other => return Err(ApiError::unexpected(other)),
-    }
-    view_after_write(service, show, |state| state.hold(show, hold, Some(session))).await
+    answer(service.client(command).await?, hold_view)
 }
 
 /// Starts paying for a held hold of `session` (a retry gets the same payment attempt).
@@ -345,7 +335,7 @@ pub async fn checkout(
     hold: HoldId,
 ) -> Result<Checkout, ApiError> {
     let command = ClientCommand { show, session, key, request: ClientRequest::Checkout { hold } };
-    match service.client(command).await? {
+    match service.client(command).await?.reply {
         Reply::CheckoutStarted { hold, payment, price, deadline_ms } => {
             Ok(Checkout { show, hold, payment, price, deadline_ms })
         }
@@ -366,11 +356,7 @@ pub async fn cancel_booking(
     booking: BookingId,
 ) -> Result<BookingView, ApiError> {
     let request = ClientRequest::CancelBooking { booking };
-    match service.client(ClientCommand { show, session, key, request }).await? {
-        Reply::BookingCancelled { .. } => {}
-        other => return Err(ApiError::unexpected(other)),
-    }
-    view_after_write(service, show, |state| state.booking(show, booking, Some(session))).await
+    answer(service.client(ClientCommand { show, session, key, request }).await?, booking_view)
 }
 
 /// Joins a show's admission lane.
@@ -386,11 +372,7 @@ pub async fn join_queue(
     key: IdempotencyKey,
 ) -> Result<TicketView, ApiError> {
     let command = ClientCommand { show, session, key, request: ClientRequest::JoinQueue };
-    let ticket = match service.client(command).await? {
-        Reply::Queued { ticket, .. } => ticket,
-        other => return Err(ApiError::unexpected(other)),
-    };
-    view_after_write(service, show, |state| state.ticket(show, ticket, Some(session))).await
+    answer(service.client(command).await?, ticket_view)
 }
 
 /// Leaves a show's admission lane.
@@ -406,26 +388,7 @@ pub async fn leave_queue(
     ticket: TicketId,
 ) -> Result<TicketView, ApiError> {
     let request = ClientRequest::LeaveQueue { ticket };
-    match service.client(ClientCommand { show, session, key, request }).await? {
-        Reply::QueueLeft { .. } => {}
-        other => return Err(ApiError::unexpected(other)),
-    }
-    view_after_write(service, show, |state| state.ticket(show, ticket, Some(session))).await
-}
-
-/// Reads an entry of `session` and its offer in one step.
-fn entry_with_offer(
-    state: &Group,
-    show: ShowId,
-    entry: EntryId,
-    session: SessionId,
-) -> Result<EntryWithOffer, Rejection> {
-    let entry = state.waitlist_entry(show, entry, Some(session))?;
-    let offer = match entry.entry.offer() {
-        Some(offer) => Some(state.offer(show, offer, Some(session))?),
-        None => None,
-    };
-    Ok(EntryWithOffer { entry, offer })
+    answer(service.client(ClientCommand { show, session, key, request }).await?, ticket_view)
 }
 
 /// The priority band of a guest session: 0, served first. Bands come from credentials, never
@@ -446,11 +409,7 @@ pub async fn join_waitlist(
     quantity: u8,
 ) -> Result<EntryWithOffer, ApiError> {
     let request = ClientRequest::JoinWaitlist { quantity, band: GUEST_BAND };
-    let entry = match service.client(ClientCommand { show, session, key, request }).await? {
-        Reply::WaitlistJoined { entry, .. } => entry,
-        other => return Err(ApiError::unexpected(other)),
-    };
-    view_after_write(service, show, |state| entry_with_offer(state, show, entry, session)).await
+    answer(service.client(ClientCommand { show, session, key, request }).await?, entry_view)
 }
 
 /// Leaves the waitlist; an open offer is declined and passed on.
@@ -466,11 +425,7 @@ pub async fn leave_waitlist(
     entry: EntryId,
 ) -> Result<EntryWithOffer, ApiError> {
     let request = ClientRequest::LeaveWaitlist { entry };
-    match service.client(ClientCommand { show, session, key, request }).await? {
-        Reply::WaitlistLeft { .. } => {}
-        other => return Err(ApiError::unexpected(other)),
-    }
-    view_after_write(service, show, |state| entry_with_offer(state, show, entry, session)).await
+    answer(service.client(ClientCommand { show, session, key, request }).await?, entry_view)
 }
 
 /// Accepts an offer: its seats become a hold of `session`.
@@ -486,10 +441,7 @@ pub async fn accept_offer(
     offer: OfferId,
 ) -> Result<HoldView, ApiError> {
     let request = ClientRequest::AcceptOffer { offer };
-    match service.client(ClientCommand { show, session, key, request }).await? {
-        Reply::OfferAccepted { hold, .. } => hold_made(service, show, hold.hold, session).await,
-        other => Err(ApiError::unexpected(other)),
-    }
+    answer(service.client(ClientCommand { show, session, key, request }).await?, hold_view)
 }
 
 /// Declines an offer: its seats go to the next waiter.
@@ -505,11 +457,7 @@ pub async fn decline_offer(
     offer: OfferId,
 ) -> Result<OfferView, ApiError> {
     let request = ClientRequest::DeclineOffer { offer };
-    match service.client(ClientCommand { show, session, key, request }).await? {
-        Reply::OfferDeclined { .. } => {}
-        other => return Err(ApiError::unexpected(other)),
-    }
-    view_after_write(service, show, |state| state.offer(show, offer, Some(session))).await
+    answer(service.client(ClientCommand { show, session, key, request }).await?, offer_view)
 }
 
 /// A hold of `session`, read linearizably.
@@ -565,7 +513,11 @@ pub async fn get_entry(
     entry: EntryId,
     session: SessionId,
 ) -> Result<EntryWithOffer, ApiError> {
-    service.read_linearizable(show, |state| entry_with_offer(state, show, entry, session)).await
+    service
+        .read_linearizable(show, |state| {
+            state.waitlist_entry_with_offer(show, entry, Some(session))
+        })
+        .await
 }
 
 /// An offer of `session`, read linearizably.

@@ -14,13 +14,25 @@ use std::sync::Arc;
 
 use statemachine::limits::ADMISSION_WINDOW_MAX;
 use statemachine::{
-    ClientCommand, Command, Group, METADATA_GROUP, OperatorCommand, PaymentOutcome, Rejection,
-    Reply, ShowId, ShowSpec,
+    Answer, ClientCommand, Command, Group, METADATA_GROUP, OperatorCommand, PaymentOutcome,
+    Rejection, Reply, ShowId, ShowSpec, Written,
 };
 
 use crate::error::ApiError;
 use crate::group::HostedGroup;
 use crate::node::Shared;
+
+/// A buyer's command as its group decided it: the reply, and the view of what it wrote as the
+/// entry that decided it left it (`statemachine::Answer`), so that a write answers without
+/// reading again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decided {
+    /// The reply, as every replica decided it.
+    pub reply: Reply,
+    /// The entity the reply names, read in the same apply: `None` if it names none,
+    /// `Some(Err(..))` if a retry's entity has since been removed.
+    pub written: Option<Result<Written, Rejection>>,
+}
 
 /// Where a show lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,7 +245,7 @@ impl Service {
     /// # Errors
     ///
     /// The request's rejection, or a routing error.
-    pub async fn client(&self, command: ClientCommand) -> Result<Reply, ApiError> {
+    pub async fn client(&self, command: ClientCommand) -> Result<Decided, ApiError> {
         let hosted = self.group_of(command.show).await?;
         if !hosted.is_leader() {
             return Err(hosted.not_leader());
@@ -249,8 +261,8 @@ impl Service {
     /// already refuses answered after one linearizable read for the group (on the leader's
     /// lease), the rest proposed at once (the group's proposer coalesces them into few
     /// entries).
-    pub async fn clients(&self, commands: Vec<ClientCommand>) -> Vec<Result<Reply, ApiError>> {
-        let mut results: Vec<Option<Result<Reply, ApiError>>> = vec![None; commands.len()];
+    pub async fn clients(&self, commands: Vec<ClientCommand>) -> Vec<Result<Decided, ApiError>> {
+        let mut results: Vec<Option<Result<Decided, ApiError>>> = vec![None; commands.len()];
         let mut by_group: BTreeMap<u64, (&Arc<HostedGroup>, Vec<usize>)> = BTreeMap::new();
         for (at, command) in commands.iter().enumerate() {
             match self.group_of(command.show).await {
@@ -363,13 +375,15 @@ async fn decide(group: &HostedGroup, command: Command) -> Result<Reply, ApiError
     if !group.is_leader() {
         return Err(group.not_leader());
     }
-    propose(group, command).await
+    Ok(propose(group, command).await?.reply)
 }
 
 /// Proposes `command` (the caller checked leadership; a proposal on a node that lost it since
-/// is refused by Raft as `NotLeader`) and returns its reply, or the rejection as an error.
-async fn propose(group: &HostedGroup, command: Command) -> Result<Reply, ApiError> {
-    Ok(group.propose(command).await??)
+/// is refused by Raft as `NotLeader`) and returns how it was decided, or the rejection as an
+/// error.
+async fn propose(group: &HostedGroup, command: Command) -> Result<Decided, ApiError> {
+    let Answer { outcome, written } = group.propose(command).await?;
+    Ok(Decided { reply: outcome?, written: written.map(|written| *written) })
 }
 
 #[cfg(test)]

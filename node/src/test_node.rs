@@ -91,7 +91,7 @@ impl OneNode {
         let mut key = [0u8; 16];
         getrandom::fill(&mut key).unwrap();
         let key = IdempotencyKey(u128::from_be_bytes(key));
-        self.service.client(ClientCommand { show, session, key, request }).await.unwrap()
+        self.service.client(ClientCommand { show, session, key, request }).await.unwrap().reply
     }
 
     /// The data group's applied index on this node.

@@ -38,7 +38,7 @@ async fn tick_worker(group: GroupId, proposer: &Proposer, reader: &GroupReader, 
             if !due {
                 break;
             }
-            match proposer.propose(Command::Tick).await {
+            match proposer.propose(Command::Tick).await.map(|answer| answer.outcome) {
                 Ok(Ok(Reply::Ticked { expired, more })) => {
                     tracing::debug!(group, expired, more, "ticked");
                     if !more {

@@ -13,7 +13,7 @@
 use openraft::error::ClientWriteError;
 use openraft::impls::ProgressResponder;
 use statemachine::limits::BATCH_COMMANDS_MAX;
-use statemachine::{Command, Outcome};
+use statemachine::{Answer, Command};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -88,7 +88,7 @@ pub enum ProposeError {
 struct Request {
     command: Command,
     encoded_bytes: usize,
-    reply: oneshot::Sender<Result<Outcome, ProposeError>>,
+    reply: oneshot::Sender<Result<Answer, ProposeError>>,
 }
 
 /// Proposes the client commands of one group on this node, coalescing concurrent ones into one
@@ -121,11 +121,12 @@ impl Proposer {
         &self.clock
     }
 
-    /// Proposes `command` on this node, if it leads the group, and returns its outcome once
-    /// the entry carrying it was committed and applied here. Commands are proposed in the order
+    /// Proposes `command` on this node, if it leads the group, and returns its answer (its
+    /// outcome, and the view of what it wrote) once the entry carrying it was committed and
+    /// applied here. Commands are proposed in the order
     /// they were queued. Dropping the returned future after the command was queued does not
     /// withdraw it: it may still be applied.
-    pub async fn propose(&self, command: Command) -> Result<Outcome, ProposeError> {
+    pub async fn propose(&self, command: Command) -> Result<Answer, ProposeError> {
         let encoded_bytes = postcard::experimental::serialized_size(&command)
             .map_err(|error| ProposeError::Unencodable(error.to_string()))?;
         let (reply, answer) = oneshot::channel();
@@ -219,7 +220,7 @@ async fn propose(raft: &Raft, clock: &Clock, batch: Vec<Request>, in_flight: &mu
     }
     in_flight.spawn(async move {
         let outcomes = match answer.await {
-            // `Group::apply` answers one outcome per command of a new entry, and this
+            // `Group::apply_answering` answers once per command of a new entry, and this
             // proposer's entries are always new: any other count is a bug in apply or its
             // adapter, never a client's doing. It panics, and `reap` carries the panic to the
             // proposer's task, which stops (every later `propose` answers `Closed`).
@@ -258,7 +259,7 @@ fn fail(batch: Vec<Request>, error: &ProposeError) {
 }
 
 /// Answers every one of `replies` with `error`.
-fn answer_all(replies: Vec<oneshot::Sender<Result<Outcome, ProposeError>>>, error: &ProposeError) {
+fn answer_all(replies: Vec<oneshot::Sender<Result<Answer, ProposeError>>>, error: &ProposeError) {
     for reply in replies {
         let _ = reply.send(Err(error.clone()));
     }

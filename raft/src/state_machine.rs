@@ -3,13 +3,15 @@
 //!
 //! Owns the group's in-memory state (the `Group`, the last applied log id and membership) and its
 //! record in the `snapshots` column family. Never decides a booking rule: every normal entry goes
-//! to `Group::apply` unchanged, and this adapter stays small.
+//! to `Group::apply` (or `Group::apply_answering`) unchanged, and this adapter stays small.
 //!
 //! What an implementation of `RaftStateMachine` must do, and how this one does it:
 //!
 //! - Answer every applied entry through its responder, if it has one: normal entries answer the
-//!   outcomes of `Group::apply`; blank and membership entries advance the group with
-//!   `Group::apply_empty` and answer an empty vector.
+//!   answers of `Group::apply_answering` (each command's outcome and the view of what it wrote;
+//!   an entry nobody waits for, as on a follower, is applied without building the views); blank
+//!   and membership entries advance the group with `Group::apply_empty` and answer an empty
+//!   vector.
 //! - Record the last applied log id, and the membership of a membership entry.
 //! - Report through `applied_state()` only what survives a restart. The state lives in memory
 //!   and only snapshots are persisted (synced), so a store opened on a restarted node starts
@@ -117,8 +119,9 @@ impl StateMachineStore {
         GroupReader { state: Arc::clone(&self.state) }
     }
 
-    /// Applies one entry and returns its answer.
-    fn apply_entry(&self, entry: Entry) -> Result<Response, StoreError> {
+    /// Applies one entry and returns its answers if `answering` (someone waits for them: the
+    /// leader that proposed it); otherwise the views are not built and the answer is empty.
+    fn apply_entry(&self, entry: Entry, answering: bool) -> Result<Response, StoreError> {
         let mut guard = self.state.write().map_err(|_| StoreError::Poisoned)?;
         let applied = &mut *guard;
         let log_id = entry.log_id;
@@ -133,7 +136,13 @@ impl StateMachineStore {
         let group = Arc::make_mut(&mut applied.group);
         let response = match entry.payload {
             EntryPayload::Normal(Proposal { time_ms, commands }) => {
-                group.apply(&statemachine::Entry { index, time_ms, commands })
+                let entry = statemachine::Entry { index, time_ms, commands };
+                if answering {
+                    group.apply_answering(&entry)
+                } else {
+                    group.apply(&entry);
+                    Vec::new()
+                }
             }
             // Blank and membership entries carry no leader stamp: time 0 leaves log time as it
             // is (it only ever moves to the maximum).
@@ -168,7 +177,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         Strm: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + OptionalSend,
     {
         while let Some((entry, responder)) = entries.try_next().await? {
-            let response = self.apply_entry(entry)?;
+            let response = self.apply_entry(entry, responder.is_some())?;
             if let Some(responder) = responder {
                 responder.send(response);
             }

@@ -2,13 +2,14 @@
 //! uses for openraft's generic types.
 //!
 //! Owns what a log entry carries ([`Proposal`]: the leader's log time and a batch of commands) and
-//! what applying it answers ([`Response`]: one outcome per command). Never decides anything about
+//! what applying it answers ([`Response`]: one answer per command, its outcome and the view of
+//! what it wrote). Never decides anything about
 //! bookings: the commands are opaque here and are judged only by `statemachine` in apply.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use statemachine::{Command, Outcome};
+use statemachine::{Answer, Command};
 
 /// A Raft group's id. Group 0 is the metadata group; the others hold shows.
 pub type GroupId = u64;
@@ -38,9 +39,11 @@ impl fmt::Display for Proposal {
     }
 }
 
-/// What applying one entry answers: one outcome per command of its proposal, in order. Blank and
-/// membership entries answer an empty vector.
-pub type Response = Vec<Outcome>;
+/// What applying one entry answers: one answer per command of its proposal, in order
+/// (`Group::apply_answering`: the outcome, and the view of the entity a client command wrote).
+/// Blank and membership entries answer an empty vector. Answers go to the proposer's callers
+/// only; they are never persisted.
+pub type Response = Vec<Answer>;
 
 openraft::declare_raft_types!(
     /// The openraft type configuration of every booking group.

@@ -19,6 +19,10 @@
 //! - `apply/uncontended`: a fresh show; every command is a hold that succeeds (the house is
 //!   partitioned into 1..=4-seat blocks, held in shuffled order).
 //!
+//! Each is measured twice: `apply` as a follower applies, and `<name>_answering`
+//! (`Group::apply_answering`) as the leader does, each write's answer carrying the view of what
+//! it wrote.
+//!
 //! Commands are packed 256 to an entry, as the leader coalesces them. Run with
 //! `cargo bench -p statemachine --bench apply -- --warm-up-time 2 --measurement-time 5`.
 
@@ -627,6 +631,19 @@ fn bench(c: &mut Criterion, name: &str, workload: &Workload) {
                     black_box(group.apply(black_box(entry)));
                 }
                 group // dropped outside the timed part
+            },
+            BatchSize::LargeInput,
+        );
+    });
+    // As a leader applies: each write's answer carries the view of what it wrote.
+    group.bench_function(format!("{name}_answering"), |b| {
+        b.iter_batched(
+            || workload.start.clone(),
+            |mut group| {
+                for entry in &workload.entries {
+                    black_box(group.apply_answering(black_box(entry)));
+                }
+                group
             },
             BatchSize::LargeInput,
         );

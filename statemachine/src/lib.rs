@@ -9,10 +9,12 @@
 //! The rules live one concept per file: shows (`show.rs`), holds (`hold.rs`), checkout and
 //! payments (`payment.rs`), bookings (`booking.rs`), the admission lane (`admission.rs`), the
 //! waitlist (`waitlist.rs`), expiry (`expiry.rs`), idempotency, audit and outbox, and the
-//! metadata group's show placement (`placement.rs`). Reads are in
+//! metadata group's show placement (`placement.rs`). What a command answers its proposer (its
+//! outcome and the view of what it wrote) is in `answer.rs`. Reads are in
 //! `read.rs`, rejections a leader may answer without a log entry in `precheck.rs`, snapshots in `snapshot.rs`, invariants in `invariants.rs`.
 
 mod admission;
+mod answer;
 mod audit;
 mod booking;
 pub mod check;
@@ -34,6 +36,7 @@ mod snapshot;
 mod state;
 mod waitlist;
 
+pub use answer::{Answer, Written};
 pub use audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
 pub use command::{
     ClientCommand, ClientRequest, Command, Entry, OperatorCommand, PaymentOutcome, PaymentResult,
@@ -54,8 +57,8 @@ pub use outcome::{HoldReceipt, Outcome, PaymentEffect, Rejection, Reply};
 pub const VERIFY: bool = cfg!(feature = "verify");
 pub use placement::{METADATA_GROUP, Placement};
 pub use read::{
-    AsOf, BookingView, HoldView, OfferView, PaymentView, SeatMap, SeatStatus, TicketView,
-    WaitlistEntryView, WaitlistSkip,
+    AsOf, BookingView, EntryWithOffer, HoldView, OfferView, PaymentView, SeatMap, SeatStatus,
+    TicketView, WaitlistEntryView, WaitlistSkip,
 };
 pub use snapshot::{Digest, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_FORMAT_VERSION_MIN, SnapshotError};
 pub use state::{

@@ -130,6 +130,15 @@ pub struct OfferView {
     pub as_of: AsOf,
 }
 
+/// A waitlist entry and its latest offer, read in one step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryWithOffer {
+    /// The entry.
+    pub entry: WaitlistEntryView,
+    /// Its latest offer, if it had one.
+    pub offer: Option<OfferView>,
+}
+
 /// An offer made to another entry while this one waited: the answer to "why did someone after
 /// me get a spot?".
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,6 +315,25 @@ impl Group {
             0
         };
         Ok(WaitlistEntryView { entry: found.clone(), state, ahead, as_of: self.as_of() })
+    }
+
+    /// A waitlist entry and its latest offer, if it had one, in one read.
+    ///
+    /// # Errors
+    ///
+    /// As [`Group::waitlist_entry`].
+    pub fn waitlist_entry_with_offer(
+        &self,
+        show: ShowId,
+        entry: EntryId,
+        viewer: Option<SessionId>,
+    ) -> Result<EntryWithOffer, Rejection> {
+        let entry = self.waitlist_entry(show, entry, viewer)?;
+        let offer = match entry.entry.offer() {
+            Some(offer) => Some(self.offer(show, offer, viewer)?),
+            None => None,
+        };
+        Ok(EntryWithOffer { entry, offer })
     }
 
     /// An offer.

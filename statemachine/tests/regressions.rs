@@ -150,7 +150,11 @@ fn capacity_that_serves_the_last_waiter_frees_the_seat_left_over() {
     });
     assert_eq!(
         released,
-        Ok(Reply::CapacityReleased { event: CapacityEventId(1), seats_released: 2, duplicate: false })
+        Ok(Reply::CapacityReleased {
+            event: CapacityEventId(1),
+            seats_released: 2,
+            duplicate: false
+        })
     );
     let offered: Vec<Seat> = (10..=12).map(|seat| h.seat(show, seat)).collect();
     assert!(offered.iter().all(|seat| matches!(seat, Seat::Offered(_))), "{offered:?}");

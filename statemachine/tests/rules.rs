@@ -1310,3 +1310,43 @@ fn has_due_says_whether_a_tick_would_do_anything() {
     assert!(matches!(h.tick().unwrap(), Reply::Ticked { expired: 1, more: false }));
     assert!(!h.group.has_due(receipt.deadline_ms));
 }
+
+/// A write's answer carries the entity as the entry that decided it left it: a hold and a
+/// join in one entry each answer their view, as of that entry; a rejection and a tick carry
+/// none; a retry carries the entity as it is now.
+#[test]
+fn a_write_answers_the_view_of_what_it_wrote() {
+    let mut h = Harness::new();
+    let show = h.on_sale_show(1, 3);
+    h.index += 1;
+    let entry = Entry {
+        index: h.index,
+        time_ms: h.now,
+        commands: vec![
+            Harness::client_command(show, 1, 1, Harness::hold_request(&[0, 1], None)),
+            Harness::client_command(show, 2, 1, Harness::hold_request(&[1], None)),
+            Command::Tick,
+        ],
+    };
+    let answers = h.group.apply_answering(&entry);
+    let [held, refused, tick] = answers.as_slice() else { panic!("{answers:?}") };
+    let Some(Ok(Written::Hold(view))) = held.written.as_deref() else { panic!("{held:?}") };
+    let Ok(Reply::Held(receipt)) = &held.outcome else { panic!("{held:?}") };
+    assert_eq!(view, &h.group.hold(show, receipt.hold, Some(session(1))).unwrap());
+    assert_eq!((view.state, view.as_of.log_index), (HoldStatus::Held, h.index));
+    assert!(matches!(refused.outcome, Err(Rejection::SeatUnavailable { .. })), "{refused:?}");
+    assert_eq!((&refused.written, &tick.written), (&None, &None));
+
+    // The same request again: the stored reply, and the hold as it is now (processing).
+    h.checkout(show, 1, 2, receipt.hold);
+    h.index += 1;
+    let retry = Entry {
+        index: h.index,
+        time_ms: h.now,
+        commands: vec![Harness::client_command(show, 1, 1, Harness::hold_request(&[0, 1], None))],
+    };
+    let [again] = h.group.apply_answering(&retry).try_into().expect("one answer");
+    assert_eq!(again.outcome, held.outcome);
+    let Some(Ok(Written::Hold(now))) = again.written.as_deref() else { panic!("{again:?}") };
+    assert_eq!(now.state, HoldStatus::Processing);
+}

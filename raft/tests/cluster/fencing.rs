@@ -59,7 +59,7 @@ async fn fenced_write_once_leading(
 }
 
 fn is_held(result: &ClientWriteResult<TypeConfig>) -> bool {
-    matches!(result, Ok(response) if matches!(response.data[..], [Ok(Reply::Held(_))]))
+    matches!(result, Ok(response) if matches!(response.data[..], [statemachine::Answer { outcome: Ok(Reply::Held(_)), .. }]))
 }
 
 fn is_fenced(result: &ClientWriteResult<TypeConfig>) -> bool {

@@ -293,7 +293,9 @@ impl Cluster {
             let leader = self.leader(group_id).await?;
             let proposal = Proposal { time_ms: now_ms(), commands: commands.clone() };
             match self.raft(leader, group_id)?.client_write(proposal).await {
-                Ok(response) => return Ok(response.data),
+                Ok(response) => {
+                    return Ok(response.data.into_iter().map(|answer| answer.outcome).collect());
+                }
                 Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))
                     if Instant::now() < deadline =>
                 {

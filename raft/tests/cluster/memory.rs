@@ -126,7 +126,7 @@ async fn hold(node: &MemoryNode, buyer: u64, seat: u32) -> io::Result<()> {
     let commands = vec![commands::hold(1, buyer, buyer, seat)];
     let proposal = Proposal { time_ms: now_ms(), commands };
     let response = node.raft.client_write(proposal).await.map_err(io::Error::other)?;
-    assert!(response.data[0].is_ok(), "{:?}", response.data);
+    assert!(response.data[0].outcome.is_ok(), "{:?}", response.data);
     Ok(())
 }
 

@@ -96,7 +96,7 @@ async fn write_on_majority(
     let deadline = Instant::now() + WAIT;
     loop {
         let proposer = Proposer::new(cluster.raft(leader, group_id)?, ProposerConfig::default());
-        match proposer.propose(command.clone()).await {
+        match proposer.propose(command.clone()).await.map(|answer| answer.outcome) {
             Ok(Ok(reply)) => return Ok((leader, reply)),
             Err(refused @ ProposeError::NotLeader { .. }) if Instant::now() < deadline => {
                 println!("group {group_id}: node {leader} refused ({refused}), proposing again");
@@ -215,7 +215,12 @@ async fn cut_off_leader_cannot_acknowledge(
     let cut_at = Instant::now();
     let mut pending = tokio::spawn({
         let proposer = Arc::clone(&old_proposer);
-        async move { proposer.propose(hold(SHOW, OLD_BUYER, OLD_BUYER, SEAT)).await }
+        async move {
+            proposer
+                .propose(hold(SHOW, OLD_BUYER, OLD_BUYER, SEAT))
+                .await
+                .map(|answer| answer.outcome)
+        }
     });
 
     // Meanwhile the majority elects a new leader, which holds the same seat for another session.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use openraft::async_runtime::WatchReceiver;
 use raft::{NodeId, ProposeError, Proposer, ProposerConfig, Raft};
-use statemachine::{Reply, ShowId};
+use statemachine::{Answer, HoldStatus, Reply, ShowId, Written};
 use tokio::time::Instant;
 
 use crate::commands::{create_show, hold, open_sales};
@@ -22,12 +22,18 @@ fn last_log_index(raft: &Raft) -> u64 {
     raft.metrics().borrow_watched().last_log_index.unwrap_or(0)
 }
 
-/// Asserts that `outcome` holds exactly `seat` of [`SHOW`].
-fn assert_held(outcome: &Result<statemachine::Outcome, ProposeError>, seat: u32) {
-    match outcome {
-        Ok(Ok(Reply::Held(receipt))) => {
+/// Asserts that `answer` holds exactly `seat` of [`SHOW`], and carries the hold as its apply
+/// left it.
+fn assert_held(answer: &Result<Answer, ProposeError>, seat: u32) {
+    match answer {
+        Ok(Answer { outcome: Ok(Reply::Held(receipt)), written }) => {
             assert_eq!(receipt.show, ShowId(SHOW), "{receipt:?}");
             assert_eq!(receipt.seats.as_slice(), [seat].as_slice(), "{receipt:?}");
+            let Some(Ok(Written::Hold(view))) = written.as_deref() else {
+                panic!("seat {seat}: the answer carries no hold view: {written:?}")
+            };
+            assert_eq!((view.hold.id, view.state), (receipt.hold, HoldStatus::Held), "{view:?}");
+            assert_eq!(view.hold.seats, receipt.seats, "{view:?}");
         }
         other => panic!("seat {seat}: expected a hold, got {other:?}"),
     }
@@ -39,7 +45,7 @@ fn assert_held(outcome: &Result<statemachine::Outcome, ProposeError>, seat: u32)
 async fn propose_once_leading(
     proposer: &Proposer,
     command: statemachine::Command,
-) -> Result<statemachine::Outcome, ProposeError> {
+) -> Result<Answer, ProposeError> {
     let deadline = Instant::now() + WAIT;
     loop {
         let outcome = proposer.propose(command.clone()).await;

@@ -116,7 +116,7 @@ async fn write(
 ) -> io::Result<Vec<statemachine::Outcome>> {
     let proposal = Proposal { time_ms: START_MS + index * 1000, commands };
     let response = raft.client_write(proposal).await.map_err(io::Error::other)?;
-    Ok(response.data)
+    Ok(response.data.into_iter().map(|answer| answer.outcome).collect())
 }
 
 /// What the group's first life left behind.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# A local 3-node booking cluster on loopback: node N listens on 127.0.0.1:710N.
+# A local 3-node booking cluster on loopback: node N listens on 127.0.0.1:710N, and the simulated
+# payment provider (paysim) on 127.0.0.1:7100, sending its signed webhooks to node 1.
 #
 #   bash scripts/cluster.sh up          build if needed, start the nodes that are not running,
 #                                       wait until every group has a leader, print the status
-#   bash scripts/cluster.sh down        stop the nodes this script started (TERM, then KILL)
+#   bash scripts/cluster.sh down        stop the nodes and paysim this script started (TERM, then KILL)
 #   bash scripts/cluster.sh status      bookctl status (extra arguments are passed on)
 #   bash scripts/cluster.sh kill N      kill -9 node N
 #   bash scripts/cluster.sh restart N   stop node N if it runs, start it again (never bootstrapping)
@@ -12,9 +13,12 @@
 # Node N keeps its database in $BOOKING_CLUSTER_DIR/nN, its log in nN.log and its pid in nN.pid
 # (BOOKING_CLUSTER_DIR defaults to ./cluster-data at the repository root). A node is started
 # with --bootstrap only when its data directory does not exist yet, i.e. on the very first start
-# of the cluster; a wiped node restarted later joins without it.
+# of the cluster; a wiped node restarted later joins without it. paysim keeps its ledger in
+# $BOOKING_CLUSTER_DIR/paysim (GET http://127.0.0.1:7100/ledger), its log in paysim.log; it signs
+# with PAYSIM_WEBHOOK_SECRET, else BOOKING_WEBHOOK_SECRET, else the nodes' development secret.
 #
 # Environment: BOOKING_GROUPS (data groups, default 4), BOOKINGD_ARGS (extra bookingd arguments),
+# PAYSIM_ARGS (extra paysim arguments, e.g. --decline-ratio 0.1; see paysim --help),
 # BOOKING_UP_TIMEOUT_S (how long `up` waits for leaders, default 60), CARGO_TARGET_DIR, RUST_LOG.
 set -euo pipefail
 
@@ -28,6 +32,8 @@ up_timeout_s="${BOOKING_UP_TIMEOUT_S:-60}"
 stop_timeout_s=10
 bookingd="$target_dir/release/bookingd"
 bookctl="$target_dir/release/bookctl"
+paysim="$target_dir/release/paysim"
+paysim_address=127.0.0.1:7100
 node_ids=(1 2 3)
 
 address() { printf '127.0.0.1:710%s\n' "$1"; }
@@ -59,6 +65,60 @@ running_pid() {
     grep -q "bookingd .*--id $1 " < <(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null); then
     printf '%s\n' "$pid"
   fi
+}
+
+# The pid of the paysim this script started, if it still runs, else nothing.
+paysim_pid() {
+  local pid_file="$cluster_dir/paysim.pid" pid
+  [ -f "$pid_file" ] || return 0
+  pid="$(cat "$pid_file")"
+  if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null &&
+    grep -q "paysim .*--listen $paysim_address " < <(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null); then
+    printf '%s\n' "$pid"
+  fi
+}
+
+# Starts paysim unless it runs, and waits until it serves.
+start_paysim() {
+  if [ -n "$(paysim_pid)" ]; then
+    echo "cluster: paysim already runs (pid $(paysim_pid))" >&2
+    return
+  fi
+  [ -x "$paysim" ] || die "$paysim is missing: run '$0 up' (it builds) or cargo build --release -p node"
+  local log="$cluster_dir/paysim.log" offset=0
+  [ -f "$log" ] && offset="$(wc -c <"$log")"
+  # shellcheck disable=SC2206 # PAYSIM_ARGS is split on purpose
+  local args=(--listen "$paysim_address" --data-dir "$cluster_dir/paysim"
+    --webhook-url "http://$(address 1)/v1/payments/webhook" ${PAYSIM_ARGS:-})
+  echo "cluster: starting paysim ${args[*]}" >&2
+  PAYSIM_WEBHOOK_SECRET="${PAYSIM_WEBHOOK_SECRET:-${BOOKING_WEBHOOK_SECRET:-booking-cluster-development-webhook-secret}}" \
+    setsid "$paysim" "${args[@]}" >>"$log" 2>&1 </dev/null &
+  echo $! >"$cluster_dir/paysim.pid"
+  local deadline=$((SECONDS + 10))
+  until grep -q "paysim listening=" < <(tail -c +"$((offset + 1))" "$log"); do
+    [ -n "$(paysim_pid)" ] || die "paysim exited; see $log"
+    [ "$SECONDS" -lt "$deadline" ] || die "paysim is not serving after 10s; see $log"
+    sleep 0.1
+  done
+  echo "cluster: paysim serves on $paysim_address (ledger: http://$paysim_address/ledger)" >&2
+}
+
+stop_paysim() {
+  local pid
+  pid="$(paysim_pid)"
+  [ -n "$pid" ] || return 0
+  echo "cluster: stopping paysim (pid $pid)" >&2
+  kill -TERM "$pid" 2>/dev/null || true
+  local waited=0
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$waited" -ge $((stop_timeout_s * 10)) ]; then
+      kill -KILL "$pid" 2>/dev/null || true
+      break
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  rm -f "$cluster_dir/paysim.pid"
 }
 
 build() {
@@ -136,11 +196,13 @@ $(tail -n 20 "$cluster_dir/n$id.log" 2>/dev/null)"
     fi
     sleep 0.5
   done
+  start_paysim
   bookctl_status
 }
 
 cmd_down() {
   local id
+  stop_paysim
   for id in "${node_ids[@]}"; do stop "$id"; done
 }
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The main job: builds, starts a local 3-node cluster on loopback (data in ./cluster-data), and
-# runs a short on-sale against it through the SDK: simulated buyers in a strict waiting room,
-# all-or-nothing holds from a stale seat map, checkout and a simulated payment provider
-# (signed webhooks), abandoned holds expiring into waitlist offers. It prints what happened
-# (sold, conflicts, offers, hold latency p50/p99) and the end-of-run checks, then leaves the
-# cluster running.
+# The main job: builds, starts a local 3-node cluster on loopback (data in ./cluster-data) with
+# the simulated payment provider (paysim, 127.0.0.1:7100), and runs a short on-sale against it
+# through the SDK: simulated buyers in a strict waiting room, all-or-nothing holds from a stale
+# seat map, checkout, a charge through paysim whose signed webhook books the hold (some
+# declined, some holders never pay), abandoned holds expiring into waitlist offers. It prints
+# what happened (sold, conflicts, offers, hold latency p50/p99, paysim's ledger) and the
+# end-of-run checks, then leaves the cluster and paysim running.
 #
 # Usage: bash scripts/demo.sh [onsale options, e.g. --buyers 5000 --seats 1000 --window 200]
 #        (bash scripts/demo.sh --help lists them). The in-process on-sale through the state
@@ -25,9 +26,19 @@ export BOOKING_SESSION_SECRET="${BOOKING_SESSION_SECRET:-demo-session-secret}"
 export BOOKING_WEBHOOK_SECRET="${BOOKING_WEBHOOK_SECRET:-demo-webhook-secret}"
 export BOOKING_OPERATOR_TOKEN="${BOOKING_OPERATOR_TOKEN:-demo-operator-token}"
 bash scripts/cluster.sh up >/dev/null
-echo "demo: cluster up (bash scripts/cluster.sh status shows it)"
+echo "demo: cluster up (bash scripts/cluster.sh status shows it), paysim on 127.0.0.1:7100"
 status=0
-"$target_dir/release/onsale" "$@" || status=$?
+BOOKING_PROVIDER="${BOOKING_PROVIDER:-http://127.0.0.1:7100}" "$target_dir/release/onsale" "$@" ||
+  status=$?
+ledger=$(curl -fsS http://127.0.0.1:7100/ledger 2>/dev/null || true)
+if [ -n "$ledger" ]; then
+  # grep finds nothing (exit 1) when there are no refunds: count without failing the pipeline.
+  count() { { grep -o "$1" <<<"$ledger" || true; } | wc -l; }
+  charges=$(count '"kind":"charge"')
+  succeeded=$(count '"status":"succeeded"')
+  refunds=$(count '"kind":"refund"')
+  echo "  paysim ledger (every run so far) $charges charges ($succeeded succeeded), $refunds refunds (http://127.0.0.1:7100/ledger)"
+fi
 echo
 echo "demo: the cluster keeps running. Try: $target_dir/release/bookctl show list"
 echo "demo: stop it with: bash scripts/cluster.sh down"

@@ -1,5 +1,6 @@
 //! The on-sale driver: simulated buyers against a running cluster, through the `client` SDK,
-//! with a simulated payment provider that answers checkouts with signed webhooks.
+//! with a simulated payment provider that answers checkouts with signed webhooks: the real
+//! `paysim` process when one is given (`Plan::provider`), else each buyer posts the webhook.
 //!
 //! Owns the buyer script (session → admission queue → grant → seat map → all-or-nothing hold
 //! of 1-4 adjacent seats, retried on conflict → checkout → payment; sold-out buyers join the
@@ -46,6 +47,9 @@ pub struct Plan {
     pub time_limit: Duration,
     /// The secret the provider signs webhooks with (the nodes' `--webhook-secret`).
     pub webhook_secret: String,
+    /// The payment provider (`paysim`'s base URL): buyers charge through it and its webhooks
+    /// book their holds. Without one, each buyer posts the provider's webhook itself.
+    pub provider: Option<String>,
     /// The operator token for creating the show, if the cluster has one.
     pub operator_token: Option<String>,
 }
@@ -117,6 +121,28 @@ impl Shared {
     fn error(&self, error: &Error) {
         let code = error.booking_code().unwrap_or("transport").to_owned();
         *self.tally().errors.entry(code).or_insert(0) += 1;
+    }
+}
+
+/// Sets the payment provider's decline ratio to `decline_percent` (`PUT /control`, every other
+/// behaviour at its default).
+///
+/// # Errors
+///
+/// The provider did not answer, or refused the setting.
+pub async fn configure_provider(provider: &str, decline_percent: u32) -> Result<(), String> {
+    let behaviour = serde_json::json!({ "decline_ratio": f64::from(decline_percent) / 100.0 });
+    let response = reqwest::Client::new()
+        .put(format!("{provider}/control"))
+        .json(&behaviour)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|error| error.to_string())?;
+    if response.status().is_success() {
+        Ok(())
+    } else {
+        Err(format!("{}: {}", response.status(), response.text().await.unwrap_or_default()))
     }
 }
 
@@ -303,6 +329,23 @@ async fn pay(shared: &Shared, rng: &mut StdRng, token: &str, hold_id: u64, seats
             return;
         }
     };
+    if let Some(provider) = &plan.provider {
+        let payment_id = format!("{}-{}", plan.show_id, checkout.payment_id);
+        let charge = serde_json::json!({
+            "payment_id": payment_id,
+            "amount_minor": checkout.amount_minor,
+            "currency": checkout.currency,
+        });
+        match charged(shared, provider, &payment_id, &charge).await {
+            Some(status) if status == "succeeded" => match booked(shared, token, hold_id).await {
+                Some(booking) => shared.tally().bookings.push((booking, seats)),
+                None => *shared.tally().errors.entry("not booked".into()).or_insert(0) += 1,
+            },
+            Some(status) if status == "declined" => shared.tally().declined += 1,
+            _ => *shared.tally().errors.entry("charge".into()).or_insert(0) += 1,
+        }
+        return;
+    }
     let declined = rng.gen_range(0..100) < plan.decline_percent;
     let event_id = format!("evt-{}-{}-{}", plan.show_id, checkout.payment_id, rng.r#gen::<u64>());
     let body = if declined {
@@ -334,6 +377,48 @@ async fn pay(shared: &Shared, rng: &mut StdRng, token: &str, hold_id: u64, seats
         }
         None => *shared.tally().errors.entry("webhook".into()).or_insert(0) += 1,
     }
+}
+
+/// Charges `charge` through the provider under the payment attempt's id (so retries charge
+/// once), retrying an outage or a timeout; the charge's status, or `None` if it never answered.
+async fn charged(
+    shared: &Shared,
+    provider: &str,
+    payment_id: &str,
+    charge: &serde_json::Value,
+) -> Option<String> {
+    for _attempt in 0..20 {
+        let sent = shared
+            .http
+            .post(format!("{provider}/v1/charges"))
+            .header("idempotency-key", payment_id)
+            .json(charge)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        match sent {
+            Ok(response) if response.status().is_success() => {
+                let body: serde_json::Value = response.json().await.ok()?;
+                return body["status"].as_str().map(str::to_owned);
+            }
+            Ok(response) if response.status().is_client_error() => return None,
+            Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    None
+}
+
+/// The booking hold `hold_id` became once the provider's webhook confirmed it, read through
+/// the SDK until it is no longer processing (at most 10 s).
+async fn booked(shared: &Shared, token: &str, hold_id: u64) -> Option<u64> {
+    for _attempt in 0..100 {
+        match shared.client.get_hold(token, shared.plan.show_id, hold_id).await {
+            Ok(hold) if hold.state == "confirmed" => return Some(hold.booking_id),
+            Ok(hold) if hold.state != "processing" => return None,
+            Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    None
 }
 
 /// Posts a signed webhook to some node (any node forwards it to the leader); the node's JSON

@@ -21,6 +21,10 @@
 //! services) and `rest/` (the REST API on the same port). Nothing imports this crate; the
 //! daemon is `src/main.rs`, a thin shell over `daemon.rs` (logging, start, signals, stop), which
 //! the test-only `src/bin/bookingd-unsafe.rs` shares (the `unsafe-modes` feature).
+//!
+//! Beside the node, `paysim/` is the simulated payment provider the project ships (its own
+//! process, `src/bin/paysim.rs`): it imports only the webhook contract of `rest/webhook.rs`,
+//! and nothing of the node imports it.
 
 pub mod api;
 pub mod config;
@@ -34,6 +38,7 @@ pub mod metrics;
 pub mod names;
 pub mod node;
 pub mod operations;
+pub mod paysim;
 pub mod rest;
 pub mod service;
 pub mod sessions;

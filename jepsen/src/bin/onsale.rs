@@ -67,6 +67,11 @@ struct Args {
     /// The operator token of the cluster, if it has one.
     #[arg(long, env = "BOOKING_OPERATOR_TOKEN", hide_env_values = true)]
     operator_token: Option<String>,
+    /// The payment provider's base URL (`paysim`, e.g. http://127.0.0.1:7100): buyers charge
+    /// through it, its signed webhooks book the holds, and `--decline-percent` is set as its
+    /// decline ratio. Without it, each buyer posts the provider's webhook itself.
+    #[arg(long, env = "BOOKING_PROVIDER")]
+    provider: Option<String>,
 }
 
 #[tokio::main]
@@ -90,7 +95,14 @@ async fn main() -> ExitCode {
         time_limit: Duration::from_secs(args.time_limit_s),
         webhook_secret: args.webhook_secret,
         operator_token: args.operator_token.clone(),
+        provider: args.provider.clone(),
     };
+    if let Some(provider) = &args.provider
+        && let Err(error) = onsale::configure_provider(provider, args.decline_percent).await
+    {
+        eprintln!("onsale: the provider at {provider}: {error}");
+        return ExitCode::from(2);
+    }
     let client = match Client::connect(args.nodes.clone()) {
         Ok(client) => client,
         Err(error) => {

@@ -49,18 +49,8 @@ async fn checked_out(
     show: &Show,
     seats: &[u32],
 ) -> io::Result<(String, String, String)> {
-    let buyer = api.session().await?;
-    let hold = api.hold_ok(show, &buyer, seats).await?;
-    let hold_id = string_field(&hold, "hold_id")?;
-    let answer = api
-        .to_leader(show.group, Method::POST, &format!("/v1/holds/{hold_id}/checkout"))
-        .await?
-        .token(&buyer)
-        .key(&api.key("checkout"))
-        .send()
-        .await?;
-    let payment_id = string_field(answer.expect(201)?, "payment_id")?;
-    Ok((buyer, hold_id, payment_id))
+    let (buyer, hold_id, checkout) = api.checked_out(show, seats).await?;
+    Ok((buyer, hold_id, string_field(&checkout, "payment_id")?))
 }
 
 /// Sends webhook `body` (raw bytes as given) with `signature` to `node`.

@@ -658,6 +658,30 @@ impl Api {
         Ok(hold)
     }
 
+    /// A hold of `seats` made and checked out by a fresh session: the session, the hold id and
+    /// the checkout's answer (`payment_id`, `amount`).
+    ///
+    /// # Errors
+    ///
+    /// A call failed or answered otherwise than 201.
+    pub async fn checked_out(
+        &self,
+        show: &Show,
+        seats: &[u32],
+    ) -> io::Result<(String, String, Value)> {
+        let buyer = self.session().await?;
+        let hold = self.hold_ok(show, &buyer, seats).await?;
+        let hold_id = string_field(&hold, "hold_id")?;
+        let answer = self
+            .to_leader(show.group, Method::POST, &format!("/v1/holds/{hold_id}/checkout"))
+            .await?
+            .token(&buyer)
+            .key(&self.key("checkout"))
+            .send()
+            .await?;
+        Ok((buyer, hold_id, answer.expect(201)?.clone()))
+    }
+
     /// The seat map of `show` (from the leader of its group, so it includes every write
     /// acknowledged before), by seat number.
     ///

@@ -1,0 +1,511 @@
+//! `paysim`, the payment provider the project ships for tests and the demo: a separate
+//! process with a Stripe-like HTTP API, a durable ledger and signed webhooks back to bookingd.
+//!
+//! - `POST /v1/charges` (`Idempotency-Key` = bookingd's payment attempt id; body
+//!   `{payment_id, amount_minor, currency}`): charges once per key. The same key and payload
+//!   again answer the same charge (`replayed: true`) and charge nothing; the same key with
+//!   another payload is 409 `idempotency_key_reused`.
+//! - `GET /v1/charges/{id}`, `GET /v1/charges/by-key/{key}`: a charge, for reconciliation.
+//! - `POST /v1/refunds` (`Idempotency-Key` = the refund id; body `{charge_id, amount_minor}`):
+//!   refunds once per key, never more than was charged.
+//! - `GET /ledger`: every charge and refund, oldest first, so tests can check money against
+//!   bookings; `GET /webhooks`: every webhook delivery and how it went.
+//! - `GET /control`, `PUT /control`: the behaviour (`behaviour.rs`), changed at run time.
+//!
+//! A new charge's outcome goes to bookingd's `POST /v1/payments/webhook` (`--webhook-url`),
+//! signed as bookingd checks it (`X-Booking-Signature: sha256=<hex HMAC-SHA256 of the body>`
+//! under `PAYSIM_WEBHOOK_SECRET`, bookingd's development secret if unset), with retries and
+//! backoff until bookingd answers 2xx or refuses for good (4xx other than 429). Errors are
+//! `{code, message}` with a 4xx/5xx status; bad input changes nothing.
+
+pub mod behaviour;
+pub mod ledger;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+use crate::rest::webhook::{
+    DEVELOPMENT_WEBHOOK_SECRET, SIGNATURE_HEADER, WebhookEvent, WebhookResult, sign,
+};
+use behaviour::{Behaviour, Draws};
+use ledger::{Charge, ChargeStatus, Ledger, Record, Refund};
+
+/// The environment variable holding the webhook secret (never a flag: it would show in `ps`).
+pub const SECRET_ENV: &str = "PAYSIM_WEBHOOK_SECRET";
+/// The longest idempotency key, payment id or charge id accepted, in bytes.
+pub const ID_BYTES_MAX: usize = 128;
+
+/// `paysim`: a simulated payment provider for the booking cluster.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(name = "paysim", version, about, long_about = None)]
+pub struct Args {
+    /// The address to serve on (port 0: any free port; the chosen one is printed).
+    #[arg(long, default_value = "127.0.0.1:7700")]
+    pub listen: SocketAddr,
+    /// The folder of the ledger (created if missing).
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// bookingd's webhook endpoint (`http://HOST:PORT/v1/payments/webhook`); no webhooks
+    /// without it.
+    #[arg(long)]
+    pub webhook_url: Option<String>,
+    /// Delivery attempts per webhook before giving up.
+    #[arg(long, default_value_t = 8)]
+    pub webhook_attempts: u32,
+    /// Seed of the behaviour's draws.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The behaviour at start (`PUT /control` changes it).
+    #[command(flatten)]
+    pub behaviour: Behaviour,
+}
+
+/// One webhook delivery, as `GET /webhooks` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    /// The event delivered.
+    pub event: WebhookEvent,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last HTTP status bookingd answered, if any.
+    pub status: Option<u16>,
+    /// Whether bookingd accepted it (2xx).
+    pub delivered: bool,
+}
+
+struct Webhooks {
+    url: String,
+    secret: String,
+    attempts: u32,
+    client: reqwest::Client,
+}
+
+struct Paysim {
+    ledger: Mutex<Ledger>,
+    behaviour: Mutex<(Behaviour, Draws)>,
+    webhooks: Option<Webhooks>,
+    deliveries: Mutex<Vec<Delivery>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64)
+}
+
+/// An error answer: `{code, message}`.
+#[derive(Debug)]
+struct Refusal(StatusCode, &'static str, String);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            code: &'a str,
+            message: String,
+        }
+        (self.0, Json(Body { code: self.1, message: self.2 })).into_response()
+    }
+}
+
+fn invalid(message: impl Into<String>) -> Refusal {
+    Refusal(StatusCode::BAD_REQUEST, "invalid_argument", message.into())
+}
+
+fn storage(error: &std::io::Error) -> Refusal {
+    Refusal(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("ledger: {error}"))
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Result<String, Refusal> {
+    let key = headers
+        .get("idempotency-key")
+        .ok_or_else(|| invalid("Idempotency-Key: required"))?
+        .to_str()
+        .map_err(|_| invalid("Idempotency-Key: visible ASCII only"))?;
+    check_id("Idempotency-Key", key)?;
+    Ok(key.to_owned())
+}
+
+fn check_id(name: &str, id: &str) -> Result<(), Refusal> {
+    if id.is_empty() || id.len() > ID_BYTES_MAX || !id.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(invalid(format!("{name}: 1..={ID_BYTES_MAX} visible ASCII characters")));
+    }
+    Ok(())
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Refusal> {
+    serde_json::from_slice(body).map_err(|error| invalid(format!("body: {error}")))
+}
+
+/// Refuses every call during an outage, then waits the configured latency.
+async fn enter(sim: &Paysim) -> Result<(), Refusal> {
+    let (outage, latency_ms) = {
+        let behaviour = &lock(&sim.behaviour).0;
+        (behaviour.outage, behaviour.latency_ms)
+    };
+    if outage {
+        return Err(Refusal(StatusCode::SERVICE_UNAVAILABLE, "outage", "provider outage".into()));
+    }
+    tokio::time::sleep(Duration::from_millis(latency_ms)).await;
+    Ok(())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChargeRequest {
+    payment_id: String,
+    amount_minor: u64,
+    currency: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ChargeReply {
+    #[serde(flatten)]
+    charge: Charge,
+    replayed: bool,
+}
+
+async fn create_charge(
+    State(sim): State<Arc<Paysim>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Refusal> {
+    let key = idempotency_key(&headers)?;
+    let request: ChargeRequest = parse(&body)?;
+    check_id("payment_id", &request.payment_id)?;
+    if request.amount_minor == 0 {
+        return Err(invalid("amount_minor: must be positive"));
+    }
+    if request.currency.len() != 3 || !request.currency.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(invalid("currency: three upper-case letters (ISO 4217)"));
+    }
+    enter(&sim).await?;
+    let (charge, fresh, times_out) = {
+        let mut ledger = lock(&sim.ledger);
+        match ledger.charge_by_key(&key) {
+            Some(existing) => {
+                let same = existing.payment_id == request.payment_id
+                    && existing.amount_minor == request.amount_minor
+                    && existing.currency == request.currency;
+                if !same {
+                    return Err(Refusal(
+                        StatusCode::CONFLICT,
+                        "idempotency_key_reused",
+                        "this key charged another payload".into(),
+                    ));
+                }
+                (existing.clone(), false, false)
+            }
+            None => {
+                let (declined, times_out) = {
+                    let (behaviour, draws) = &mut *lock(&sim.behaviour);
+                    (draws.happens(behaviour.decline_ratio), draws.happens(behaviour.timeout_ratio))
+                };
+                let charge = Charge {
+                    id: ledger.next_charge_id(),
+                    key,
+                    payment_id: request.payment_id,
+                    amount_minor: request.amount_minor,
+                    currency: request.currency,
+                    status: if declined { ChargeStatus::Declined } else { ChargeStatus::Succeeded },
+                    at_ms: now_ms(),
+                };
+                ledger.record_charge(charge.clone()).map_err(|error| storage(&error))?;
+                (charge, true, times_out)
+            }
+        }
+    };
+    if fresh {
+        let before_reply = lock(&sim.behaviour).0.webhook_before_reply;
+        let delivering = Arc::clone(&sim);
+        let notify = charge.clone();
+        if before_reply {
+            notify_charge(delivering, notify).await;
+        } else {
+            tokio::spawn(notify_charge(delivering, notify));
+        }
+    }
+    if times_out {
+        return Err(Refusal(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timeout",
+            "the charge's outcome is unknown: read it by its key".into(),
+        ));
+    }
+    Ok(Json(ChargeReply { charge, replayed: !fresh }).into_response())
+}
+
+async fn get_charge(
+    State(sim): State<Arc<Paysim>>,
+    Path(id): Path<String>,
+) -> Result<Json<Charge>, Refusal> {
+    lock(&sim.ledger).charge(&id).cloned().map(Json).ok_or_else(|| not_found("charge"))
+}
+
+async fn get_charge_by_key(
+    State(sim): State<Arc<Paysim>>,
+    Path(key): Path<String>,
+) -> Result<Json<Charge>, Refusal> {
+    lock(&sim.ledger).charge_by_key(&key).cloned().map(Json).ok_or_else(|| not_found("charge"))
+}
+
+fn not_found(what: &str) -> Refusal {
+    Refusal(StatusCode::NOT_FOUND, "not_found", format!("no such {what}"))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefundRequest {
+    charge_id: String,
+    amount_minor: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RefundReply {
+    #[serde(flatten)]
+    refund: Refund,
+    replayed: bool,
+}
+
+async fn create_refund(
+    State(sim): State<Arc<Paysim>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<RefundReply>, Refusal> {
+    let key = idempotency_key(&headers)?;
+    let request: RefundRequest = parse(&body)?;
+    check_id("charge_id", &request.charge_id)?;
+    if request.amount_minor == 0 {
+        return Err(invalid("amount_minor: must be positive"));
+    }
+    enter(&sim).await?;
+    let mut ledger = lock(&sim.ledger);
+    if let Some(existing) = ledger.refund_by_key(&key) {
+        if existing.charge_id != request.charge_id || existing.amount_minor != request.amount_minor
+        {
+            return Err(Refusal(
+                StatusCode::CONFLICT,
+                "idempotency_key_reused",
+                "this key refunded another payload".into(),
+            ));
+        }
+        return Ok(Json(RefundReply { refund: existing.clone(), replayed: true }));
+    }
+    let charge = ledger.charge(&request.charge_id).ok_or_else(|| not_found("charge"))?;
+    if charge.status != ChargeStatus::Succeeded {
+        return Err(Refusal(
+            StatusCode::CONFLICT,
+            "charge_not_succeeded",
+            "only a succeeded charge can be refunded".into(),
+        ));
+    }
+    let left = charge.amount_minor - ledger.refunded_minor(&charge.id);
+    if request.amount_minor > left {
+        return Err(Refusal(
+            StatusCode::CONFLICT,
+            "exceeds_charge",
+            format!("{left} minor units are left to refund on this charge"),
+        ));
+    }
+    let refund = Refund {
+        id: ledger.next_refund_id(),
+        key,
+        charge_id: request.charge_id,
+        amount_minor: request.amount_minor,
+        at_ms: now_ms(),
+    };
+    ledger.record_refund(refund.clone()).map_err(|error| storage(&error))?;
+    Ok(Json(RefundReply { refund, replayed: false }))
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct LedgerReply {
+    records: Vec<Record>,
+}
+
+async fn get_ledger(State(sim): State<Arc<Paysim>>) -> Json<LedgerReply> {
+    Json(LedgerReply { records: lock(&sim.ledger).records().to_vec() })
+}
+
+async fn get_webhooks(State(sim): State<Arc<Paysim>>) -> Json<Vec<Delivery>> {
+    Json(lock(&sim.deliveries).clone())
+}
+
+async fn get_control(State(sim): State<Arc<Paysim>>) -> Json<Behaviour> {
+    Json(lock(&sim.behaviour).0.clone())
+}
+
+async fn put_control(
+    State(sim): State<Arc<Paysim>>,
+    body: Bytes,
+) -> Result<Json<Behaviour>, Refusal> {
+    let behaviour: Behaviour = parse(&body)?;
+    behaviour.check().map_err(invalid)?;
+    tracing::info!(?behaviour, "behaviour changed");
+    lock(&sim.behaviour).0 = behaviour.clone();
+    Ok(Json(behaviour))
+}
+
+/// Tells bookingd what came of a new charge: its event, maybe twice, maybe followed by a stale
+/// `unknown` event, after the configured delay.
+async fn notify_charge(sim: Arc<Paysim>, charge: Charge) {
+    let Some(webhooks) = &sim.webhooks else { return };
+    let (delay_ms, twice, stale) = {
+        let (behaviour, draws) = &mut *lock(&sim.behaviour);
+        let twice = draws.happens(behaviour.duplicate_ratio);
+        (behaviour.webhook_delay_ms, twice, draws.happens(behaviour.out_of_order_ratio))
+    };
+    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+    let succeeded = charge.status == ChargeStatus::Succeeded;
+    let event = WebhookEvent {
+        event_id: format!("evt_{}", charge.id),
+        payment_id: charge.payment_id.clone(),
+        result: if succeeded { WebhookResult::Succeeded } else { WebhookResult::Declined },
+        amount_minor: succeeded.then_some(charge.amount_minor),
+        currency: succeeded.then(|| charge.currency.clone()),
+    };
+    deliver(&sim, webhooks, event.clone()).await;
+    if twice {
+        deliver(&sim, webhooks, event).await;
+    }
+    if stale {
+        let late = WebhookEvent {
+            event_id: format!("evt_{}_stale", charge.id),
+            payment_id: charge.payment_id,
+            result: WebhookResult::Unknown,
+            amount_minor: None,
+            currency: None,
+        };
+        deliver(&sim, webhooks, late).await;
+    }
+}
+
+/// Posts `event` until bookingd accepts it (2xx), refuses it for good (4xx but 429), or the
+/// attempts run out; backs off 50 ms, doubling up to 2 s.
+async fn deliver(sim: &Paysim, webhooks: &Webhooks, event: WebhookEvent) {
+    let body = serde_json::to_vec(&event).expect("an event encodes");
+    let signature = sign(&webhooks.secret, &body);
+    let mut delivery = Delivery { event, attempts: 0, status: None, delivered: false };
+    let mut backoff = Duration::from_millis(50);
+    while delivery.attempts < webhooks.attempts {
+        delivery.attempts += 1;
+        let sent = webhooks
+            .client
+            .post(&webhooks.url)
+            .header(SIGNATURE_HEADER, &signature)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await;
+        match sent {
+            Ok(response) => {
+                let status = response.status();
+                delivery.status = Some(status.as_u16());
+                if status.is_success() {
+                    delivery.delivered = true;
+                    break;
+                }
+                if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
+                    tracing::warn!(event = delivery.event.event_id, %status, "webhook refused");
+                    break;
+                }
+            }
+            Err(error) => {
+                tracing::debug!(event = delivery.event.event_id, %error, "webhook not delivered");
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+    lock(&sim.deliveries).push(delivery);
+}
+
+/// The HTTP routes, on `sim`.
+fn router(sim: Arc<Paysim>) -> Router {
+    Router::new()
+        .route("/v1/charges", post(create_charge))
+        .route("/v1/charges/{id}", get(get_charge))
+        .route("/v1/charges/by-key/{key}", get(get_charge_by_key))
+        .route("/v1/refunds", post(create_refund))
+        .route("/ledger", get(get_ledger))
+        .route("/webhooks", get(get_webhooks))
+        .route("/control", get(get_control).put(put_control))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(sim)
+}
+
+/// Runs the provider until SIGINT or SIGTERM. Prints `paysim listening=<address>` on stdout
+/// once it serves. Exit code 2 for unusable settings, 1 when it cannot start.
+pub async fn run(args: Args) -> ExitCode {
+    tracing_subscriber::fmt().with_writer(std::io::stderr).init();
+    if let Err(problem) = args.behaviour.check() {
+        eprintln!("paysim: {problem}");
+        return ExitCode::from(2);
+    }
+    let ledger = match Ledger::open(&args.data_dir) {
+        Ok(ledger) => ledger,
+        Err(error) => {
+            eprintln!("paysim: {}: {error}", args.data_dir.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let secret = std::env::var(SECRET_ENV).unwrap_or_else(|_| {
+        tracing::warn!("{SECRET_ENV} unset: signing webhooks with the development secret");
+        DEVELOPMENT_WEBHOOK_SECRET.to_owned()
+    });
+    let webhooks = args.webhook_url.map(|url| Webhooks {
+        url,
+        secret,
+        attempts: args.webhook_attempts.max(1),
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .expect("an HTTP client builds"),
+    });
+    let sim = Arc::new(Paysim {
+        ledger: Mutex::new(ledger),
+        behaviour: Mutex::new((args.behaviour, Draws::new(args.seed))),
+        webhooks,
+        deliveries: Mutex::new(Vec::new()),
+    });
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("paysim: {}: {error}", args.listen);
+            return ExitCode::FAILURE;
+        }
+    };
+    let address = listener.local_addr().map_or(args.listen, |address| address);
+    println!("paysim listening={address}");
+    let served = axum::serve(listener, router(sim)).with_graceful_shutdown(stopped()).await;
+    if let Err(error) = served {
+        eprintln!("paysim: {error}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+async fn stopped() {
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(_) => return std::future::pending().await,
+        };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -120,6 +120,8 @@ names!(
         Succeeded = "succeeded",
         /// Refused.
         Declined = "declined",
+        /// Money taken and given back.
+        Refunded = "refunded",
     }
 );
 
@@ -210,6 +212,8 @@ names!(
         Accepted = "accepted",
         /// Offer: closed by show cancellation.
         Withdrawn = "withdrawn",
+        /// Payment: money given back.
+        Refunded = "refunded",
     }
 );
 
@@ -244,6 +248,8 @@ names!(
         LaneDisabled = "lane_disabled",
         /// The waitlist was turned off.
         WaitlistDisabled = "waitlist_disabled",
+        /// The provider confirmed a refund.
+        RefundCompleted = "refund_completed",
     }
 );
 

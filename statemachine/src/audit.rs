@@ -79,11 +79,13 @@ pub enum StateName {
     Accepted,
     /// Offer: closed by show cancellation.
     Withdrawn,
+    /// Payment: money given back.
+    Refunded,
 }
 
 impl StateName {
     /// Every state name, for parsing.
-    pub const ALL: [StateName; 17] = [
+    pub const ALL: [StateName; 18] = [
         StateName::Held,
         StateName::Processing,
         StateName::Confirmed,
@@ -101,6 +103,7 @@ impl StateName {
         StateName::Open,
         StateName::Accepted,
         StateName::Withdrawn,
+        StateName::Refunded,
     ];
 
     /// The wire name every API uses for the state (`held`, `processing`, ...).
@@ -123,6 +126,7 @@ impl StateName {
             StateName::Open => "open",
             StateName::Accepted => "accepted",
             StateName::Withdrawn => "withdrawn",
+            StateName::Refunded => "refunded",
         }
     }
 
@@ -163,6 +167,8 @@ pub enum Reason {
     LaneDisabled,
     /// The waitlist was turned off.
     WaitlistDisabled,
+    /// The provider confirmed a refund.
+    RefundCompleted,
 }
 
 /// The order of a waitlist entry: priority band, then join time, then sequence.
@@ -248,6 +254,7 @@ impl From<PaymentStatus> for StateName {
             PaymentStatus::Unknown => StateName::Unknown,
             PaymentStatus::Succeeded => StateName::Succeeded,
             PaymentStatus::Declined => StateName::Declined,
+            PaymentStatus::Refunded => StateName::Refunded,
         }
     }
 }

@@ -46,6 +46,14 @@ pub enum Command {
         /// The data group (1 and up).
         group: u64,
     },
+    /// The provider confirmed the refund owed on a payment attempt (refund work, from a late
+    /// payment or a cancelled booking); a second report is a no-op.
+    RefundCompleted {
+        /// The show.
+        show: ShowId,
+        /// The payment attempt refunded.
+        payment: PaymentId,
+    },
 }
 
 /// A buyer's request.
@@ -276,7 +284,7 @@ impl Command {
             Command::Client(command) => Some(command.show),
             Command::Operator(command) => Some(command.show()),
             Command::Payment(outcome) => Some(outcome.show),
-            Command::Place { show, .. } => Some(*show),
+            Command::Place { show, .. } | Command::RefundCompleted { show, .. } => Some(*show),
             Command::Tick | Command::AckOutbox { .. } => None,
         }
     }

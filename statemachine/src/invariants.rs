@@ -185,12 +185,15 @@ impl Show {
             let payment =
                 self.payments.get(&booking.payment).ok_or(format!("booking {id}: no payment"))?;
             ensure!(
-                matches!(payment.state, PaymentState::Succeeded { .. }),
+                matches!(payment.state, PaymentState::Succeeded { .. } | PaymentState::Refunded),
                 "booking {id}: its payment did not succeed"
             );
             match booking.state {
                 BookingState::Confirmed => {
-                    ensure!(!payment.refund_required(), "booking {id}: confirmed but refunded");
+                    ensure!(
+                        payment.state == PaymentState::Succeeded { refund_required: false },
+                        "booking {id}: confirmed but its money is owed back or refunded"
+                    );
                     for seat in &booking.seats {
                         ensure!(
                             self.seats.get(*seat as usize) == Some(&Seat::Booked(*id)),
@@ -199,7 +202,10 @@ impl Show {
                     }
                 }
                 BookingState::Cancelled => {
-                    ensure!(payment.refund_required(), "booking {id}: cancelled but not refunded");
+                    ensure!(
+                        payment.refund_required() || payment.state == PaymentState::Refunded,
+                        "booking {id}: cancelled but neither refunded nor owed a refund"
+                    );
                 }
             }
         }

@@ -243,6 +243,17 @@ impl Group {
                 let trimmed = self.outbox.ack(up_to);
                 Ok(Reply::OutboxAcked { up_to, trimmed })
             }
+            &Command::RefundCompleted { show, payment } => {
+                let show = self.shows.get_mut(&show).ok_or(Rejection::ShowNotFound)?;
+                let mut ctx = Ctx {
+                    now,
+                    index,
+                    actor: Actor::Provider,
+                    audit: &mut self.audit,
+                    outbox: &mut self.outbox,
+                };
+                show.complete_refund(&mut ctx, payment)
+            }
             &Command::Place { show, group } => self.placement.place(show, group),
         }
     }

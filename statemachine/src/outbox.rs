@@ -83,6 +83,15 @@ pub enum Event {
         /// The session told.
         session: SessionId,
     },
+    /// The provider gave the money of a payment attempt back.
+    RefundCompleted {
+        /// The payment attempt.
+        payment: PaymentId,
+        /// The buyer.
+        session: SessionId,
+        /// The amount.
+        price: Money,
+    },
 }
 
 /// One event with its id and origin.

@@ -168,6 +168,13 @@ pub enum Reply {
         /// Events trimmed.
         trimmed: u32,
     },
+    /// A refund was recorded (`duplicate`: it had been before, and nothing changed).
+    RefundRecorded {
+        /// The payment attempt refunded.
+        payment: PaymentId,
+        /// Whether the refund was already recorded.
+        duplicate: bool,
+    },
 }
 
 /// What a successful hold gives the buyer.

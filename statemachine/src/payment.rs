@@ -148,6 +148,30 @@ impl Show {
         Ok(Reply::PaymentRecorded { payment, effect })
     }
 
+    /// Records that the provider gave back the money of `payment`, which owes a refund: it
+    /// becomes `refunded` and the buyer is told. A second report is a duplicate; a payment that
+    /// owes nothing is refused and nothing changes.
+    pub(crate) fn complete_refund(&mut self, ctx: &mut Ctx<'_>, payment: PaymentId) -> Outcome {
+        let attempt = self.payments.get(&payment).ok_or(Rejection::PaymentNotFound)?;
+        match attempt.state {
+            PaymentState::Refunded => {
+                return Ok(Reply::RefundRecorded { payment, duplicate: true });
+            }
+            PaymentState::Succeeded { refund_required: true } => {}
+            state => {
+                return Err(Rejection::invalid(format!(
+                    "payment: owes no refund (it is {:?})",
+                    state.status()
+                )));
+            }
+        }
+        let (session, price) = (attempt.session, attempt.price);
+        self.set_payment_state(ctx, payment, PaymentState::Refunded, Reason::RefundCompleted);
+        ctx.emit(self.id, Event::RefundCompleted { payment, session, price });
+        assert_eq!(self.payments[&payment].state, PaymentState::Refunded);
+        Ok(Reply::RefundRecorded { payment, duplicate: false })
+    }
+
     fn on_payment_succeeded(&mut self, ctx: &mut Ctx<'_>, payment: PaymentId) -> PaymentEffect {
         let succeeded = PaymentState::Succeeded { refund_required: false };
         self.set_payment_state(ctx, payment, succeeded, Reason::PaymentSucceeded);

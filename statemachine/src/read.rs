@@ -250,6 +250,38 @@ impl Group {
         Ok(PaymentView { payment: found.clone(), as_of: self.as_of() })
     }
 
+    /// Every payment attempt whose outcome the provider has not told yet (`pending` or
+    /// `unknown`), oldest first per show: the work of the leader's payment worker. Scans every
+    /// attempt of every show in the group.
+    pub fn unsettled_payments(&self) -> Vec<(ShowId, PaymentAttempt)> {
+        self.shows
+            .iter()
+            .flat_map(|(show, found)| {
+                found
+                    .payments
+                    .values()
+                    .filter(|attempt| !attempt.state.is_final())
+                    .map(|attempt| (*show, attempt.clone()))
+            })
+            .collect()
+    }
+
+    /// Every payment attempt whose money must be given back and has not been yet (a late
+    /// payment, a cancelled booking): the work of the leader's refund worker. Scans every
+    /// attempt of every show in the group.
+    pub fn refunds_owed(&self) -> Vec<(ShowId, PaymentAttempt)> {
+        self.shows
+            .iter()
+            .flat_map(|(show, found)| {
+                found
+                    .payments
+                    .values()
+                    .filter(|attempt| attempt.refund_required())
+                    .map(|attempt| (*show, attempt.clone()))
+            })
+            .collect()
+    }
+
     /// An admission ticket (and grant) and its place in line.
     ///
     /// # Errors

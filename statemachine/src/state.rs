@@ -248,6 +248,8 @@ pub enum PaymentState {
     },
     /// Refused. Terminal.
     Declined,
+    /// Money taken and given back (refund work the provider confirmed). Terminal.
+    Refunded,
 }
 
 /// The name of a [`PaymentState`], without its data: what outcomes and wire names carry.
@@ -261,6 +263,8 @@ pub enum PaymentStatus {
     Succeeded,
     /// Refused. Terminal.
     Declined,
+    /// Money taken and given back. Terminal.
+    Refunded,
 }
 
 impl PaymentState {
@@ -271,12 +275,16 @@ impl PaymentState {
             PaymentState::Unknown => PaymentStatus::Unknown,
             PaymentState::Succeeded { .. } => PaymentStatus::Succeeded,
             PaymentState::Declined => PaymentStatus::Declined,
+            PaymentState::Refunded => PaymentStatus::Refunded,
         }
     }
 
     /// Whether the provider's answer is final.
     pub fn is_final(self) -> bool {
-        matches!(self, PaymentState::Succeeded { .. } | PaymentState::Declined)
+        matches!(
+            self,
+            PaymentState::Succeeded { .. } | PaymentState::Declined | PaymentState::Refunded
+        )
     }
 }
 

@@ -274,6 +274,8 @@ fn command() -> impl Strategy<Value = Command> {
         20 => client,
         4 => operator_command().prop_map(Command::Operator),
         5 => payment_outcome().prop_map(Command::Payment),
+        2 => (show_id(), near_id())
+            .prop_map(|(show, payment)| Command::RefundCompleted { show, payment: PaymentId(payment) }),
         2 => Just(Command::Tick),
         1 => prop_oneof![0u64..=60, any::<u64>(), Just(u64::MAX)].prop_map(|up_to| Command::AckOutbox { up_to }),
         1 => (show_id(), prop_oneof![0u64..=4, any::<u64>()])

@@ -117,6 +117,11 @@ enum Op {
         event: Key,
         kind: PayKind,
     },
+    /// The provider confirms the refund of a payment attempt (owed or not).
+    Refund {
+        show: u8,
+        payment: Pick,
+    },
     ConfigureAdmission {
         show: u8,
         enabled: bool,
@@ -346,6 +351,7 @@ fn op(mix: Mix) -> impl Strategy<Value = Op> {
         100 => client,
         12 => any::<u16>().prop_map(Op::Retry),
         16 => pay,
+        4 => (show_pick(), pick()).prop_map(|(show, payment)| Op::Refund { show, payment }),
         mix.lane => (show_pick(), prop::bool::weighted(0.6), 1u32..=3).prop_map(|(show, enabled, window)| {
             Op::ConfigureAdmission { show, enabled, window }
         }),
@@ -763,6 +769,11 @@ impl Driver {
                 let event = ProviderEventId(self.key(event));
                 Command::Payment(PaymentOutcome { show, payment, event, result })
             }
+            Op::Refund { show, payment } => {
+                let show = self.show_id(show);
+                let (payment, _) = self.object(show, EntityKind::Payment, payment);
+                Command::RefundCompleted { show, payment: PaymentId(payment) }
+            }
             Op::ConfigureAdmission { show, enabled, window } => {
                 let show = self.show_id(show);
                 Command::Operator(OperatorCommand::ConfigureAdmission { show, enabled, window })
@@ -1119,6 +1130,21 @@ fn check_promises(before: &Group, command: &Command, outcome: &Outcome, after: &
                     assert!(difference(before, after).is_none(), "a duplicate changed the state");
                 }
                 PaymentEffect::Declined { .. } | PaymentEffect::Unknown => {}
+            }
+        }
+        (
+            &Command::RefundCompleted { show, payment },
+            Ok(Reply::RefundRecorded { payment: recorded, duplicate }),
+        ) => {
+            assert_eq!(*recorded, payment);
+            let was = &before.show(show).expect("the show exists").payments[&payment];
+            let is = &after.show(show).expect("the show exists").payments[&payment];
+            assert_eq!(is.state, PaymentState::Refunded);
+            if *duplicate {
+                assert_eq!(was.state, PaymentState::Refunded);
+                assert!(difference(before, after).is_none(), "a duplicate changed the state");
+            } else {
+                assert!(was.refund_required(), "refunded money nobody owed: {:?}", was.state);
             }
         }
         (Command::Tick, Ok(Reply::Ticked { more: false, .. })) => {

@@ -629,6 +629,39 @@ fn the_owner_cancels_a_booking_seats_return_and_refund_work_is_queued() {
 }
 
 #[test]
+fn a_completed_refund_is_recorded_once_and_only_where_money_is_owed() {
+    let mut h = Harness::new();
+    let show = h.on_sale_show(1, 10);
+    let booking = book(&mut h, show, 1, &[2, 3]);
+    let payment = h.show(show).bookings[&booking].payment;
+    let refund = Command::RefundCompleted { show, payment };
+    // A confirmed booking owes nothing back: refused, and nothing changes.
+    let before = h.show(show).payments[&payment].clone();
+    assert_eq!(code(&h.one(refund.clone())), "invalid_argument");
+    assert_eq!(h.show(show).payments[&payment], before);
+    let unknown = Command::RefundCompleted { show, payment: PaymentId(999) };
+    assert_eq!(code(&h.one(unknown)), "payment_not_found");
+
+    h.client(show, 1, 1, ClientRequest::CancelBooking { booking }).unwrap();
+    assert!(h.show(show).payments[&payment].refund_required());
+    assert_eq!(h.one(refund.clone()), Ok(Reply::RefundRecorded { payment, duplicate: false }));
+    let attempt = &h.show(show).payments[&payment];
+    assert_eq!(attempt.state, PaymentState::Refunded);
+    assert!(!attempt.refund_required());
+    let price = attempt.price;
+    assert!(h.events().contains(&Event::RefundCompleted { payment, session: session(1), price }));
+    let trail = h.group.audit_trail(show, EntityKind::Payment, payment.0);
+    let last = trail.last().unwrap();
+    assert_eq!((last.from, last.to), (Some(StateName::Succeeded), StateName::Refunded));
+    assert_eq!((last.reason, last.actor), (Reason::RefundCompleted, Actor::Provider));
+
+    let events = h.events().len();
+    assert_eq!(h.one(refund), Ok(Reply::RefundRecorded { payment, duplicate: true }));
+    assert_eq!(h.events().len(), events, "a second report tells nobody again");
+    assert_eq!(h.show(show).bookings[&booking].state, BookingState::Cancelled);
+}
+
+#[test]
 fn bookings_cannot_be_cancelled_when_the_show_forbids_it() {
     let mut h = Harness::new();
     let mut show_spec = spec(1, 10);

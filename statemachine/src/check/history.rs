@@ -130,6 +130,7 @@ impl Call {
             Call::Write(Command::Place { .. }) => "place",
             Call::Write(Command::Tick) => "tick",
             Call::Write(Command::AckOutbox { .. }) => "ack_outbox",
+            Call::Write(Command::RefundCompleted { .. }) => "refund_completed",
             Call::Read(Read::SeatMap { .. }) => "read_seats",
             Call::Read(Read::Hold { .. }) => "read_hold",
             Call::Read(Read::Booking { .. }) => "read_booking",

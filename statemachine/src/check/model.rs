@@ -113,6 +113,7 @@ pub fn observe_outcome(outcome: &Outcome) -> Observed {
         }
         Reply::HoldCancelled { .. }
         | Reply::BookingCancelled { .. }
+        | Reply::RefundRecorded { .. }
         | Reply::QueueLeft { .. }
         | Reply::WaitlistLeft { .. }
         | Reply::OfferDeclined { .. } => Observed::Done,

@@ -291,6 +291,8 @@ impl PaymentAttemptV2 {
             PaymentStatus::Pending => PaymentState::Pending,
             PaymentStatus::Unknown => PaymentState::Unknown,
             PaymentStatus::Declined => PaymentState::Declined,
+            // Format 2 had no refunded state: refund work was never completed.
+            PaymentStatus::Refunded => return Err("refunded, which format 2 cannot hold".into()),
         };
         Ok(PaymentAttempt {
             id: self.id,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A local 3-node booking cluster on loopback: node N listens on 127.0.0.1:710N, and the simulated
-# payment provider (paysim) on 127.0.0.1:7100, sending its signed webhooks to node 1.
+# payment provider (paysim) on 127.0.0.1:7100. Each data group's leader charges checkouts and
+# makes refunds through paysim (--provider-url); paysim's signed webhooks go to node 1.
 #
 #   bash scripts/cluster.sh up          build if needed, start the nodes that are not running,
 #                                       wait until every group has a leader, print the status
@@ -130,7 +131,7 @@ build() {
 start() {
   local id="$1" may_bootstrap="$2" data="$cluster_dir/n$1" log="$cluster_dir/n$1.log"
   local args=(--id "$id" --data "$data" --listen "$(address "$id")" --peers "$(peers)"
-    --groups "$groups")
+    --groups "$groups" --provider-url "http://$paysim_address")
   if [ "$may_bootstrap" = yes ] && [ ! -e "$data" ]; then args+=(--bootstrap); fi
   # BOOKINGD_ARGS is split on spaces on purpose: it holds several arguments.
   # shellcheck disable=SC2206

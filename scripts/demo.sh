@@ -2,10 +2,11 @@
 # The main job: builds, starts a local 3-node cluster on loopback (data in ./cluster-data) with
 # the simulated payment provider (paysim, 127.0.0.1:7100), and runs a short on-sale against it
 # through the SDK: simulated buyers in a strict waiting room, all-or-nothing holds from a stale
-# seat map, checkout, a charge through paysim whose signed webhook books the hold (some
+# seat map, checkout, then the group leader's charge through paysim books the hold (some
 # declined, some holders never pay), abandoned holds expiring into waitlist offers. It prints
-# what happened (sold, conflicts, offers, hold latency p50/p99, paysim's ledger) and the
-# end-of-run checks, then leaves the cluster and paysim running.
+# what happened (sold, conflicts, offers, hold latency p50/p99, paysim's ledger of charges and
+# refunds and its webhook deliveries) and the end-of-run checks, then leaves the cluster and
+# paysim running.
 #
 # Usage: bash scripts/demo.sh [onsale options, e.g. --buyers 5000 --seats 1000 --window 200]
 #        (bash scripts/demo.sh --help lists them). The in-process on-sale through the state
@@ -38,6 +39,12 @@ if [ -n "$ledger" ]; then
   succeeded=$(count '"status":"succeeded"')
   refunds=$(count '"kind":"refund"')
   echo "  paysim ledger (every run so far) $charges charges ($succeeded succeeded), $refunds refunds (http://127.0.0.1:7100/ledger)"
+fi
+webhooks=$(curl -fsS http://127.0.0.1:7100/webhooks 2>/dev/null || true)
+if [ -n "$webhooks" ]; then
+  sent=$({ grep -o '"delivered":' <<<"$webhooks" || true; } | wc -l)
+  delivered=$({ grep -o '"delivered":true' <<<"$webhooks" || true; } | wc -l)
+  echo "  paysim webhooks $delivered of $sent delivered (http://127.0.0.1:7100/webhooks)"
 fi
 echo
 echo "demo: the cluster keeps running. Try: $target_dir/release/bookctl show list"

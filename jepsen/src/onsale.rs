@@ -1,6 +1,7 @@
 //! The on-sale driver: simulated buyers against a running cluster, through the `client` SDK,
-//! with a simulated payment provider that answers checkouts with signed webhooks: the real
-//! `paysim` process when one is given (`Plan::provider`), else each buyer posts the webhook.
+//! with a payment provider: the real `paysim` process when one is given (`Plan::provider`),
+//! which the cluster's nodes charge through (`bookingd --provider-url`) while buyers only check
+//! out and wait; else each buyer posts the provider's signed webhook itself.
 //!
 //! Owns the buyer script (session → admission queue → grant → seat map → all-or-nothing hold
 //! of 1-4 adjacent seats, retried on conflict → checkout → payment; sold-out buyers join the
@@ -47,8 +48,9 @@ pub struct Plan {
     pub time_limit: Duration,
     /// The secret the provider signs webhooks with (the nodes' `--webhook-secret`).
     pub webhook_secret: String,
-    /// The payment provider (`paysim`'s base URL): buyers charge through it and its webhooks
-    /// book their holds. Without one, each buyer posts the provider's webhook itself.
+    /// The payment provider (`paysim`'s base URL) the cluster's nodes charge through: buyers
+    /// check out and wait for their holds to settle. Without one, each buyer posts the
+    /// provider's webhook itself.
     pub provider: Option<String>,
     /// The operator token for creating the show, if the cluster has one.
     pub operator_token: Option<String>,
@@ -329,20 +331,19 @@ async fn pay(shared: &Shared, rng: &mut StdRng, token: &str, hold_id: u64, seats
             return;
         }
     };
-    if let Some(provider) = &plan.provider {
-        let payment_id = format!("{}-{}", plan.show_id, checkout.payment_id);
-        let charge = serde_json::json!({
-            "payment_id": payment_id,
-            "amount_minor": checkout.amount_minor,
-            "currency": checkout.currency,
-        });
-        match charged(shared, provider, &payment_id, &charge).await {
-            Some(status) if status == "succeeded" => match booked(shared, token, hold_id).await {
-                Some(booking) => shared.tally().bookings.push((booking, seats)),
-                None => *shared.tally().errors.entry("not booked".into()).or_insert(0) += 1,
-            },
-            Some(status) if status == "declined" => shared.tally().declined += 1,
-            _ => *shared.tally().errors.entry("charge".into()).or_insert(0) += 1,
+    if plan.provider.is_some() {
+        // The cluster's payment worker charges the attempt through the provider; the buyer
+        // only waits for the hold to settle.
+        match settled(shared, token, hold_id).await {
+            Some((state, booking)) if state == "confirmed" => {
+                shared.tally().bookings.push((booking, seats));
+            }
+            // A decline gives the hold back; this buyer gives up and lets it expire.
+            Some((state, _)) if state == "held" => shared.tally().declined += 1,
+            Some((state, _)) => {
+                *shared.tally().errors.entry(format!("settled {state}")).or_insert(0) += 1;
+            }
+            None => *shared.tally().errors.entry("not settled".into()).or_insert(0) += 1,
         }
         return;
     }
@@ -379,42 +380,13 @@ async fn pay(shared: &Shared, rng: &mut StdRng, token: &str, hold_id: u64, seats
     }
 }
 
-/// Charges `charge` through the provider under the payment attempt's id (so retries charge
-/// once), retrying an outage or a timeout; the charge's status, or `None` if it never answered.
-async fn charged(
-    shared: &Shared,
-    provider: &str,
-    payment_id: &str,
-    charge: &serde_json::Value,
-) -> Option<String> {
-    for _attempt in 0..20 {
-        let sent = shared
-            .http
-            .post(format!("{provider}/v1/charges"))
-            .header("idempotency-key", payment_id)
-            .json(charge)
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await;
-        match sent {
-            Ok(response) if response.status().is_success() => {
-                let body: serde_json::Value = response.json().await.ok()?;
-                return body["status"].as_str().map(str::to_owned);
-            }
-            Ok(response) if response.status().is_client_error() => return None,
-            Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
-    None
-}
-
-/// The booking hold `hold_id` became once the provider's webhook confirmed it, read through
-/// the SDK until it is no longer processing (at most 10 s).
-async fn booked(shared: &Shared, token: &str, hold_id: u64) -> Option<u64> {
+/// The state hold `hold_id` settled in once the cluster's payment worker recorded the
+/// provider's answer, and its booking (0 unless confirmed), read through the SDK until it is no
+/// longer processing (at most 10 s); `None` if it never settled.
+async fn settled(shared: &Shared, token: &str, hold_id: u64) -> Option<(String, u64)> {
     for _attempt in 0..100 {
         match shared.client.get_hold(token, shared.plan.show_id, hold_id).await {
-            Ok(hold) if hold.state == "confirmed" => return Some(hold.booking_id),
-            Ok(hold) if hold.state != "processing" => return None,
+            Ok(hold) if hold.state != "processing" => return Some((hold.state, hold.booking_id)),
             Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }

@@ -113,6 +113,11 @@ pub struct Args {
     /// a built-in development secret if unset, with a warning.
     #[arg(long, env = "BOOKING_WEBHOOK_SECRET", value_name = "TEXT", hide_env_values = true)]
     pub webhook_secret: Option<String>,
+    /// The payment provider's API (`http://HOST:PORT`, e.g. paysim's): each data group's
+    /// leader charges every payment attempt through it and records the outcomes. Without it,
+    /// outcomes arrive only as webhooks.
+    #[arg(long, value_name = "URL")]
+    pub provider_url: Option<String>,
     /// Requests per second one session may make (token bucket; bursts of twice as many).
     #[arg(long, value_name = "N")]
     pub rate_per_session: Option<u32>,
@@ -180,6 +185,8 @@ pub struct Config {
     pub operator_token: Option<String>,
     /// The payment webhook secret, if configured.
     pub webhook_secret: Option<String>,
+    /// The payment provider's API, if configured (checked to be an http(s) URL).
+    pub provider_url: Option<String>,
     /// Requests per second per session.
     pub rate_per_session: u32,
     /// Requests per second per client address.
@@ -247,6 +254,10 @@ impl Config {
         if replicas == 0 {
             return Err(invalid("--replicas: at least 1".into()));
         }
+        let provider_url = args.provider_url.or(file.provider_url);
+        if let Some(url) = &provider_url {
+            crate::provider::Provider::new(url).map_err(invalid)?;
+        }
         let heartbeat_ms = args.heartbeat_ms.or(file.heartbeat_ms).unwrap_or(150);
         let election_min_ms = args.election_min_ms.or(file.election_min_ms).unwrap_or(600);
         let election_max_ms = args.election_max_ms.or(file.election_max_ms).unwrap_or(1_200);
@@ -280,6 +291,7 @@ impl Config {
             session_secret: args.session_secret.or(file.session_secret),
             operator_token: args.operator_token.or(file.operator_token),
             webhook_secret: args.webhook_secret.or(file.webhook_secret),
+            provider_url,
             rate_per_session: args.rate_per_session.or(file.rate_per_session).unwrap_or(50).max(1),
             rate_per_address: args
                 .rate_per_address

@@ -17,7 +17,7 @@ use statemachine::{Answer, ClientCommand, Command, Group, Rejection};
 use tokio::task::JoinHandle;
 
 use crate::error::{ApiError, LeaderHint};
-use crate::workers;
+use crate::workers::{self, WorkerSettings};
 
 /// How long a write may wait for commit and apply before its outcome is reported unknown.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -49,9 +49,10 @@ impl HostedGroup {
         id: GroupId,
         raft: Raft,
         reader: GroupReader,
-        tick: Duration,
+        workers: WorkerSettings,
         clock: Clock,
     ) -> HostedGroup {
+        let settings = workers;
         let proposer =
             Arc::new(Proposer::with_clock(raft.clone(), raft::ProposerConfig::default(), clock));
         let workers: Arc<Mutex<Option<JoinHandle<()>>>> = Arc::new(Mutex::new(None));
@@ -59,7 +60,8 @@ impl HostedGroup {
             let (workers, proposer, reader) = (workers.clone(), proposer.clone(), reader.clone());
             move |leader_id| {
                 tracing::info!(group = id, ?leader_id, "leading: starting leader-only workers");
-                let task = tokio::spawn(workers::run(id, proposer.clone(), reader.clone(), tick));
+                let run = workers::run(id, proposer.clone(), reader.clone(), settings.clone());
+                let task = tokio::spawn(run);
                 if let Some(previous) = lock(&workers).replace(task) {
                     previous.abort();
                 }

@@ -6,7 +6,8 @@
 //! a node runs on: storage, peer network, clock, entropy, connections; the simulator's seam),
 //! `node.rs` (start-up, bootstrap, serving, shutdown), `group.rs` (one hosted group: writes
 //! with a deadline, ReadIndex reads, leader hints, leadership watch), `workers.rs` (leader-only
-//! workers: the tick proposer).
+//! workers: the tick proposer and the payment worker), `provider.rs` (the payment provider's
+//! HTTP API as the node calls it).
 //!
 //! What both APIs share, beside each other: `service.rs` (routing by placement, proposing on
 //! the leader, reading), `operations.rs` (one function per API operation: the command a
@@ -39,6 +40,7 @@ pub mod names;
 pub mod node;
 pub mod operations;
 pub mod paysim;
+pub mod provider;
 pub mod rest;
 pub mod service;
 pub mod sessions;

@@ -15,19 +15,22 @@ use openraft::BasicNode;
 use proto::booking::StatusRequest;
 use proto::booking::admin_service_client::AdminServiceClient;
 use raft::{GroupId, GroupNetwork, Groups, GrpcTransport, NetworkConfig, NodeId, RaftService};
+use statemachine::METADATA_GROUP;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Endpoint;
 
 use crate::api::{AdminApi, BookingApi};
-use crate::config::{Config, initial_voters};
+use crate::config::{Config, ConfigError, initial_voters};
 use crate::environment::{Environment, Incoming};
 use crate::group::HostedGroup;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
+use crate::provider::Provider;
 use crate::service::Service;
 use crate::sessions::{DEVELOPMENT_SECRET, Sessions};
+use crate::workers::WorkerSettings;
 
 /// Why the node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +126,10 @@ impl Node {
         let registry = Groups::new();
         let mut groups = BTreeMap::new();
         let tick = Duration::from_millis(config.tick_ms);
+        let provider = match &config.provider_url {
+            Some(url) => Some(Provider::new(url).map_err(ConfigError::Invalid)?),
+            None => None,
+        };
         for group in config.group_ids() {
             let state_machine = storage.state_machine(group)?;
             let reader = state_machine.reader();
@@ -137,7 +144,10 @@ impl Node {
             .await
             .map_err(|error| StartError::Group { group, message: error.to_string() })?;
             registry.insert(group, raft.clone());
-            let hosted = HostedGroup::new(group, raft, reader, tick, clock.clone());
+            // Payments live in the data groups only.
+            let provider = provider.clone().filter(|_| group != METADATA_GROUP);
+            let workers = WorkerSettings { tick, provider };
+            let hosted = HostedGroup::new(group, raft, reader, workers, clock.clone());
             groups.insert(group, Arc::new(hosted));
         }
         if !config.bootstrap {

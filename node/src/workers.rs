@@ -1,23 +1,76 @@
 //! Leader-only workers: tasks that run on a group's leader while it leads, and only propose.
 //!
-//! Owns the tick worker, which proposes `Tick` when the leader's clock (the one its proposer
-//! stamps entries with) says something is due
-//! (a hold, grant or offer past its deadline, a retention window past its end), so that
-//! overdue objects are released and the next waiter served on time. Started by
-//! [`crate::group::HostedGroup`] when this node becomes the committed leader and aborted when
-//! it stops leading. Never changes state itself: a stale leader's proposals are fenced by term
-//! and the state machine re-checks every deadline in log time. The payment, outbox and offer
-//! dispatchers of later issues start here too.
+//! Owns three. The tick worker proposes `Tick` when the leader's clock (the one its proposer
+//! stamps entries with) says something is due (a hold, grant or offer past its deadline, a
+//! retention window past its end), so that overdue objects are released and the next waiter
+//! served on time. With a `--provider-url`, the payment worker charges every attempt the
+//! provider has not answered for and records what it says as payment commands, reconciling an
+//! unknown outcome by reading the charge back; and the refund worker gives back all money owed
+//! (a late payment, a cancelled booking) under a key the attempt names, then records
+//! `RefundCompleted`. Started by [`crate::group::HostedGroup`] when this node becomes the
+//! committed leader and aborted when it stops leading. Never changes state itself: a stale
+//! leader's proposals are fenced by term, the state machine re-checks every deadline in log
+//! time, and every provider call is keyed so that a repeat, from this leader or the next,
+//! charges or refunds nothing more. A new leader's workers resume from the replicated state
+//! alone. The outbox and offer dispatchers of later steps start here too.
 
+use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use raft::{GroupId, GroupReader, ProposeError, Proposer};
-use statemachine::{Command, Reply};
+use statemachine::{
+    Command, Group, PaymentAttempt, PaymentId, PaymentOutcome, PaymentResult, PaymentState,
+    ProviderEventId, Reply, ShowId,
+};
+use tokio::task::JoinSet;
+
+use crate::provider::{Charged, Provider, ProviderError, charge_key};
+use crate::sessions::hash128;
+
+/// What the leader-only workers of a group need besides the group.
+#[derive(Clone, Debug)]
+pub struct WorkerSettings {
+    /// The tick worker's period, and how often the payment worker looks for new attempts.
+    pub tick: Duration,
+    /// The payment provider; no payment worker without one.
+    pub provider: Option<Provider>,
+}
+
+/// Charges the payment worker makes at once, per group.
+pub const PAYMENT_CALLS_MAX: usize = 64;
+/// The first wait before asking the provider again about one attempt; it doubles per try.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait between two tries for one attempt.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+/// How long an attempt the provider refused waits before it is tried again.
+const REFUSED_PAUSE: Duration = Duration::from_secs(30);
 
 /// Runs the leader-only workers of `group` until aborted.
-pub async fn run(group: GroupId, proposer: Arc<Proposer>, reader: GroupReader, tick: Duration) {
-    tick_worker(group, &proposer, &reader, tick).await;
+pub async fn run(
+    group: GroupId,
+    proposer: Arc<Proposer>,
+    reader: GroupReader,
+    settings: WorkerSettings,
+) {
+    let Some(provider) = settings.provider else {
+        return tick_worker(group, &proposer, &reader, settings.tick).await;
+    };
+    let charging = |show, attempt| {
+        let (proposer, provider) = (Arc::clone(&proposer), provider.clone());
+        async move { settle(group, &proposer, &provider, show, attempt).await }
+    };
+    let refunding = |show, attempt| {
+        let (proposer, provider) = (Arc::clone(&proposer), provider.clone());
+        async move { refund(group, &proposer, &provider, show, attempt).await }
+    };
+    let period = settings.tick;
+    tokio::join!(
+        tick_worker(group, &proposer, &reader, period),
+        attempts_worker(group, "payments", &reader, period, Group::unsettled_payments, charging),
+        attempts_worker(group, "refunds", &reader, period, Group::refunds_owed, refunding),
+    );
 }
 
 /// Every `period`, proposes `Tick` entries for as long as something is due.
@@ -57,4 +110,261 @@ async fn tick_worker(group: GroupId, proposer: &Proposer, reader: &GroupReader, 
             }
         }
     }
+}
+
+/// Every `period`, starts `work` on each attempt `scan` lists that it is not already working
+/// on, up to [`PAYMENT_CALLS_MAX`] at once: the payment worker (attempts the provider has not
+/// answered for) and the refund worker (money owed back). Ends (with its tasks) when aborted or
+/// when the state cannot be read.
+async fn attempts_worker<Work, Done>(
+    group: GroupId,
+    what: &'static str,
+    reader: &GroupReader,
+    period: Duration,
+    scan: fn(&statemachine::Group) -> Vec<(ShowId, PaymentAttempt)>,
+    work: Work,
+) where
+    Work: Fn(ShowId, PaymentAttempt) -> Done,
+    Done: Future<Output = ()> + Send + 'static,
+{
+    let mut working: BTreeSet<(ShowId, PaymentId)> = BTreeSet::new();
+    let mut tasks: JoinSet<(ShowId, PaymentId)> = JoinSet::new();
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tracing::info!(group, what, "worker started");
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            Some(done) = tasks.join_next() => {
+                match done {
+                    Ok(attempt) => { working.remove(&attempt); }
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    Err(_) => {}
+                }
+                continue;
+            }
+        }
+        let listed = match reader.read(scan) {
+            Ok(listed) => listed,
+            Err(error) => {
+                tracing::error!(group, what, %error, "worker cannot read the state; stopping");
+                return;
+            }
+        };
+        for (show, attempt) in listed {
+            if working.len() >= PAYMENT_CALLS_MAX {
+                break;
+            }
+            let id = attempt.id;
+            if working.insert((show, id)) {
+                let done = work(show, attempt);
+                tasks.spawn(async move {
+                    done.await;
+                    (show, id)
+                });
+            }
+        }
+    }
+}
+
+/// How the worker learns an attempt's outcome next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ask {
+    /// Charge under the attempt's key (safe to repeat: the key charges once).
+    Charge,
+    /// Read the charge made under the key (after an unknown outcome).
+    Read,
+}
+
+/// Asks the provider about one attempt until it answers, and records the answer: a charge for
+/// a pending attempt; for an unknown one (or a charge whose outcome was lost), the charge read
+/// back by its key, charged anew when the provider has none. An unknown outcome is recorded
+/// once, as `unknown`. Returns when the outcome is recorded, when this node stops leading, or
+/// after a pause when the provider refuses the attempt (logged: a refusal does not change by
+/// asking again at once).
+async fn settle(
+    group: GroupId,
+    proposer: &Proposer,
+    provider: &Provider,
+    show: ShowId,
+    attempt: PaymentAttempt,
+) {
+    let payment = attempt.id;
+    let key = charge_key(show, payment);
+    let mut unknown_recorded = attempt.state == PaymentState::Unknown;
+    let mut ask = if unknown_recorded { Ask::Read } else { Ask::Charge };
+    let mut wait = RETRY_FIRST;
+    loop {
+        let answer = match ask {
+            Ask::Charge => provider.charge(show, payment, attempt.price).await.map(Some),
+            Ask::Read => provider.charge_by_key(show, payment).await,
+        };
+        match answer {
+            Ok(Some(charged)) => {
+                let result = match &charged {
+                    Charged::Succeeded { amount, .. } => PaymentResult::Succeeded {
+                        amount_minor: amount.amount_minor,
+                        currency: amount.currency,
+                    },
+                    Charged::Declined { .. } => PaymentResult::Declined,
+                };
+                let event = format!("charge:{}", charged.charge_id());
+                tracing::debug!(group, payment = key, charge = charged.charge_id(), "charged");
+                let _ = record(group, proposer, show, payment, &event, result).await;
+                return;
+            }
+            Ok(None) => {
+                tracing::info!(group, payment = key, "the provider has no charge: charging");
+                ask = Ask::Charge;
+                continue;
+            }
+            Err(ProviderError::NotSent(error)) => {
+                tracing::debug!(group, payment = key, %error, "provider unreachable");
+            }
+            Err(ProviderError::Unknown(error)) => {
+                tracing::info!(group, payment = key, %error, "charge outcome unknown: reconciling");
+                if !unknown_recorded {
+                    let event = format!("unknown:{key}");
+                    match record(group, proposer, show, payment, &event, PaymentResult::Unknown)
+                        .await
+                    {
+                        Recorded::Yes => unknown_recorded = true,
+                        Recorded::NotLeader => return,
+                        Recorded::Retry => {}
+                    }
+                }
+                ask = Ask::Read;
+            }
+            Err(error @ ProviderError::Refused { .. }) => {
+                tracing::error!(group, payment = key, %error, "the provider refused the attempt");
+                // Asking again at once would be refused again: the attempt waits out the pause
+                // (its slot stays taken), then the next scan tries it anew.
+                tokio::time::sleep(REFUSED_PAUSE).await;
+                return;
+            }
+        }
+        tokio::time::sleep(jittered(wait)).await;
+        wait = (wait * 2).min(RETRY_MAX);
+    }
+}
+
+/// Whether an outcome was recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recorded {
+    /// Committed (or refused by the state machine, which asking again would not change).
+    Yes,
+    /// This node no longer leads: the next leader's worker takes over.
+    NotLeader,
+    /// Not known to be committed; propose again later.
+    Retry,
+}
+
+/// Gives back the money owed on `attempt`: finds its charge by the attempt's key, refunds the
+/// whole of it under the attempt's refund key until the provider confirms, then records
+/// `RefundCompleted`. Returns when that is recorded, when this node stops leading, or after a
+/// pause when the provider refuses or has no charge to refund (logged: asking again at once
+/// would not change it).
+async fn refund(
+    group: GroupId,
+    proposer: &Proposer,
+    provider: &Provider,
+    show: ShowId,
+    attempt: PaymentAttempt,
+) {
+    let payment = attempt.id;
+    let key = charge_key(show, payment);
+    let mut wait = RETRY_FIRST;
+    let refunded = loop {
+        let refunded = match provider.charge_by_key(show, payment).await {
+            Ok(Some(Charged::Succeeded { charge, amount })) => {
+                provider.refund(show, payment, &charge, amount.amount_minor).await
+            }
+            Ok(found) => {
+                tracing::error!(
+                    group,
+                    payment = key,
+                    ?found,
+                    "refund owed but no charge to refund"
+                );
+                tokio::time::sleep(REFUSED_PAUSE).await;
+                return;
+            }
+            Err(error) => Err(error),
+        };
+        match refunded {
+            Ok(refund) => break refund,
+            Err(error @ ProviderError::Refused { .. }) => {
+                tracing::error!(group, payment = key, %error, "the provider refused the refund");
+                tokio::time::sleep(REFUSED_PAUSE).await;
+                return;
+            }
+            Err(error) => tracing::info!(group, payment = key, %error, "refund not confirmed"),
+        }
+        tokio::time::sleep(jittered(wait)).await;
+        wait = (wait * 2).min(RETRY_MAX);
+    };
+    tracing::info!(group, payment = key, refund = refunded, "refunded");
+    let command = Command::RefundCompleted { show, payment };
+    let mut wait = RETRY_FIRST;
+    loop {
+        match proposer.propose(command.clone()).await.map(|answer| answer.outcome) {
+            Ok(Ok(Reply::RefundRecorded { .. })) => return,
+            Ok(outcome) => {
+                tracing::error!(group, payment = key, ?outcome, "the refund was refused");
+                return;
+            }
+            Err(ProposeError::NotLeader { .. }) => return,
+            Err(error) => tracing::debug!(group, %error, "refund not committed; proposing again"),
+        }
+        tokio::time::sleep(jittered(wait)).await;
+        wait = (wait * 2).min(RETRY_MAX);
+    }
+}
+
+/// Proposes the provider's `result` for `payment` under provider event `event` until it is
+/// committed or this node stops leading. The event id makes a repeat a no-op.
+async fn record(
+    group: GroupId,
+    proposer: &Proposer,
+    show: ShowId,
+    payment: PaymentId,
+    event: &str,
+    result: PaymentResult,
+) -> Recorded {
+    let event = ProviderEventId(hash128(b"provider-event", event.as_bytes()));
+    let command = Command::Payment(PaymentOutcome { show, payment, event, result });
+    let mut wait = RETRY_FIRST;
+    for _ in 0..8 {
+        match proposer.propose(command.clone()).await.map(|answer| answer.outcome) {
+            Ok(Ok(Reply::PaymentRecorded { effect, .. })) => {
+                tracing::debug!(group, show = show.0, payment = payment.0, ?effect, "recorded");
+                return Recorded::Yes;
+            }
+            Ok(outcome) => {
+                tracing::error!(
+                    group,
+                    show = show.0,
+                    payment = payment.0,
+                    ?outcome,
+                    "the provider's outcome was refused"
+                );
+                return Recorded::Yes;
+            }
+            Err(ProposeError::NotLeader { .. }) => return Recorded::NotLeader,
+            Err(error) => {
+                tracing::debug!(group, %error, "payment outcome not committed; proposing again");
+            }
+        }
+        tokio::time::sleep(jittered(wait)).await;
+        wait = (wait * 2).min(RETRY_MAX);
+    }
+    Recorded::Retry
+}
+
+/// `wait` less up to a quarter, so that retries after one outage do not arrive together.
+fn jittered(wait: Duration) -> Duration {
+    let mut byte = [0u8; 1];
+    // Without entropy the wait is simply not shortened.
+    let _ = getrandom::fill(&mut byte);
+    wait.mul_f64(1.0 - f64::from(byte[0]) / 1_024.0)
 }

@@ -67,9 +67,10 @@ struct Args {
     /// The operator token of the cluster, if it has one.
     #[arg(long, env = "BOOKING_OPERATOR_TOKEN", hide_env_values = true)]
     operator_token: Option<String>,
-    /// The payment provider's base URL (`paysim`, e.g. http://127.0.0.1:7100): buyers charge
-    /// through it, its signed webhooks book the holds, and `--decline-percent` is set as its
-    /// decline ratio. Without it, each buyer posts the provider's webhook itself.
+    /// The payment provider's base URL (`paysim`, e.g. http://127.0.0.1:7100), which the
+    /// cluster's nodes charge through (their `--provider-url`): buyers check out and wait, and
+    /// `--decline-percent` is set as its decline ratio. Without it, each buyer posts the
+    /// provider's webhook itself.
     #[arg(long, env = "BOOKING_PROVIDER")]
     provider: Option<String>,
 }

@@ -32,6 +32,7 @@ mod convergence;
 mod failover;
 mod membership;
 mod partition;
+mod payments;
 mod paysim;
 mod rest;
 mod restart;

@@ -4,8 +4,9 @@
 //! than was charged; a decline gives the hold back; an outage charges nothing; bad input is
 //! refused and changes nothing; the ledger survives `kill -9`.
 //!
-//! The payment worker that will call paysim from the group leader does not exist yet: here the
-//! test calls the charge as that worker will, with the attempt id as the idempotency key.
+//! This cluster has no `--provider-url`, so no payment worker: the test calls the charge as the
+//! worker does (with the attempt id as the idempotency key), and the webhooks book. The worker
+//! itself is `payments.rs`.
 
 use std::io;
 use std::path::Path;
@@ -28,17 +29,27 @@ const START_MAX: Duration = Duration::from_secs(10);
 const BOOKED_MAX: Duration = Duration::from_secs(10);
 
 /// A running paysim: killed (SIGKILL) when dropped.
-struct Paysim {
+pub struct Paysim {
     child: Child,
     address: String,
 }
 
 impl Paysim {
     /// Starts paysim on a free port with its ledger in `dir`, sending webhooks to node 1.
-    async fn start(api: &Api, dir: &Path, extra: &[&str]) -> io::Result<Paysim> {
+    pub async fn start(api: &Api, dir: &Path, extra: &[&str]) -> io::Result<Paysim> {
+        Paysim::start_on(api, dir, "127.0.0.1:0", extra).await
+    }
+
+    /// Starts paysim on `listen` with its ledger in `dir`, sending webhooks to node 1.
+    pub async fn start_on(
+        api: &Api,
+        dir: &Path,
+        listen: &str,
+        extra: &[&str],
+    ) -> io::Result<Paysim> {
         let node = api.cluster.address(1).map_err(io::Error::other)?;
         let mut child = Command::new(env!("CARGO_BIN_EXE_paysim"))
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["--listen", listen, "--data-dir"])
             .arg(dir)
             .args(["--webhook-url", &format!("http://{node}/v1/payments/webhook")])
             .args(extra)
@@ -61,7 +72,7 @@ impl Paysim {
     }
 
     /// A call to paysim.
-    async fn call(
+    pub async fn call(
         &self,
         api: &Api,
         method: Method,
@@ -95,20 +106,21 @@ impl Paysim {
     }
 
     /// Every record of the ledger.
-    async fn ledger(&self, api: &Api) -> io::Result<Vec<Value>> {
+    pub async fn ledger(&self, api: &Api) -> io::Result<Vec<Value>> {
         let (status, body) = self.call(api, Method::GET, "/ledger", None).await?;
         ensure!(status == 200, "ledger: {status} {body}");
         Ok(body["records"].as_array().cloned().unwrap_or_default())
     }
 
     /// Sets the behaviour.
-    async fn control(&self, api: &Api, behaviour: &Value) -> io::Result<()> {
+    pub async fn control(&self, api: &Api, behaviour: &Value) -> io::Result<()> {
         let (status, body) = self.call(api, Method::PUT, "/control", Some(behaviour)).await?;
         ensure!(status == 200, "control: {status} {body}");
         Ok(())
     }
 
-    async fn kill(mut self) -> io::Result<()> {
+    /// Kills it (SIGKILL) and reaps it.
+    pub async fn kill(mut self) -> io::Result<()> {
         self.child.kill().await
     }
 }
@@ -137,7 +149,7 @@ async fn paysim_against_a_real_cluster() -> io::Result<()> {
 
 /// The state of hold `hold_id`, read on its group's leader, once it is not `processing` or
 /// after [`BOOKED_MAX`].
-async fn settled_hold(api: &Api, show: &Show, token: &str, hold_id: &str) -> io::Result<Value> {
+pub async fn settled_hold(api: &Api, show: &Show, token: &str, hold_id: &str) -> io::Result<Value> {
     let deadline = tokio::time::Instant::now() + BOOKED_MAX;
     loop {
         let answer = api
@@ -154,7 +166,8 @@ async fn settled_hold(api: &Api, show: &Show, token: &str, hold_id: &str) -> io:
     }
 }
 
-fn charges(ledger: &[Value]) -> Vec<&Value> {
+/// The charges of a ledger.
+pub fn charges(ledger: &[Value]) -> Vec<&Value> {
     ledger.iter().filter(|record| record["kind"] == "charge").collect()
 }
 

@@ -317,6 +317,8 @@ impl World {
             session_secret: Some("sim-session-secret".into()),
             operator_token: None,
             webhook_secret: Some(WEBHOOK_SECRET.into()),
+            // The simulator's outcomes come as webhooks; no provider worker calls out.
+            provider_url: None,
             rate_per_session: Some(1_000_000),
             rate_per_address: Some(1_000_000),
             config: None,

@@ -204,6 +204,45 @@ pub async fn change_status(
     Ok(Placed { show, group })
 }
 
+/// What cancelling a show did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cancelled {
+    /// The show.
+    pub show: ShowId,
+    /// Its data group.
+    pub group: u64,
+    /// Live holds released.
+    pub holds_released: u32,
+    /// Confirmed bookings cancelled, each given refund work (the refund worker gives the money
+    /// back).
+    pub bookings_refunded: u32,
+    /// Waiters (admission tickets and waitlist entries) told.
+    pub waiters_told: u32,
+    /// Whether the show was cancelled before (a retry): nothing changed, and the counts are 0.
+    pub duplicate: bool,
+}
+
+/// Cancels a show: every hold is released, every confirmed booking is cancelled with refund
+/// work, every holder, booker and waiter is told. Idempotent: a show cancelled before answers
+/// `duplicate`.
+///
+/// # Errors
+///
+/// `show_not_found`, or a routing error.
+pub async fn cancel_show(service: &Service, show: ShowId) -> Result<Cancelled, ApiError> {
+    let (holds_released, bookings_refunded, waiters_told, duplicate) = match service
+        .operator(OperatorCommand::CancelShow { show })
+        .await?
+    {
+        Reply::ShowCancelled {
+            holds_released, bookings_refunded, waiters_told, duplicate, ..
+        } => (holds_released, bookings_refunded, waiters_told, duplicate),
+        other => return Err(ApiError::unexpected(other)),
+    };
+    let group = service.group_of(show).await?.id;
+    Ok(Cancelled { show, group, holds_released, bookings_refunded, waiters_told, duplicate })
+}
+
 /// Releases free seats of a show to its waitlist, once per event id.
 ///
 /// # Errors

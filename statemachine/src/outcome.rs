@@ -51,6 +51,8 @@ pub enum Reply {
         bookings_refunded: u32,
         /// Waiters (admission tickets and waitlist entries) told.
         waiters_told: u32,
+        /// Whether the show was cancelled before: nothing changed (the counts are 0).
+        duplicate: bool,
     },
     /// New prices are in force.
     PricesSet {

@@ -118,6 +118,7 @@ impl Show {
                 holds_released: 0,
                 bookings_refunded: 0,
                 waiters_told: 0,
+                duplicate: true,
             };
         }
         self.status = ShowStatus::Cancelled;
@@ -191,6 +192,7 @@ impl Show {
             holds_released: live_holds.len() as u32,
             bookings_refunded,
             waiters_told,
+            duplicate: false,
         }
     }
 }

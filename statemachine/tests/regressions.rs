@@ -27,7 +27,13 @@ fn show_cancellation_tells_a_waiter_holding_an_open_offer() {
     let reply = h.operator(OperatorCommand::CancelShow { show }).unwrap();
     assert_eq!(
         reply,
-        Reply::ShowCancelled { show, holds_released: 1, bookings_refunded: 0, waiters_told: 1 }
+        Reply::ShowCancelled {
+            show,
+            holds_released: 1,
+            bookings_refunded: 0,
+            waiters_told: 1,
+            duplicate: false
+        }
     );
     let told: Vec<SessionId> = h
         .events()

@@ -122,7 +122,13 @@ fn cancelling_a_show_releases_holds_refunds_bookings_and_tells_every_waiter() {
     let reply = h.operator(OperatorCommand::CancelShow { show }).unwrap();
     assert_eq!(
         reply,
-        Reply::ShowCancelled { show, holds_released: 2, bookings_refunded: 1, waiters_told: 2 }
+        Reply::ShowCancelled {
+            show,
+            holds_released: 2,
+            bookings_refunded: 1,
+            waiters_told: 2,
+            duplicate: false
+        }
     );
     let cancelled = h.show(show);
     assert_eq!(cancelled.counts.free, 4);
@@ -141,6 +147,11 @@ fn cancelling_a_show_releases_holds_refunds_bookings_and_tells_every_waiter() {
             "session {who} was not told"
         );
     }
+    // Cancelling again changes nothing and says so.
+    let events_before = h.events().len();
+    let again = h.operator(OperatorCommand::CancelShow { show }).unwrap();
+    assert!(matches!(again, Reply::ShowCancelled { duplicate: true, bookings_refunded: 0, .. }));
+    assert_eq!(h.events().len(), events_before);
     // Nothing can be held any more, and the in-flight payment's money goes back.
     assert_eq!(code(&h.hold(show, 6, 1, &[0])), "show_cancelled");
     let late = h.pay_ok(show, late_payment, 2, late_price).unwrap();

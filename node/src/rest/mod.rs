@@ -135,6 +135,7 @@ pub fn routes() -> Routes {
         .add(M::POST, "/v1/shows", shows::create_show)
         .add(M::GET, "/v1/shows/{show_id}", shows::get_show)
         .add(M::GET, "/v1/shows/{show_id}/seats", shows::get_seats)
+        .add(M::POST, "/v1/shows/{show_id}/cancel", shows::cancel_show)
         .add(M::POST, "/v1/shows/{show_id}/holds", holds::create_hold)
         .add(M::GET, "/v1/holds/{hold_id}", holds::get_hold)
         .add(M::DELETE, "/v1/holds/{hold_id}", holds::cancel_hold)

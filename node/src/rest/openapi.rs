@@ -33,6 +33,7 @@ use crate::rest::{audit, bookings, holds, queue, sessions, shows, waitlist};
         shows::create_show,
         shows::get_show,
         shows::get_seats,
+        shows::cancel_show,
         holds::create_hold,
         holds::get_hold,
         holds::cancel_hold,

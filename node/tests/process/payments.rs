@@ -42,6 +42,7 @@ async fn the_payment_worker_against_paysim() -> io::Result<()> {
     report.check("late_money_is_refund_work", pay.late_money().await);
     report.check("the_leader_killed_mid_charge", pay.leader_killed_mid_charge().await);
     report.check("a_cancelled_booking_is_refunded", pay.cancelled_booking_is_refunded().await);
+    report.check("a_cancelled_show_refunds_every_booking", pay.cancelled_show().await);
     report.check("one_charge_per_attempt", pay.one_charge_per_attempt().await);
     let all_passed = report.all_passed();
     let result = report.finish();
@@ -318,6 +319,82 @@ impl Pay<'_> {
         Ok(())
     }
 
+    /// A show with 100 confirmed bookings and one live hold is cancelled (twice: the retry is a
+    /// duplicate): the hold is released, and the group leader refunds every booking's charge
+    /// in full, once each.
+    async fn cancelled_show(&self) -> io::Result<()> {
+        const BOOKINGS: u32 = 100;
+        let show = self.api.create_show(SHOWS + 7, BOOKINGS + 10, 2, json!({})).await?;
+        let mut paid = Vec::new();
+        for seat in 0..BOOKINGS {
+            let (buyer, hold_id, checkout) = self.api.checked_out(&show, &[seat]).await?;
+            paid.push((buyer, hold_id, string_field(&checkout, "payment_id")?));
+        }
+        for (buyer, hold_id, _) in &paid {
+            let hold = settled_hold(self.api, &show, buyer, hold_id).await?;
+            ensure!(hold["state"] == "confirmed", "{hold}");
+        }
+        let holder = self.api.session().await?;
+        self.api.hold_ok(&show, &holder, &[BOOKINGS]).await?;
+
+        let cancel = |key: String| async move {
+            let path = format!("/v1/shows/{}/cancel", show.id);
+            let answer = self
+                .api
+                .to_leader(show.group, Method::POST, &path)
+                .await?
+                .token(OPERATOR_TOKEN)
+                .key(&key)
+                .send()
+                .await?;
+            Ok::<Value, io::Error>(answer.expect(200)?.clone())
+        };
+        let first = cancel(self.api.key("cancel-show")).await?;
+        ensure!(first["bookings_refunded"] == BOOKINGS, "{first}");
+        ensure!(first["holds_released"] == 1 && first["duplicate"] == false, "{first}");
+        let again = cancel(self.api.key("cancel-show-again")).await?;
+        ensure!(again["duplicate"] == true && again["bookings_refunded"] == 0, "{again}");
+
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let (charged, refunds) = loop {
+            let ledger = self.paysim.ledger(self.api).await?;
+            let ours = |record: &&Value| {
+                paid.iter().any(|(_, _, payment)| {
+                    record["payment_id"] == payment.as_str()
+                        || record["key"] == format!("refund-{payment}")
+                })
+            };
+            let charged: Vec<Value> = charges(&ledger).into_iter().filter(ours).cloned().collect();
+            let refunds: Vec<Value> = ledger
+                .iter()
+                .filter(|record| record["kind"] == "refund")
+                .filter(ours)
+                .cloned()
+                .collect();
+            if refunds.len() >= paid.len() || tokio::time::Instant::now() >= deadline {
+                break (charged, refunds);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        ensure!(charged.len() == paid.len(), "one charge per booking: {}", charged.len());
+        ensure!(refunds.len() == paid.len(), "one refund per booking: {}", refunds.len());
+        let mut refunded: Vec<&str> =
+            refunds.iter().filter_map(|refund| refund["charge_id"].as_str()).collect();
+        refunded.sort_unstable();
+        refunded.dedup();
+        ensure!(refunded.len() == paid.len(), "a charge refunded twice: {refunds:?}");
+        for charge in &charged {
+            let refund = refunds.iter().find(|refund| refund["charge_id"] == charge["id"]);
+            ensure!(
+                refund.is_some_and(|refund| refund["amount_minor"] == charge["amount_minor"]),
+                "{charge} refunded in full: {refund:?}"
+            );
+        }
+        let states = self.api.seat_states(&show).await?;
+        ensure!(states.values().all(|state| state != "booked" && state != "held"), "{states:?}");
+        Ok(())
+    }
+
     /// Across every scenario: no attempt was charged twice, each charge under the attempt's own
     /// id, and every charge is for an attempt of this file's shows.
     async fn one_charge_per_attempt(&self) -> io::Result<()> {
@@ -335,7 +412,7 @@ impl Pay<'_> {
         ensure!(keys.len() == all, "an attempt charged twice: {ledger:?}");
         ensure!(
             keys.iter().all(|key| key.split_once('-').is_some_and(|(show, _)| {
-                show.parse::<u64>().is_ok_and(|show| (SHOWS..SHOWS + 7).contains(&show))
+                show.parse::<u64>().is_ok_and(|show| (SHOWS..SHOWS + 8).contains(&show))
             })),
             "{keys:?}"
         );

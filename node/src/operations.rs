@@ -527,6 +527,20 @@ pub async fn get_booking(
     service.read_linearizable(show, |state| state.booking(show, booking, Some(session))).await
 }
 
+/// A payment attempt, read linearizably: of `viewer` (`None`: the operator, who reads any).
+///
+/// # Errors
+///
+/// `payment_not_found`, `not_owner`, or a routing error.
+pub async fn get_payment(
+    service: &Service,
+    show: ShowId,
+    payment: PaymentId,
+    viewer: Option<SessionId>,
+) -> Result<statemachine::PaymentView, ApiError> {
+    service.read_linearizable(show, |state| state.payment(show, payment, viewer)).await
+}
+
 /// An admission ticket of `session` and its place in line, read linearizably.
 ///
 /// # Errors

@@ -13,7 +13,7 @@
 //! One file per concern: `extract.rs` (session, operator, idempotency key, JSON body),
 //! `error.rs` (errors as responses, the uniform error body), `ids.rs` (external ids
 //! `<show_id>-<n>`), `types.rs` (shared JSON shapes), the route files (`sessions.rs`,
-//! `shows.rs`, `holds.rs`, `bookings.rs`, `queue.rs`, `waitlist.rs`, `audit.rs`, `events.rs`,
+//! `shows.rs`, `holds.rs`, `bookings.rs`, `payments.rs`, `queue.rs`, `waitlist.rs`, `audit.rs`, `events.rs`,
 //! `webhook.rs`), the layers (`limits.rs`, `metrics.rs`, `forward.rs`) and `openapi.rs` (the
 //! document at `/openapi.json`). This file holds the one route table ([`routes`]): the router
 //! is built from it and a test checks the OpenAPI document against it.
@@ -29,6 +29,7 @@ pub mod ids;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;
+pub mod payments;
 pub mod queue;
 pub mod sessions;
 pub mod shows;
@@ -141,6 +142,7 @@ pub fn routes() -> Routes {
         .add(M::DELETE, "/v1/holds/{hold_id}", holds::cancel_hold)
         .add(M::POST, "/v1/holds/{hold_id}/checkout", holds::checkout)
         .add(M::GET, "/v1/bookings/{booking_id}", bookings::get_booking)
+        .add(M::GET, "/v1/payments/{payment_id}", payments::get_payment)
         .add(M::DELETE, "/v1/bookings/{booking_id}", bookings::cancel_booking)
         .add(M::POST, "/v1/shows/{show_id}/queue", queue::join_queue)
         .add(M::GET, "/v1/queue/{ticket_id}", queue::get_ticket)

@@ -14,7 +14,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{OpenApi as Document, PathItem};
 use utoipa::{Modify, OpenApi};
 
-use crate::rest::{audit, bookings, holds, queue, sessions, shows, waitlist};
+use crate::rest::{audit, bookings, holds, payments, queue, sessions, shows, waitlist};
 
 /// The document's paths and metadata.
 #[derive(OpenApi)]
@@ -40,6 +40,7 @@ use crate::rest::{audit, bookings, holds, queue, sessions, shows, waitlist};
         holds::checkout,
         bookings::get_booking,
         bookings::cancel_booking,
+        payments::get_payment,
         queue::join_queue,
         queue::get_ticket,
         queue::leave_queue,
@@ -72,7 +73,7 @@ use crate::rest::{audit, bookings, holds, queue, sessions, shows, waitlist};
         (name = "queue", description = "The admission lane"),
         (name = "waitlist", description = "Waitlist, offers and released capacity"),
         (name = "audit", description = "Audit trails (operator)"),
-        (name = "payments", description = "Payment provider webhooks"),
+        (name = "payments", description = "Payment attempts, and the payment provider's webhooks"),
         (name = "node", description = "The node itself"),
     )
 )]
@@ -181,6 +182,8 @@ mod tests {
             "POST /v1/holds/{hold_id}/checkout",
             "GET /v1/bookings/{booking_id}",
             "DELETE /v1/bookings/{booking_id}",
+            "GET /v1/payments/{payment_id}",
+            "POST /v1/shows/{show_id}/cancel",
             "POST /v1/shows/{show_id}/queue",
             "GET /v1/queue/{ticket_id}",
             "DELETE /v1/queue/{ticket_id}",

@@ -292,7 +292,25 @@ impl Pay<'_> {
         ensure!(answer.expect(200)?["state"] == "cancelled", "{}", answer.describe());
         let charged = self.charges_of(&payment_id).await?;
         ensure!(charged.len() == 1, "{charged:?}");
-        self.refunded_once(&show, &payment_id, &charged[0]).await
+        self.refunded_once(&show, &payment_id, &charged[0]).await?;
+
+        // The buyer (and the operator, and nobody else) sees the payment refunded.
+        let read = |token: String| {
+            let path = format!("/v1/payments/{payment_id}");
+            async move {
+                let call = self.api.to_leader(show.group, Method::GET, &path).await?;
+                call.token(&token).send().await
+            }
+        };
+        let mine = read(buyer.clone()).await?;
+        let payment = mine.expect(200)?;
+        ensure!(payment["state"] == "refunded" && payment["refund_owed"] == false, "{payment}");
+        ensure!(payment["hold_id"] == hold_id.as_str(), "{payment}");
+        let operator = read(OPERATOR_TOKEN.to_owned()).await?;
+        ensure!(operator.expect(200)?["state"] == "refunded", "{}", operator.describe());
+        let stranger = read(self.api.session().await?).await?;
+        stranger.expect_error(403, "not_owner")?;
+        Ok(())
     }
 
     /// Each charge takes 1.5 s; the group's leader is killed while one is on its way. The next

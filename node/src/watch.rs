@@ -1,7 +1,9 @@
-//! Status watches, independent of any transport: a stream of a hold's or an admission ticket's
-//! view that yields the current view at once, then one view each time what a client waits for
-//! changes (a hold's state or deadline; a ticket's state, place in line or grant deadline),
-//! and ends after a terminal state. The REST server-sent events (`rest/events.rs`) and the gRPC
+//! Status watches, independent of any transport: a stream of a hold's, an admission ticket's, a
+//! booking's, a payment attempt's or a waitlist entry's view that yields the current view at
+//! once, then one view each time what a client waits for changes (a hold's state or deadline; a
+//! ticket's state, place in line or grant deadline; a booking's state; a payment's state and
+//! whether money is owed back; an entry's state, place in line and offer), and ends after a
+//! terminal state. The REST server-sent events (`rest/events.rs`) and the gRPC
 //! streaming watches are thin skins over it.
 //!
 //! Owns when a watcher wakes and what counts as a change. A watcher wakes when its group's
@@ -25,8 +27,9 @@ use openraft::alias::WatchReceiverOf;
 use openraft::async_runtime::WatchReceiver;
 use openraft::metrics::RaftDataMetrics;
 use statemachine::{
-    Group, HoldId, HoldStatus, HoldView, Rejection, SessionId, ShowId, TicketId, TicketStatus,
-    TicketView,
+    BookingId, BookingState, BookingView, EntryId, EntryWithOffer, Group, HoldId, HoldStatus,
+    HoldView, OfferStatus, PaymentId, PaymentStatus, PaymentView, Rejection, SessionId, ShowId,
+    TicketId, TicketStatus, TicketView, WaitlistEntryStatus,
 };
 
 use crate::error::ApiError;
@@ -92,6 +95,50 @@ impl Watched for TicketView {
     }
 }
 
+impl Watched for BookingView {
+    /// The booking's state.
+    type Key = BookingState;
+
+    fn key(&self) -> Self::Key {
+        self.booking.state
+    }
+
+    fn is_terminal(&self) -> bool {
+        self.booking.state == BookingState::Cancelled
+    }
+}
+
+impl Watched for PaymentView {
+    /// The attempt's state and whether money is owed back (a success can become refund work
+    /// when its booking is cancelled, then be refunded).
+    type Key = (PaymentStatus, bool);
+
+    fn key(&self) -> Self::Key {
+        (self.payment.state.status(), self.payment.refund_required())
+    }
+
+    fn is_terminal(&self) -> bool {
+        matches!(self.payment.state.status(), PaymentStatus::Declined | PaymentStatus::Refunded)
+    }
+}
+
+impl Watched for EntryWithOffer {
+    /// The entry's state and place in line, and its latest offer's id, state and deadline.
+    type Key = (WaitlistEntryStatus, u32, Option<(u64, OfferStatus, u64)>);
+
+    fn key(&self) -> Self::Key {
+        let offer = self
+            .offer
+            .as_ref()
+            .map(|offer| (offer.offer.id.0, offer.state, offer.offer.deadline_ms));
+        (self.entry.state, self.entry.ahead, offer)
+    }
+
+    fn is_terminal(&self) -> bool {
+        !matches!(self.entry.state, WaitlistEntryStatus::Waiting | WaitlistEntryStatus::Offered)
+    }
+}
+
 /// Watches hold `hold` of `show` as `viewer` (`None`: an operator) on this node's replica.
 ///
 /// # Errors
@@ -124,6 +171,54 @@ pub async fn watch_ticket(
     watch(hosted, move |group| group.ticket(show, ticket, viewer)).await
 }
 
+/// Watches booking `booking` of `show` as `viewer` (`None`: an operator) on this node's
+/// replica.
+///
+/// # Errors
+///
+/// Before any view: a routing error, `show_not_found`, `booking_not_found`, `not_owner`.
+pub async fn watch_booking(
+    service: &Service,
+    show: ShowId,
+    booking: BookingId,
+    viewer: Option<SessionId>,
+) -> Result<WatchStream<BookingView>, ApiError> {
+    let hosted = service.group_of(show).await?.clone();
+    watch(hosted, move |group| group.booking(show, booking, viewer)).await
+}
+
+/// Watches payment attempt `payment` of `show` as `viewer` (`None`: an operator) on this
+/// node's replica.
+///
+/// # Errors
+///
+/// Before any view: a routing error, `show_not_found`, `payment_not_found`, `not_owner`.
+pub async fn watch_payment(
+    service: &Service,
+    show: ShowId,
+    payment: PaymentId,
+    viewer: Option<SessionId>,
+) -> Result<WatchStream<PaymentView>, ApiError> {
+    let hosted = service.group_of(show).await?.clone();
+    watch(hosted, move |group| group.payment(show, payment, viewer)).await
+}
+
+/// Watches waitlist entry `entry` of `show` and its offers as `viewer` (`None`: an operator)
+/// on this node's replica.
+///
+/// # Errors
+///
+/// Before any view: a routing error, `show_not_found`, `entry_not_found`, `not_owner`.
+pub async fn watch_entry(
+    service: &Service,
+    show: ShowId,
+    entry: EntryId,
+    viewer: Option<SessionId>,
+) -> Result<WatchStream<EntryWithOffer>, ApiError> {
+    let hosted = service.group_of(show).await?.clone();
+    watch(hosted, move |group| group.waitlist_entry_with_offer(show, entry, viewer)).await
+}
+
 /// Subscribes to `hosted`'s applied-state changes, reads the first view (the owner check),
 /// and follows the entity.
 async fn watch<V: Watched>(
@@ -149,7 +244,12 @@ fn is_not_found(error: &ApiError) -> bool {
     matches!(
         error,
         ApiError::Rejected(
-            Rejection::ShowNotFound | Rejection::HoldNotFound | Rejection::TicketNotFound
+            Rejection::ShowNotFound
+                | Rejection::HoldNotFound
+                | Rejection::TicketNotFound
+                | Rejection::BookingNotFound
+                | Rejection::PaymentNotFound
+                | Rejection::EntryNotFound
         )
     )
 }

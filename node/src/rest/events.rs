@@ -1,5 +1,7 @@
-//! Server-sent events of a hold and of an admission ticket: `GET /v1/holds/{hold_id}/events`
-//! and `GET /v1/queue/{ticket_id}/events`.
+//! Server-sent events of what a buyer waits on: a hold, an admission ticket, a booking, a
+//! payment attempt and a waitlist entry with its offers (`GET /v1/holds/{hold_id}/events`,
+//! `/v1/queue/{ticket_id}/events`, `/v1/bookings/{booking_id}/events`,
+//! `/v1/payments/{payment_id}/events`, `/v1/waitlist/{entry_id}/events`).
 //!
 //! Owns the SSE framing over `crate::watch`: the owner check and routing errors are answered
 //! as ordinary JSON errors before the stream starts; then one `hold` (or `ticket`) event at
@@ -19,15 +21,18 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::Serialize;
-use statemachine::{HoldId, TicketId};
+use statemachine::{BookingId, EntryId, HoldId, PaymentId, TicketId};
 
 use crate::error::ApiError;
 use crate::rest::RestState;
+use crate::rest::bookings::Booking;
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::Session;
 use crate::rest::ids::parse_id;
+use crate::rest::payments::{Payment, Viewer};
 use crate::rest::queue::Ticket;
 use crate::rest::types::Hold;
+use crate::rest::waitlist::WaitlistEntry;
 use crate::watch::{self, WatchStream};
 
 /// How often a quiet stream carries a keep-alive comment.
@@ -95,6 +100,108 @@ pub async fn ticket_events(
         "ticket",
         move |view| Ticket::from_view(show, view),
         |ticket| ticket.as_of.log_index,
+    ))
+}
+
+/// Streams a booking's state: its current view at once, then its cancellation, if it comes.
+#[utoipa::path(
+    get, path = "/v1/bookings/{booking_id}/events", tag = "bookings",
+    params(("booking_id" = String, Path, description = "`<show_id>-<n>`")),
+    security(("session" = [])),
+    responses(
+        (status = 200, content_type = "text/event-stream", body = Booking,
+         description = "Server-sent events named `booking`, each `data` as `GET /v1/bookings/{booking_id}` returns it and each `id` its \
+                        `as_of.log_index`; the first at once, then one per change; the stream ends after \
+                        `cancelled`. An `error` event (`{code, message, details}`) ends it early."),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 401, description = "No session token", body = ErrorBody),
+        (status = 403, description = "`not_owner`", body = ErrorBody),
+        (status = 404, description = "`show_not_found`, `booking_not_found`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "This node does not know the show yet and has no leader to ask", body = ErrorBody),
+    )
+)]
+pub async fn booking_events(
+    State(state): State<RestState>,
+    Path(booking_id): Path<String>,
+    Session(session): Session,
+) -> Result<Response, ApiError> {
+    let (show, number) = parse_id("booking_id", &booking_id)?;
+    let views =
+        watch::watch_booking(&state.service, show, BookingId(number), Some(session)).await?;
+    Ok(events(
+        views,
+        "booking",
+        move |view| Booking::from_view(show, view),
+        |booking| booking.as_of.log_index,
+    ))
+}
+
+/// Streams a payment attempt (its owner, or the operator): its current state at once, then
+/// every change of state or of money owed back, until it is declined or refunded.
+#[utoipa::path(
+    get, path = "/v1/payments/{payment_id}/events", tag = "payments",
+    params(("payment_id" = String, Path, description = "`<show_id>-<n>`")),
+    security(("session" = []), ("operator" = [])),
+    responses(
+        (status = 200, content_type = "text/event-stream", body = Payment,
+         description = "Server-sent events named `payment`, each `data` as `GET /v1/payments/{payment_id}` returns it and each `id` its \
+                        `as_of.log_index`; the first at once, then one per change; the stream ends after \
+                        `declined` or `refunded`. An `error` event (`{code, message, details}`) ends it early."),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 401, description = "Neither a session token nor the operator credential", body = ErrorBody),
+        (status = 403, description = "`not_owner`", body = ErrorBody),
+        (status = 404, description = "`show_not_found`, `payment_not_found`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "This node does not know the show yet and has no leader to ask", body = ErrorBody),
+    )
+)]
+pub async fn payment_events(
+    State(state): State<RestState>,
+    Path(payment_id): Path<String>,
+    Viewer(viewer): Viewer,
+) -> Result<Response, ApiError> {
+    let (show, number) = parse_id("payment_id", &payment_id)?;
+    let views = watch::watch_payment(&state.service, show, PaymentId(number), viewer).await?;
+    Ok(events(
+        views,
+        "payment",
+        move |view| Payment::from_view(show, view),
+        |payment| payment.as_of.log_index,
+    ))
+}
+
+/// Streams a waitlist entry and its offers: its current view at once, then every change of
+/// state, place in line or offer, until it is accepted, declined, expired or left.
+#[utoipa::path(
+    get, path = "/v1/waitlist/{entry_id}/events", tag = "waitlist",
+    params(("entry_id" = String, Path, description = "`<show_id>-<n>`")),
+    security(("session" = [])),
+    responses(
+        (status = 200, content_type = "text/event-stream", body = WaitlistEntry,
+         description = "Server-sent events named `entry`, each `data` as `GET /v1/waitlist/{entry_id}` returns it and each `id` its \
+                        `as_of.log_index`; the first at once, then one per change; the stream ends after \
+                        `accepted`, `declined`, `expired` or `left`. An `error` event (`{code, message, details}`) ends it early."),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 401, description = "No session token", body = ErrorBody),
+        (status = 403, description = "`not_owner`", body = ErrorBody),
+        (status = 404, description = "`show_not_found`, `entry_not_found`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "This node does not know the show yet and has no leader to ask", body = ErrorBody),
+    )
+)]
+pub async fn entry_events(
+    State(state): State<RestState>,
+    Path(entry_id): Path<String>,
+    Session(session): Session,
+) -> Result<Response, ApiError> {
+    let (show, number) = parse_id("entry_id", &entry_id)?;
+    let views = watch::watch_entry(&state.service, show, EntryId(number), Some(session)).await?;
+    Ok(events(
+        views,
+        "entry",
+        move |view| WaitlistEntry::from_view(show, view),
+        |entry| entry.as_of.log_index,
     ))
 }
 

@@ -45,7 +45,8 @@ pub struct Payment {
 }
 
 impl Payment {
-    fn from_view(show: ShowId, view: &PaymentView) -> Payment {
+    /// The JSON shape of a payment attempt of `show`.
+    pub fn from_view(show: ShowId, view: &PaymentView) -> Payment {
         let payment = &view.payment;
         Payment {
             payment_id: format_id(show, payment.id.0),

@@ -7,6 +7,7 @@
 //! (success confirms a processing hold; duplicate provider events are no-ops).
 
 use std::io;
+use std::time::Duration;
 
 use axum::http::Method;
 use serde_json::{Value, json};
@@ -14,6 +15,9 @@ use testkit::webhook::sign;
 
 use crate::options;
 use crate::rest::{Answer, Api, Report, Show, WEBHOOK_SECRET, ensure, seats_of, string_field};
+
+/// How long a server-sent event may take to arrive.
+const EVENT_WAIT: Duration = Duration::from_secs(10);
 
 /// The first show id of this file (each scenario uses its own).
 const SHOWS: u64 = 300;
@@ -183,19 +187,33 @@ async fn declined_payment_gives_the_hold_back(api: &Api) -> io::Result<()> {
 }
 
 /// Another session may neither read nor cancel a booking (403); its owner cancels it (200,
-/// `cancelled`) and its seats are free again.
+/// `cancelled`) and its seats are free again. The owner's server-sent events follow it all:
+/// the payment `pending`, then `succeeded`, then owing a refund; the booking `confirmed`, then
+/// `cancelled` (the end of its stream); a stranger's streams are refused before they start.
 async fn booking_is_cancelled_by_its_owner_only(api: &Api) -> io::Result<()> {
     let show = api.create_show(SHOWS + 3, 20, 2, json!({})).await?;
     let (buyer, hold_id, payment_id) = checked_out(api, &show, &[0, 1]).await?;
+    let stranger = api.session().await?;
+    let follower = api.follower(show.group).await?;
+    let payment_events = format!("/v1/payments/{payment_id}/events");
+    let refused = api.on(follower, Method::GET, &payment_events).token(&stranger).send().await?;
+    refused.expect_error(403, "not_owner")?;
+    let mut payment = api.on(follower, Method::GET, &payment_events).token(&buyer).events().await?;
+    let first = payment.next(EVENT_WAIT).await?;
+    ensure!(first.event == "payment" && first.json()["state"] == "pending", "{first:?}");
     let event = json!({
         "event_id": api.key("evt"), "payment_id": payment_id, "result": "succeeded",
         "amount_minor": 2_000, "currency": "EUR",
     });
     signed_webhook(api, 3, &event).await?.expect(200)?;
+    payment.until(EVENT_WAIT, |event| event.json()["state"] == "succeeded").await?;
     let hold = read_hold(api, &show, &buyer, &hold_id).await?;
     let booking_id = string_field(&hold, "booking_id")?;
     let path = format!("/v1/bookings/{booking_id}");
-    let stranger = api.session().await?;
+    let mut booking =
+        api.on(follower, Method::GET, &format!("{path}/events")).token(&buyer).events().await?;
+    let first = booking.next(EVENT_WAIT).await?;
+    ensure!(first.event == "booking" && first.json()["state"] == "confirmed", "{first:?}");
     let leader = api.leader(show.group).await?;
     api.on(leader, Method::GET, &path)
         .token(&stranger)
@@ -208,6 +226,8 @@ async fn booking_is_cancelled_by_its_owner_only(api: &Api) -> io::Result<()> {
     let cancel =
         api.on(leader, Method::DELETE, &path).token(&buyer).key(&api.key("cancel")).send().await?;
     ensure!(cancel.expect(200)?["state"] == "cancelled", "{}", cancel.describe());
+    booking.until(EVENT_WAIT, |event| event.json()["state"] == "cancelled").await?;
+    payment.until(EVENT_WAIT, |event| event.json()["refund_owed"] == true).await?;
     let read = api.on(leader, Method::GET, &path).token(&buyer).send().await?;
     ensure!(read.expect(200)?["state"] == "cancelled", "{}", read.describe());
     let states = api.seat_states(&show).await?;

@@ -7,6 +7,7 @@
 //! id) and shared/DESIGN.md "Idempotency" (the same key and payload return the stored outcome).
 
 use std::io;
+use std::time::Duration;
 
 use axum::http::Method;
 use serde_json::{Value, json};
@@ -78,6 +79,9 @@ async fn capacity_released(
     Ok(answer.body.clone())
 }
 
+/// How long a server-sent event may take to arrive.
+const EVENT_WAIT: Duration = Duration::from_secs(10);
+
 /// A show of 4 seats: A holds 0-2, B waits for 2 seats, the operator releases seat 3 (once, its
 /// replay a no-op) to the pool, C and E wait for 1 each, E leaves. A cancels: B (the head) is
 /// offered 0-1 and C seat 2. A stranger may not accept B's offer; C declines; B double-taps
@@ -97,6 +101,15 @@ async fn released_seats_are_offered_in_line_and_accepted_once(api: &Api) -> io::
     let hold_id = string_field(&hold, "hold_id")?;
 
     let b_entry = string_field(&join(api, &show, b, 2).await?, "entry_id")?;
+    // B follows its entry on a follower: waiting, then offered, then accepted (the end).
+    let follower = api.follower(show.group).await?;
+    let mut b_events = api
+        .on(follower, Method::GET, &format!("/v1/waitlist/{b_entry}/events"))
+        .token(b)
+        .events()
+        .await?;
+    let first = b_events.next(EVENT_WAIT).await?;
+    ensure!(first.event == "entry" && first.json()["state"] == "waiting", "{first:?}");
     let event_id = api.key("released");
     let first = capacity_released(api, &show, &event_id, &[3]).await?;
     ensure!(first["seats_released"] == 1 && first["duplicate"] == false, "{first}");
@@ -172,5 +185,11 @@ async fn released_seats_are_offered_in_line_and_accepted_once(api: &Api) -> io::
     ensure!(states[&2] == "free" && states[&3] == "free", "nobody waits any more: {states:?}");
     let b_read = entry(api, &show, b, &b_entry).await?;
     ensure!(b_read["state"] == "accepted", "{b_read}");
+    let seen = b_events.until(EVENT_WAIT, |event| event.json()["state"] == "accepted").await?;
+    let offered = seen.iter().find(|event| event.json()["state"] == "offered");
+    ensure!(
+        offered.is_some_and(|event| event.json()["offer"]["offer_id"] == b_offer.as_str()),
+        "no event of B's offer before its acceptance: {seen:?}"
+    );
     Ok(())
 }

@@ -13,9 +13,10 @@
 //! - `GET /control`, `PUT /control`: the behaviour (`behaviour.rs`), changed at run time.
 //!
 //! A new charge's outcome goes to bookingd's `POST /v1/payments/webhook` (`--webhook-url`),
-//! signed as bookingd checks it (`X-Booking-Signature: sha256=<hex HMAC-SHA256 of the body>`
-//! under `PAYSIM_WEBHOOK_SECRET`, bookingd's development secret if unset), with retries and
-//! backoff until bookingd answers 2xx or refuses for good (4xx other than 429). Errors are
+//! signed as bookingd checks it (`X-Booking-Signature: t=<unix seconds>,v1=<hex>`,
+//! `node::signature`, under `PAYSIM_WEBHOOK_SECRET`, bookingd's development secret if unset),
+//! timestamped by paysim's own clock when each request is sent, with retries and backoff until
+//! bookingd answers 2xx or refuses for good (4xx other than 429). Errors are
 //! `{code, message}` with a 4xx/5xx status; bad input changes nothing.
 
 pub mod behaviour;
@@ -35,9 +36,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
-use crate::rest::webhook::{
-    DEVELOPMENT_WEBHOOK_SECRET, SIGNATURE_HEADER, WebhookEvent, WebhookResult, sign,
-};
+use crate::rest::webhook::{DEVELOPMENT_WEBHOOK_SECRET, WebhookEvent, WebhookResult};
+use crate::signature::{SIGNATURE_HEADER, sign};
 use behaviour::{Behaviour, Draws};
 use ledger::{Charge, ChargeStatus, Ledger, Record, Refund};
 
@@ -397,11 +397,13 @@ async fn notify_charge(sim: Arc<Paysim>, charge: Charge) {
 /// attempts run out; backs off 50 ms, doubling up to 2 s.
 async fn deliver(sim: &Paysim, webhooks: &Webhooks, event: WebhookEvent) {
     let body = serde_json::to_vec(&event).expect("an event encodes");
-    let signature = sign(&webhooks.secret, &body);
     let mut delivery = Delivery { event, attempts: 0, status: None, delivered: false };
     let mut backoff = Duration::from_millis(50);
     while delivery.attempts < webhooks.attempts {
         delivery.attempts += 1;
+        // Signed now, by paysim's clock, so that a delivery retried for a while is never
+        // refused as stale.
+        let signature = sign(&webhooks.secret, now_ms() / 1_000, &body);
         let sent = webhooks
             .client
             .post(&webhooks.url)

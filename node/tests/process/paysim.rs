@@ -2,7 +2,8 @@
 //! real 3-node cluster: a charge under the payment attempt's id charges once however often it
 //! is asked, and its signed webhook books the hold once; a refund refunds once and never more
 //! than was charged; a decline gives the hold back; an outage charges nothing; bad input is
-//! refused and changes nothing; the ledger survives `kill -9`.
+//! refused and changes nothing; the ledger survives `kill -9`; a genuine webhook replayed after
+//! the tolerance is refused and changes nothing.
 //!
 //! This cluster has no `--provider-url`, so no payment worker: the test calls the charge as the
 //! worker does (with the attempt id as the idempotency key), and the webhooks book. The worker
@@ -17,6 +18,8 @@ use axum::http::Method;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+
+use testkit::webhook::{SIGNATURE_HEADER, sign, wall_clock_s};
 
 use crate::options;
 use crate::rest::{Api, Report, Show, WEBHOOK_SECRET, ensure, string_field};
@@ -138,6 +141,10 @@ async fn paysim_against_a_real_cluster() -> io::Result<()> {
     report.check(
         "declines_outages_and_bad_input_charge_nothing",
         declines_outages_and_bad_input_charge_nothing(&api, &dir.path().join("b")).await,
+    );
+    report.check(
+        "a_webhook_replayed_after_the_tolerance_is_refused",
+        a_webhook_replayed_after_the_tolerance_is_refused(&api).await,
     );
     let all_passed = report.all_passed();
     let result = report.finish();
@@ -287,4 +294,51 @@ async fn declines_outages_and_bad_input_charge_nothing(api: &Api, dir: &Path) ->
     let ledger = paysim.ledger(api).await?;
     ensure!(charges(&ledger).len() == 1, "only the declined charge: {ledger:?}");
     paysim.kill().await
+}
+
+/// A genuine `succeeded` webhook for a checkout, signed under the right secret but 10 minutes
+/// ago (as a captured delivery replayed later would be), is refused by every node with 401
+/// `unauthenticated` whose message names the tolerance, and changes nothing: the hold stays
+/// `processing`, its seats held. The same body signed now books it.
+///
+/// Reference: Stripe's replay protection (a signed timestamp checked against a tolerance).
+async fn a_webhook_replayed_after_the_tolerance_is_refused(api: &Api) -> io::Result<()> {
+    let show = api.create_show(SHOWS + 2, 20, 1, json!({})).await?;
+    let (buyer, hold_id, checkout) = api.checked_out(&show, &[4, 5]).await?;
+    let body = json!({
+        "event_id": api.key("evt"),
+        "payment_id": string_field(&checkout, "payment_id")?,
+        "result": "succeeded",
+        "amount_minor": checkout["amount"]["amount_minor"],
+        "currency": checkout["amount"]["currency"],
+    })
+    .to_string();
+    let post = |node: u64, signature: String| {
+        api.on(node, Method::POST, "/v1/payments/webhook")
+            .header(SIGNATURE_HEADER, &signature)
+            .raw(body.clone().into_bytes())
+    };
+    let seats_before = api.seat_states(&show).await?;
+    let ten_minutes_ago = sign(WEBHOOK_SECRET, wall_clock_s() - 600, body.as_bytes());
+    for node in [1, 2, 3] {
+        let answer = post(node, ten_minutes_ago.clone()).send_once().await?;
+        answer.expect_error(401, "unauthenticated")?;
+        let message = answer.body["message"].as_str().unwrap_or("");
+        ensure!(message.contains("outside the tolerance"), "{}", answer.describe());
+    }
+    let answer = api
+        .to_leader(show.group, Method::GET, &format!("/v1/holds/{hold_id}"))
+        .await?
+        .token(&buyer)
+        .send()
+        .await?;
+    let hold = answer.expect(200)?;
+    ensure!(hold["state"] == "processing", "the replay changed nothing: {hold}");
+    let seats_after = api.seat_states(&show).await?;
+    ensure!(seats_after == seats_before, "{seats_before:?} -> {seats_after:?}");
+
+    let fresh = sign(WEBHOOK_SECRET, wall_clock_s(), body.as_bytes());
+    let answer = post(1, fresh).send().await?;
+    ensure!(answer.expect(200)?["effect"] == "confirmed", "{}", answer.describe());
+    Ok(())
 }

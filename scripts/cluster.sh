@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A local 3-node booking cluster on loopback: node N listens on 127.0.0.1:710N, and the simulated
 # payment provider (paysim) on 127.0.0.1:7100. Each data group's leader charges checkouts and
-# makes refunds through paysim (--provider-url); paysim's signed webhooks go to node 1.
+# makes refunds through paysim (--provider-url); paysim's signed webhooks go to whichever node
+# answers (it is given every node's webhook URL and moves on from one that is down).
 #
 #   bash scripts/cluster.sh up          build if needed, start the nodes that are not running,
 #                                       wait until every group has a leader, print the status
@@ -88,9 +89,14 @@ start_paysim() {
   [ -x "$paysim" ] || die "$paysim is missing: run '$0 up' (it builds) or cargo build --release -p node"
   local log="$cluster_dir/paysim.log" offset=0
   [ -f "$log" ] && offset="$(wc -c <"$log")"
+  local args=(--listen "$paysim_address" --data-dir "$cluster_dir/paysim") id
+  # Every node's endpoint: any node verifies a webhook and forwards it to the leader, so paysim
+  # delivers through another one while a node is down.
+  for id in "${node_ids[@]}"; do
+    args+=(--webhook-url "http://$(address "$id")/v1/payments/webhook")
+  done
   # shellcheck disable=SC2206 # PAYSIM_ARGS is split on purpose
-  local args=(--listen "$paysim_address" --data-dir "$cluster_dir/paysim"
-    --webhook-url "http://$(address 1)/v1/payments/webhook" ${PAYSIM_ARGS:-})
+  args+=(${PAYSIM_ARGS:-})
   echo "cluster: starting paysim ${args[*]}" >&2
   PAYSIM_WEBHOOK_SECRET="${PAYSIM_WEBHOOK_SECRET:-${BOOKING_WEBHOOK_SECRET:-booking-cluster-development-webhook-secret}}" \
     setsid "$paysim" "${args[@]}" >>"$log" 2>&1 </dev/null &

@@ -19,7 +19,7 @@ use client::{Client, Error, NewShow, SeatStatus};
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use testkit::webhook::sign;
+use testkit::webhook::{SIGNATURE_HEADER, sign, wall_clock_s};
 
 /// What one run does.
 #[derive(Clone, Debug)]
@@ -401,14 +401,15 @@ async fn webhook(
     body: &serde_json::Value,
 ) -> Option<serde_json::Value> {
     let bytes = serde_json::to_vec(body).expect("JSON values encode");
-    let signature = sign(&shared.plan.webhook_secret, &bytes);
     for _attempt in 0..10 {
+        // Signed again for every attempt, by the wall clock, as a provider signs each delivery.
+        let signature = sign(&shared.plan.webhook_secret, wall_clock_s(), &bytes);
         let node = &shared.nodes[rng.gen_range(0..shared.nodes.len())];
         let sent = shared
             .http
             .post(format!("http://{node}/v1/payments/webhook"))
             .header("content-type", "application/json")
-            .header("x-booking-signature", &signature)
+            .header(SIGNATURE_HEADER, &signature)
             .body(bytes.clone())
             .timeout(Duration::from_secs(10))
             .send()

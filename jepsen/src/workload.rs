@@ -28,7 +28,7 @@ use statemachine::check::history::Read;
 use statemachine::check::recorder::Recorder;
 use statemachine::check::workload::Mutation;
 use statemachine::{HoldId, ShowId};
-use testkit::webhook::sign;
+use testkit::webhook::{SIGNATURE_HEADER, sign, wall_clock_s};
 use testkit::workload::Buyer;
 pub use testkit::workload::TestShow;
 use tokio::sync::watch;
@@ -253,16 +253,18 @@ async fn step(context: &Context, process: &mut Process) {
 }
 
 /// The simulated payment provider pays (or declines) one of the process's checkouts through a
-/// signed webhook to a random node, once: an answer that is not certain is `info`.
+/// signed webhook to a random node, once: an answer that is not certain is `info`. It signs
+/// with the machine's wall clock, as a provider would; the node checks the timestamp against its
+/// own clock, which the clock-skew nemesis moves by up to 30 s, well inside the tolerance.
 async fn pay(context: &Context, process: &mut Process, show: u64) {
     let Some(payment) = process.buyer.payment(show, &mut process.rng) else { return };
-    let signature = sign(&context.webhook_secret, &payment.body);
+    let signature = sign(&context.webhook_secret, wall_clock_s(), &payment.body);
     let node = context.nodes.choose(&mut process.rng).cloned().unwrap_or_default();
     let sent = context
         .http
         .post(format!("http://{node}/v1/payments/webhook"))
         .header("content-type", "application/json")
-        .header("x-booking-signature", &signature)
+        .header(SIGNATURE_HEADER, &signature)
         .body(payment.body.clone())
         .timeout(Duration::from_secs(10))
         .send()

@@ -111,10 +111,15 @@ pub struct Args {
     /// unset, operator calls are open (with a warning).
     #[arg(long, env = "BOOKING_OPERATOR_TOKEN", value_name = "TEXT", hide_env_values = true)]
     pub operator_token: Option<String>,
-    /// The secret payment provider webhooks are signed with (HMAC-SHA256 over the raw body);
-    /// a built-in development secret if unset, with a warning.
+    /// The secret payment provider webhooks are signed with (`t=<unix seconds>,v1=<hex
+    /// HMAC-SHA256 of "<t>." + raw body>`); a built-in development secret if unset, with a
+    /// warning.
     #[arg(long, env = "BOOKING_WEBHOOK_SECRET", value_name = "TEXT", hide_env_values = true)]
     pub webhook_secret: Option<String>,
+    /// How far a webhook signature's timestamp may be from this node's clock, either way, in
+    /// seconds (default 300, at most 86400); an older delivery is refused as a replay.
+    #[arg(long, value_name = "S")]
+    pub webhook_tolerance_s: Option<u64>,
     /// The payment provider's API (`http://HOST:PORT`, e.g. paysim's): each data group's
     /// leader charges every payment attempt through it and records the outcomes. Without it,
     /// outcomes arrive only as webhooks.
@@ -221,6 +226,9 @@ pub struct Config {
     pub operator_token: Option<String>,
     /// The payment webhook secret, if configured.
     pub webhook_secret: Option<String>,
+    /// How far a webhook signature's timestamp may be from this node's clock, in seconds
+    /// (1..=[`crate::signature::TOLERANCE_S_MAX`]).
+    pub webhook_tolerance_s: u64,
     /// The payment provider's API, if configured (checked to be an http(s) URL).
     pub provider_url: Option<String>,
     /// The outbox sinks: name and URL (checked), in the order given.
@@ -345,6 +353,16 @@ impl Config {
             ));
         }
         let sink_age_max_s = args.sink_age_max_s.or(file.sink_age_max_s).unwrap_or(600).max(1);
+        let webhook_tolerance_s = args
+            .webhook_tolerance_s
+            .or(file.webhook_tolerance_s)
+            .unwrap_or(crate::signature::TOLERANCE_S_DEFAULT);
+        if !(1..=crate::signature::TOLERANCE_S_MAX).contains(&webhook_tolerance_s) {
+            return Err(invalid(format!(
+                "--webhook-tolerance-s: 1..={}",
+                crate::signature::TOLERANCE_S_MAX
+            )));
+        }
         Ok(Config {
             id,
             data,
@@ -362,6 +380,7 @@ impl Config {
             session_secret: args.session_secret.or(file.session_secret),
             operator_token: args.operator_token.or(file.operator_token),
             webhook_secret: args.webhook_secret.or(file.webhook_secret),
+            webhook_tolerance_s,
             provider_url,
             sinks,
             sink_secret: args.sink_secret.or(file.sink_secret),
@@ -462,6 +481,13 @@ mod tests {
         assert_eq!(config.listen.port(), 7101);
         assert_eq!(config.peers, [(2, "127.0.0.1:2".to_owned())].into());
         assert_eq!(config.initial_members(), vec![1, 2]);
+        assert_eq!(config.webhook_tolerance_s, crate::signature::TOLERANCE_S_DEFAULT);
+        let config = Config::merge(
+            args("bookingd --id 1 --data /x --listen 127.0.0.1:1 --webhook-tolerance-s 60"),
+            toml::from_str("webhook-tolerance-s = 900").unwrap(),
+        )
+        .unwrap();
+        assert_eq!(config.webhook_tolerance_s, 60);
     }
 
     #[test]
@@ -474,6 +500,8 @@ mod tests {
         assert!(refuse("--groups 0").contains("--groups"));
         assert!(refuse("--heartbeat-ms 900").contains("timing"));
         assert!(refuse("--peers 0=a:1").contains("--peers"));
+        assert!(refuse("--webhook-tolerance-s 0").contains("--webhook-tolerance-s"));
+        assert!(refuse("--webhook-tolerance-s 86401").contains("--webhook-tolerance-s"));
         assert!(Args::try_parse_from(["bookingd", "--peers", "2"]).is_err());
         let missing = Config::merge(args("bookingd --id 1"), Args::default());
         assert!(missing.unwrap_err().to_string().contains("--data"));

@@ -16,7 +16,9 @@
 //! `sessions.rs` (who calls: session tokens, the operator credential, idempotency keys),
 //! `limits.rs` (token buckets), `metrics.rs` (what the node counts), `names.rs` (the wire
 //! names of every state), `watch.rs` (status streams), `error.rs` (the one table of error
-//! codes, gRPC and HTTP statuses).
+//! codes, gRPC and HTTP statuses), `signature.rs` (signed webhooks, Stripe's timestamped
+//! scheme, with no transport in it: the webhook endpoint verifies with it, paysim and the outbox
+//! dispatcher sign with it).
 //!
 //! The two skins over them, which import those and never each other: `api/` (the gRPC
 //! services) and `rest/` (the REST API on the same port). Nothing imports this crate; the
@@ -24,8 +26,8 @@
 //! the test-only `src/bin/bookingd-unsafe.rs` shares (the `unsafe-modes` feature).
 //!
 //! Beside the node, `paysim/` is the simulated payment provider the project ships (its own
-//! process, `src/bin/paysim.rs`): it imports only the webhook contract of `rest/webhook.rs`,
-//! and nothing of the node imports it.
+//! process, `src/bin/paysim.rs`): it imports only the webhook contract (`rest/webhook.rs` and
+//! `signature.rs`), and nothing of the node imports it.
 
 pub mod api;
 pub mod config;

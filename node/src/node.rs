@@ -74,6 +74,11 @@ pub struct Shared {
     pub limits: Limits,
     /// What the node counts (`GET /metrics`).
     pub metrics: Metrics,
+    /// The node's wall clock, the environment's: the one its proposers stamp entries with. The
+    /// API reads it where it needs the time of day (a webhook signature's age), so that a
+    /// simulated node reads simulated time and a skewed node its skewed time, never the
+    /// machine's clock behind the environment's back.
+    pub clock: raft::Clock,
 }
 
 impl Shared {
@@ -189,7 +194,7 @@ impl Node {
         }
         let sessions = Sessions::with_entropy(&secret, config.operator_token.clone(), entropy);
         let limits = Limits::from_config(&config);
-        let shared = Arc::new(Shared { config, groups, sessions, limits, metrics });
+        let shared = Arc::new(Shared { config, groups, sessions, limits, metrics, clock });
         let (stop, stopped) = oneshot::channel::<()>();
         let grpc = tonic::service::Routes::new(RaftService::new(registry).into_server())
             .add_service(BookingApi::new(Service::new(shared.clone())).into_server())

@@ -251,7 +251,7 @@ impl Sink {
             .client
             .post(&self.url)
             .header("content-type", "application/json")
-            .header(crate::signature::HEADER, signature)
+            .header(crate::signature::SIGNATURE_HEADER, signature)
             .body(body)
             .send()
             .await;

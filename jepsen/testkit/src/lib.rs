@@ -13,7 +13,8 @@
 //!   [`observe`]: status, leaders and convergence; [`wait`]: conditions with a deadline.
 //! - [`workload`]: the SDK-calling half of a client process that both the Jepsen workloads and
 //!   the simulator's buyers run (the mutations and reads, what it knows, how an SDK answer
-//!   becomes a history completion, the shows' wire form); [`webhook`]: the provider's signature.
+//!   becomes a history completion, the shows' wire form); [`webhook`]: the provider's timestamped
+//!   signature.
 
 pub mod cluster;
 pub mod error;

@@ -9,14 +9,19 @@
 //! - `POST /v1/refunds` (`Idempotency-Key` = the refund id; body `{charge_id, amount_minor}`):
 //!   refunds once per key, never more than was charged.
 //! - `GET /ledger`: every charge and refund, oldest first, so tests can check money against
-//!   bookings; `GET /webhooks`: every webhook delivery and how it went.
+//!   bookings; `GET /webhooks`: every webhook delivery, how it went and which URL took it.
 //! - `GET /control`, `PUT /control`: the behaviour (`behaviour.rs`), changed at run time.
 //!
-//! A new charge's outcome goes to bookingd's `POST /v1/payments/webhook` (`--webhook-url`),
-//! signed as bookingd checks it (`X-Booking-Signature: sha256=<hex HMAC-SHA256 of the body>`
-//! under `PAYSIM_WEBHOOK_SECRET`, bookingd's development secret if unset), with retries and
-//! backoff until bookingd answers 2xx or refuses for good (4xx other than 429). Errors are
-//! `{code, message}` with a 4xx/5xx status; bad input changes nothing.
+//! A new charge's outcome goes to bookingd's `POST /v1/payments/webhook`, at any of the nodes
+//! given (`--webhook-url`, repeated or comma-separated: every node verifies and forwards to the
+//! leader, so any one will do), signed as bookingd checks it (`X-Booking-Signature:
+//! t=<unix seconds>,v1=<hex>`, `node::signature`, under `PAYSIM_WEBHOOK_SECRET`, bookingd's
+//! development secret if unset), timestamped by paysim's own clock when each request is sent.
+//! Each attempt tries the URLs in turn, from a start that rotates from one delivery to the next
+//! so the load spreads, moving on at a connection error, a timeout, a 429 or a 5xx, until a
+//! node answers 2xx or refuses for good (another 4xx); attempts back off, up to
+//! `--webhook-attempts`. Errors are `{code, message}` with a 4xx/5xx status; bad input changes
+//! nothing.
 
 pub mod behaviour;
 pub mod ledger;
@@ -24,6 +29,7 @@ pub mod ledger;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -35,9 +41,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
-use crate::rest::webhook::{
-    DEVELOPMENT_WEBHOOK_SECRET, SIGNATURE_HEADER, WebhookEvent, WebhookResult, sign,
-};
+use crate::rest::webhook::{DEVELOPMENT_WEBHOOK_SECRET, WebhookEvent, WebhookResult};
+use crate::signature::{SIGNATURE_HEADER, sign};
 use behaviour::{Behaviour, Draws};
 use ledger::{Charge, ChargeStatus, Ledger, Record, Refund};
 
@@ -56,11 +61,13 @@ pub struct Args {
     /// The folder of the ledger (created if missing).
     #[arg(long)]
     pub data_dir: PathBuf,
-    /// bookingd's webhook endpoint (`http://HOST:PORT/v1/payments/webhook`); no webhooks
-    /// without it.
-    #[arg(long)]
-    pub webhook_url: Option<String>,
-    /// Delivery attempts per webhook before giving up.
+    /// bookingd's webhook endpoint (`http://HOST:PORT/v1/payments/webhook`), once per node
+    /// (repeat the flag or separate with commas): a delivery goes to whichever answers. No
+    /// webhooks without it.
+    #[arg(long, value_delimiter = ',')]
+    pub webhook_url: Vec<String>,
+    /// Delivery attempts per webhook before giving up. One attempt tries the URLs in turn until
+    /// one answers 2xx or refuses for good; attempts back off 50 ms, doubling up to 2 s.
     #[arg(long, default_value_t = 8)]
     pub webhook_attempts: u32,
     /// Seed of the behaviour's draws.
@@ -76,8 +83,14 @@ pub struct Args {
 pub struct Delivery {
     /// The event delivered.
     pub event: WebhookEvent,
-    /// Attempts made.
+    /// Attempts made (each tries the URLs in turn).
     pub attempts: u32,
+    /// HTTP requests sent, over every attempt and URL.
+    #[serde(default)]
+    pub requests: u32,
+    /// The URL that answered last (`status`): with `delivered`, the node that took it.
+    #[serde(default)]
+    pub url: Option<String>,
     /// The last HTTP status bookingd answered, if any.
     pub status: Option<u16>,
     /// Whether bookingd accepted it (2xx).
@@ -85,7 +98,10 @@ pub struct Delivery {
 }
 
 struct Webhooks {
-    url: String,
+    /// Every node's webhook endpoint; never empty.
+    urls: Vec<String>,
+    /// Where the next delivery starts in `urls` (taken modulo their number).
+    next: AtomicUsize,
     secret: String,
     attempts: u32,
     client: reqwest::Client,
@@ -393,44 +409,90 @@ async fn notify_charge(sim: Arc<Paysim>, charge: Charge) {
     }
 }
 
-/// Posts `event` until bookingd accepts it (2xx), refuses it for good (4xx but 429), or the
-/// attempts run out; backs off 50 ms, doubling up to 2 s.
+/// What one request of a delivery came to.
+enum Answered {
+    /// A node took it (2xx).
+    Accepted,
+    /// A node refused it for good (a 4xx other than 429): no node will take it.
+    Refused,
+    /// No answer, a timeout, a 429 or a 5xx: another node, or a later attempt, may take it.
+    Retry,
+}
+
+/// Posts `event` until a node accepts it (2xx), refuses it for good (4xx but 429), or the
+/// attempts run out. Each attempt tries every URL once, in turn, starting where this delivery
+/// was told to (the start rotates from one delivery to the next); a failure at one node says
+/// nothing of the others, so the next is tried at once, and only a whole attempt that failed
+/// backs off (50 ms, doubling up to 2 s), since then the cluster itself cannot take it yet (say,
+/// while a group elects a leader).
 async fn deliver(sim: &Paysim, webhooks: &Webhooks, event: WebhookEvent) {
     let body = serde_json::to_vec(&event).expect("an event encodes");
-    let signature = sign(&webhooks.secret, &body);
-    let mut delivery = Delivery { event, attempts: 0, status: None, delivered: false };
+    let mut delivery =
+        Delivery { event, attempts: 0, requests: 0, url: None, status: None, delivered: false };
+    let count = webhooks.urls.len();
+    let start = webhooks.next.fetch_add(1, Ordering::Relaxed) % count;
     let mut backoff = Duration::from_millis(50);
-    while delivery.attempts < webhooks.attempts {
+    'attempts: while delivery.attempts < webhooks.attempts {
         delivery.attempts += 1;
-        let sent = webhooks
-            .client
-            .post(&webhooks.url)
-            .header(SIGNATURE_HEADER, &signature)
-            .header("content-type", "application/json")
-            .body(body.clone())
-            .send()
-            .await;
-        match sent {
-            Ok(response) => {
-                let status = response.status();
-                delivery.status = Some(status.as_u16());
-                if status.is_success() {
+        for offset in 0..count {
+            let url = &webhooks.urls[(start + offset) % count];
+            delivery.requests += 1;
+            match send(webhooks, url, &body, &mut delivery).await {
+                Answered::Accepted => {
                     delivery.delivered = true;
-                    break;
+                    break 'attempts;
                 }
-                if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
-                    tracing::warn!(event = delivery.event.event_id, %status, "webhook refused");
-                    break;
-                }
-            }
-            Err(error) => {
-                tracing::debug!(event = delivery.event.event_id, %error, "webhook not delivered");
+                Answered::Refused => break 'attempts,
+                Answered::Retry => {}
             }
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(2));
+        if delivery.attempts < webhooks.attempts {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+    if !delivery.delivered {
+        tracing::warn!(
+            event = delivery.event.event_id,
+            attempts = delivery.attempts,
+            status = delivery.status,
+            "webhook not delivered"
+        );
     }
     lock(&sim.deliveries).push(delivery);
+}
+
+/// Sends `body` to `url` once, signed now by paysim's clock (so that a delivery retried for a
+/// while is never refused as stale), and records the answer in `delivery`.
+async fn send(webhooks: &Webhooks, url: &str, body: &[u8], delivery: &mut Delivery) -> Answered {
+    let signature = sign(&webhooks.secret, now_ms() / 1_000, body);
+    let sent = webhooks
+        .client
+        .post(url)
+        .header(SIGNATURE_HEADER, signature)
+        .header("content-type", "application/json")
+        .body(body.to_vec())
+        .send()
+        .await;
+    let response = match sent {
+        Ok(response) => response,
+        Err(error) => {
+            tracing::debug!(event = delivery.event.event_id, url, %error, "webhook not taken");
+            return Answered::Retry;
+        }
+    };
+    let status = response.status();
+    delivery.status = Some(status.as_u16());
+    delivery.url = Some(url.to_owned());
+    if status.is_success() {
+        Answered::Accepted
+    } else if status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS {
+        tracing::warn!(event = delivery.event.event_id, url, %status, "webhook refused");
+        Answered::Refused
+    } else {
+        tracing::debug!(event = delivery.event.event_id, url, %status, "webhook not taken");
+        Answered::Retry
+    }
 }
 
 /// The HTTP routes, on `sim`.
@@ -466,8 +528,19 @@ pub async fn run(args: Args) -> ExitCode {
         tracing::warn!("{SECRET_ENV} unset: signing webhooks with the development secret");
         DEVELOPMENT_WEBHOOK_SECRET.to_owned()
     });
-    let webhooks = args.webhook_url.map(|url| Webhooks {
-        url,
+    let urls: Vec<String> = args
+        .webhook_url
+        .iter()
+        .map(|url| url.trim().to_owned())
+        .filter(|url| !url.is_empty())
+        .collect();
+    if let Some(bad) = urls.iter().find(|url| reqwest::Url::parse(url).is_err()) {
+        eprintln!("paysim: --webhook-url: not a URL: {bad}");
+        return ExitCode::from(2);
+    }
+    let webhooks = (!urls.is_empty()).then(|| Webhooks {
+        urls,
+        next: AtomicUsize::new(0),
         secret,
         attempts: args.webhook_attempts.max(1),
         client: reqwest::Client::builder()

@@ -1,12 +1,15 @@
 //! The payment provider's callback: `POST /v1/payments/webhook`.
 //!
-//! Owns the webhook contract: the raw body is authenticated by `X-Booking-Signature:
-//! sha256=<hex>`, an HMAC-SHA256 of the exact bytes under the cluster's webhook secret
-//! (compared in constant time), before the body is even parsed; the body is a JSON event
-//! (unknown fields refused); the provider's event id is hashed into a `ProviderEventId` (the
-//! state machine drops a second event with the same id and answers `duplicate`). A bad
-//! signature is 401 and a malformed event 400, and neither proposes anything. Never decides
-//! what a payment outcome does to a hold: the state machine does.
+//! Owns the webhook contract: the raw body is authenticated, before it is even parsed, by the
+//! `X-Booking-Signature: t=<unix seconds>,v1=<hex>` header of `crate::signature` (Stripe's
+//! scheme: HMAC-SHA256 of `"<t>." + body` under the cluster's webhook secret, compared in
+//! constant time, the timestamp within `--webhook-tolerance-s` of this node's clock); the body
+//! is a JSON event (unknown fields refused); the provider's event id is hashed into a
+//! `ProviderEventId` (the state machine drops a second event with the same id and answers
+//! `duplicate`). A refused signature (missing, malformed, not matching, too old or too far in
+//! the future, or the retired bare `sha256=` form) is 401 and a malformed event 400, and
+//! neither proposes anything. Never decides what a payment outcome does to a hold: the state
+//! machine does.
 
 use std::sync::Once;
 
@@ -14,9 +17,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 use statemachine::{
     PaymentEffect, PaymentId, PaymentOutcome, PaymentResult, ProviderEventId, ShowId,
 };
@@ -31,59 +32,30 @@ use crate::rest::error::ErrorBody;
 use crate::rest::extract::BODY_BYTES_MAX;
 use crate::rest::ids::{format_id, parse_id};
 use crate::sessions::hash128;
+use crate::signature::{self, SIGNATURE_HEADER};
 
-/// The header carrying the signature, `sha256=<64 lower-case hex>`.
-pub const SIGNATURE_HEADER: &str = "x-booking-signature";
 /// The webhook secret used when the node has none configured: fine on a laptop and in tests,
 /// never in production (the node warns on the first webhook it verifies with it).
 pub const DEVELOPMENT_WEBHOOK_SECRET: &str = "booking-cluster-development-webhook-secret";
 /// The longest provider event id accepted.
 pub const EVENT_ID_BYTES_MAX: usize = 128;
 
-const SIGNATURE_PREFIX: &str = "sha256=";
-
-/// The signature header value of `body` under `secret`: `sha256=<hex HMAC-SHA256>`. Used by
-/// the simulated provider and by tests; a real provider computes the same.
-pub fn sign(secret: &str, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
-    mac.update(body);
-    let digest = mac.finalize().into_bytes();
-    let mut hex = String::with_capacity(SIGNATURE_PREFIX.len() + 2 * digest.len());
-    hex.push_str(SIGNATURE_PREFIX);
-    for byte in digest {
-        hex.push_str(&format!("{byte:02x}"));
-    }
-    hex
-}
-
-/// Checks `signature` (the header value) against `body` under `secret`.
+/// Checks the signature header `header` of `body` under `secret` at `now_ms` (this node's
+/// clock) with `tolerance_s`, as the endpoint does.
 ///
 /// # Errors
 ///
-/// `Unauthenticated` (401) when the header is missing, malformed or does not match.
-pub fn verify(secret: &str, body: &[u8], signature: Option<&str>) -> Result<(), ApiError> {
-    let signature = signature.ok_or_else(|| {
-        ApiError::Unauthenticated(format!("{SIGNATURE_HEADER}: required (sha256=<hex>)"))
-    })?;
-    let hex = signature.trim().strip_prefix(SIGNATURE_PREFIX).ok_or_else(|| {
-        ApiError::Unauthenticated(format!("{SIGNATURE_HEADER}: expected sha256=<hex>"))
-    })?;
-    let tag = decode_hex(hex).ok_or_else(|| {
-        ApiError::Unauthenticated(format!("{SIGNATURE_HEADER}: expected 64 hex digits"))
-    })?;
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
-    mac.update(body);
-    // `verify_slice` compares in constant time.
-    mac.verify_slice(&tag).map_err(|_| {
-        ApiError::Unauthenticated(format!("{SIGNATURE_HEADER}: does not match the body"))
-    })
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() != 64 || !hex.bytes().all(|byte| byte.is_ascii_hexdigit()) {
-        return None;
-    }
-    (0..hex.len()).step_by(2).map(|at| u8::from_str_radix(&hex[at..at + 2], 16).ok()).collect()
+/// `Unauthenticated` (401) naming the header and what is wrong with it: missing, malformed,
+/// the retired `sha256=` form, no matching `v1`, or a timestamp outside the tolerance.
+pub fn verify(
+    secret: &str,
+    header: Option<&str>,
+    body: &[u8],
+    now_ms: u64,
+    tolerance_s: u64,
+) -> Result<(), ApiError> {
+    signature::verify(secret, header, body, now_ms / 1_000, tolerance_s)
+        .map_err(|refused| ApiError::Unauthenticated(format!("{SIGNATURE_HEADER}: {refused}")))
 }
 
 /// What the provider says about a payment attempt.
@@ -218,13 +190,15 @@ impl WebhookReply {
     post, path = "/v1/payments/webhook", tag = "payments",
     params((
         "X-Booking-Signature" = String, Header,
-        description = "`sha256=<hex>`: HMAC-SHA256 of the raw body under the webhook secret"
+        description = "`t=<unix seconds>,v1=<hex>`: HMAC-SHA256 of `\"<t>.\"` + the raw body \
+                       under the webhook secret (several `v1` allowed, one must match); `t` \
+                       within the node's webhook tolerance (300 s by default) of its clock"
     )),
     request_body(content = WebhookEvent, content_type = "application/json"),
     responses(
         (status = 200, description = "Recorded (or a duplicate, recorded before)", body = WebhookReply),
         (status = 400, description = "Malformed event: nothing was recorded", body = ErrorBody),
-        (status = 401, description = "Missing or wrong signature: nothing was recorded", body = ErrorBody),
+        (status = 401, description = "Missing, wrong or stale signature: nothing was recorded", body = ErrorBody),
         (status = 404, description = "`show_not_found`, `payment_not_found`", body = ErrorBody),
         (status = 409, description = "`payment_mismatch` (amount or currency differ from the quote)", body = ErrorBody),
         (status = 429, description = "`rate_limited`", body = ErrorBody),
@@ -239,9 +213,14 @@ pub async fn payment_webhook(
     if body.len() > BODY_BYTES_MAX {
         return Err(ApiError::InvalidArgument(format!("body: at most {BODY_BYTES_MAX} bytes")));
     }
+    let shared = state.service.shared();
     let secret = secret(&state);
-    let signature = headers.get(SIGNATURE_HEADER).and_then(|value| value.to_str().ok());
-    verify(secret, &body, signature)?;
+    let header = headers.get(SIGNATURE_HEADER).and_then(|value| value.to_str().ok());
+    // The node's environment clock, not the machine's: a simulated node verifies in simulated
+    // time, and a node under the clock-skew nemesis (±30 s) in its skewed time, which the
+    // tolerance (300 s by default) absorbs.
+    let now_ms = shared.clock.now_ms();
+    verify(secret, header, &body, now_ms, shared.config.webhook_tolerance_s)?;
     let event: WebhookEvent = serde_json::from_slice(&body)
         .map_err(|error| ApiError::InvalidArgument(format!("body: {error}")))?;
     let outcome = event.into_outcome()?;
@@ -281,33 +260,30 @@ mod tests {
     use statemachine::Currency;
 
     use super::*;
+    use crate::signature::sign;
     use crate::test_node;
 
     #[test]
-    fn a_signature_verifies_only_its_body_under_its_secret() {
+    fn every_refused_signature_is_401_naming_the_header_and_why() {
         let body = br#"{"event_id":"e1"}"#;
-        let signature = sign("s3cret", body);
-        assert!(signature.starts_with("sha256="));
-        assert_eq!(signature.len(), 7 + 64);
-        assert!(verify("s3cret", body, Some(&signature)).is_ok());
-        assert!(
-            verify("s3cret", body, Some(&signature.to_uppercase().replace("SHA256", "sha256")))
-                .is_ok()
-        );
-        for (secret, body, header) in [
-            ("other", &body[..], Some(signature.as_str())),
-            ("s3cret", &br#"{"event_id":"e2"}"#[..], Some(signature.as_str())),
-            ("s3cret", &body[..], None),
-            ("s3cret", &body[..], Some(&signature[7..])),
-            ("s3cret", &body[..], Some("sha256=zz")),
-            ("s3cret", &body[..], Some(&signature[..70])),
+        let now_ms = 1_800_000_000_123;
+        let now_s = now_ms / 1_000;
+        let signature = sign("s3cret", now_s, body);
+        assert!(verify("s3cret", Some(&signature), body, now_ms, 300).is_ok());
+        let stale = sign("s3cret", now_s - 301, body);
+        let legacy = format!("sha256={}", "a".repeat(64));
+        for (secret, header, why) in [
+            ("other", Some(signature.as_str()), "no v1 signature matches"),
+            ("s3cret", None, "required"),
+            ("s3cret", Some("t=1"), "malformed"),
+            ("s3cret", Some(stale.as_str()), "outside the tolerance of 300 s"),
+            ("s3cret", Some(legacy.as_str()), "no longer accepted"),
         ] {
-            let error = verify(secret, body, header).unwrap_err();
+            let error = verify(secret, header, body, now_ms, 300).unwrap_err();
             assert_eq!(error.http_status(), 401, "{header:?}");
+            let message = error.to_string();
+            assert!(message.contains(SIGNATURE_HEADER) && message.contains(why), "{message}");
         }
-        // The HMAC-SHA256 test vector of RFC 4231, case 2.
-        let expected = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
-        assert_eq!(sign("Jefe", b"what do ya want for nothing?"), format!("sha256={expected}"));
     }
 
     #[test]
@@ -349,6 +325,9 @@ mod tests {
         }
     }
 
+    /// The tolerance of the test node: the default.
+    const TOLERANCE_S: u64 = crate::signature::TOLERANCE_S_DEFAULT;
+
     fn post_webhook(body: &[u8], signature: Option<String>) -> Request<Body> {
         let mut request =
             Request::post("/v1/payments/webhook").header("content-type", "application/json");
@@ -378,20 +357,35 @@ mod tests {
         }))
         .unwrap();
 
+        // Signed at the node's own clock, as a provider whose clock agrees would sign.
+        let now_s = cluster.node.shared().clock.now_ms() / 1_000;
         let before = cluster.applied_index();
         let unsigned = app.clone().oneshot(post_webhook(&body, None)).await.unwrap();
         assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(json_of(unsigned).await["code"], "unauthenticated");
-        let forged = sign(DEVELOPMENT_WEBHOOK_SECRET, &body);
+        let forged = sign(DEVELOPMENT_WEBHOOK_SECRET, now_s, &body);
         let wrong_secret = app.clone().oneshot(post_webhook(&body, Some(forged))).await.unwrap();
         assert_eq!(wrong_secret.status(), StatusCode::UNAUTHORIZED);
+        // A genuine signature of this very body, made longer ago than the tolerance: a replay.
+        let replayed = sign("hook-secret", now_s - TOLERANCE_S - 1, &body);
+        let replay = app.clone().oneshot(post_webhook(&body, Some(replayed))).await.unwrap();
+        assert_eq!(replay.status(), StatusCode::UNAUTHORIZED);
+        let refusal = json_of(replay).await;
+        assert_eq!(refusal["code"], "unauthenticated");
+        assert!(
+            refusal["message"].as_str().unwrap().contains("outside the tolerance"),
+            "{refusal}"
+        );
+        let ahead = sign("hook-secret", now_s + TOLERANCE_S + 60, &body);
+        let future = app.clone().oneshot(post_webhook(&body, Some(ahead))).await.unwrap();
+        assert_eq!(future.status(), StatusCode::UNAUTHORIZED);
         let garbage = b"{not json";
-        let signed_garbage = post_webhook(garbage, Some(sign("hook-secret", garbage)));
+        let signed_garbage = post_webhook(garbage, Some(sign("hook-secret", now_s, garbage)));
         let malformed = app.clone().oneshot(signed_garbage).await.unwrap();
         assert_eq!(malformed.status(), StatusCode::BAD_REQUEST);
         assert_eq!(cluster.applied_index(), before, "nothing was proposed");
 
-        let signature = sign("hook-secret", &body);
+        let signature = sign("hook-secret", now_s, &body);
         let paid = app.clone().oneshot(post_webhook(&body, Some(signature.clone()))).await.unwrap();
         assert_eq!(paid.status(), StatusCode::OK);
         let reply = json_of(paid).await;

@@ -3,15 +3,16 @@
 //! is refused, a decline gives the hold back), and reading and cancelling the booking.
 //!
 //! Reference: shared/DESIGN.md "Outside the state machine" (webhooks verified with HMAC-SHA256
-//! over the raw body, deduplicated by provider event id) and the `statemachine` payment rules
-//! (success confirms a processing hold; duplicate provider events are no-ops).
+//! over the raw body, here in Stripe's timestamped `t=,v1=` form, deduplicated by provider
+//! event id) and the `statemachine` payment rules (success confirms a processing hold;
+//! duplicate provider events are no-ops).
 
 use std::io;
 use std::time::Duration;
 
 use axum::http::Method;
 use serde_json::{Value, json};
-use testkit::webhook::sign;
+use testkit::webhook::{SIGNATURE_HEADER, sign, wall_clock_s};
 
 use crate::options;
 use crate::rest::{Answer, Api, Report, Show, WEBHOOK_SECRET, ensure, seats_of, string_field};
@@ -67,14 +68,14 @@ async fn webhook(
     let raw = body.to_string().into_bytes();
     let mut call = api.on(node, Method::POST, "/v1/payments/webhook");
     if let Some(signature) = signature {
-        call = call.header("x-booking-signature", signature);
+        call = call.header(SIGNATURE_HEADER, signature);
     }
     call.raw(raw).send().await
 }
 
 /// Sends webhook `body` correctly signed.
 async fn signed_webhook(api: &Api, node: u64, body: &Value) -> io::Result<Answer> {
-    let signature = sign(WEBHOOK_SECRET, body.to_string().as_bytes());
+    let signature = sign(WEBHOOK_SECRET, wall_clock_s(), body.to_string().as_bytes());
     webhook(api, node, body, Some(&signature)).await
 }
 
@@ -139,8 +140,9 @@ async fn signed_success_webhook_books_the_hold_once(api: &Api) -> io::Result<()>
     Ok(())
 }
 
-/// A webhook with a wrong signature, a signature of another body, or none is 401 and changes
-/// nothing: the hold stays `processing`.
+/// A webhook with a wrong signature, a signature of another body, a genuine signature an hour
+/// old (a replay), the retired bare `sha256=` form, or none is 401 `unauthenticated` and
+/// changes nothing: the hold stays `processing`.
 async fn badly_signed_webhook_is_refused(api: &Api) -> io::Result<()> {
     let show = api.create_show(SHOWS + 1, 20, 2, json!({})).await?;
     let (buyer, hold_id, payment_id) = checked_out(api, &show, &[5]).await?;
@@ -148,14 +150,24 @@ async fn badly_signed_webhook_is_refused(api: &Api) -> io::Result<()> {
         "event_id": api.key("evt"), "payment_id": payment_id, "result": "succeeded",
         "amount_minor": 1_000, "currency": "EUR",
     });
-    let other_body = sign(WEBHOOK_SECRET, b"{}");
-    let other_secret = sign("not-the-secret", event.to_string().as_bytes());
-    for signature in
-        [None, Some(other_body.as_str()), Some(other_secret.as_str()), Some("sha256=zz")]
-    {
+    let body = event.to_string();
+    let now_s = wall_clock_s();
+    let other_body = sign(WEBHOOK_SECRET, now_s, b"{}");
+    let other_secret = sign("not-the-secret", now_s, body.as_bytes());
+    let an_hour_old = sign(WEBHOOK_SECRET, now_s - 3_600, body.as_bytes());
+    let legacy = format!("sha256={}", "0".repeat(64));
+    for (signature, why) in [
+        (None, "required"),
+        (Some(other_body.as_str()), "no v1 signature matches"),
+        (Some(other_secret.as_str()), "no v1 signature matches"),
+        (Some(an_hour_old.as_str()), "outside the tolerance"),
+        (Some(legacy.as_str()), "no longer accepted"),
+        (Some("t=1,v1=zz"), "malformed"),
+    ] {
         let answer = webhook(api, 1, &event, signature).await?;
-        ensure!(answer.status == 401, "signature {signature:?}: {}", answer.describe());
-        answer.expect_error(401, answer.body["code"].as_str().unwrap_or("?"))?;
+        answer.expect_error(401, "unauthenticated")?;
+        let message = answer.body["message"].as_str().unwrap_or("");
+        ensure!(message.contains(why), "signature {signature:?}: {}", answer.describe());
     }
     let hold = read_hold(api, &show, &buyer, &hold_id).await?;
     ensure!(hold["state"] == "processing", "{hold}");

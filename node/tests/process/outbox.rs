@@ -23,9 +23,7 @@ use axum::extract::State;
 use axum::http::Method;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 use crate::options;
 use crate::rest::{Api, OPERATOR_TOKEN, Report, Show, ensure};
@@ -87,10 +85,11 @@ impl TestSink {
     }
 }
 
-/// Checks the `t=<s>,v1=<hex>` signature over `"<t>." + body`, then takes the batch (or
+/// Checks the signature (`t=<s>,v1=<hex>` over `"<t>." + body`), then takes the batch (or
 /// refuses it while failing).
 async fn take(State(sink): State<TestSink>, headers: HeaderMap, body: Bytes) -> StatusCode {
-    let signature = headers.get("x-booking-signature").and_then(|value| value.to_str().ok());
+    let signature =
+        headers.get(node::signature::SIGNATURE_HEADER).and_then(|value| value.to_str().ok());
     if !signed(signature.unwrap_or(""), &body) {
         *sink.inner.badly_signed.lock().unwrap() += 1;
         return StatusCode::UNAUTHORIZED;
@@ -107,23 +106,14 @@ async fn take(State(sink): State<TestSink>, headers: HeaderMap, body: Bytes) -> 
     StatusCode::OK
 }
 
+/// Whether `header` signs `body` under the sink secret, as the node's own check would verify
+/// a payment webhook (the same scheme), against this machine's clock.
 fn signed(header: &str, body: &[u8]) -> bool {
-    let mut timestamp = None;
-    let mut v1 = None;
-    for part in header.split(',') {
-        match part.split_once('=') {
-            Some(("t", value)) => timestamp = Some(value.to_owned()),
-            Some(("v1", value)) => v1 = Some(value.to_owned()),
-            _ => {}
-        }
-    }
-    let (Some(timestamp), Some(v1)) = (timestamp, v1) else { return false };
-    let mut mac = Hmac::<Sha256>::new_from_slice(SINK_SECRET.as_bytes()).expect("any key");
-    mac.update(format!("{timestamp}.").as_bytes());
-    mac.update(body);
-    let expected: String =
-        mac.finalize().into_bytes().iter().map(|byte| format!("{byte:02x}")).collect();
-    expected == v1
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    let tolerance_s = node::signature::TOLERANCE_S_DEFAULT;
+    node::signature::verify(SINK_SECRET, Some(header), body, now_s, tolerance_s).is_ok()
 }
 
 /// Runs every scenario on one cluster delivering to three sinks.

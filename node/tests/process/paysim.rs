@@ -2,7 +2,9 @@
 //! real 3-node cluster: a charge under the payment attempt's id charges once however often it
 //! is asked, and its signed webhook books the hold once; a refund refunds once and never more
 //! than was charged; a decline gives the hold back; an outage charges nothing; bad input is
-//! refused and changes nothing; the ledger survives `kill -9`.
+//! refused and changes nothing; the ledger survives `kill -9`; with node 1 killed, webhooks
+//! still arrive through another node; a genuine webhook replayed after the tolerance is refused
+//! and changes nothing.
 //!
 //! This cluster has no `--provider-url`, so no payment worker: the test calls the charge as the
 //! worker does (with the attempt id as the idempotency key), and the webhooks book. The worker
@@ -17,6 +19,8 @@ use axum::http::Method;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+
+use testkit::webhook::{SIGNATURE_HEADER, sign, wall_clock_s};
 
 use crate::options;
 use crate::rest::{Api, Report, Show, WEBHOOK_SECRET, ensure, string_field};
@@ -35,23 +39,25 @@ pub struct Paysim {
 }
 
 impl Paysim {
-    /// Starts paysim on a free port with its ledger in `dir`, sending webhooks to node 1.
+    /// Starts paysim on a free port with its ledger in `dir`, sending webhooks to any node.
     pub async fn start(api: &Api, dir: &Path, extra: &[&str]) -> io::Result<Paysim> {
         Paysim::start_on(api, dir, "127.0.0.1:0", extra).await
     }
 
-    /// Starts paysim on `listen` with its ledger in `dir`, sending webhooks to node 1.
+    /// Starts paysim on `listen` with its ledger in `dir`, sending webhooks to any node: every
+    /// node's webhook URL is given, node 1's first, as `cluster.sh` gives them.
     pub async fn start_on(
         api: &Api,
         dir: &Path,
         listen: &str,
         extra: &[&str],
     ) -> io::Result<Paysim> {
-        let node = api.cluster.address(1).map_err(io::Error::other)?;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_paysim"))
-            .args(["--listen", listen, "--data-dir"])
-            .arg(dir)
-            .args(["--webhook-url", &format!("http://{node}/v1/payments/webhook")])
+        let mut command = Command::new(env!("CARGO_BIN_EXE_paysim"));
+        command.args(["--listen", listen, "--data-dir"]).arg(dir);
+        for node in api.cluster.addresses() {
+            command.args(["--webhook-url", &format!("http://{node}/v1/payments/webhook")]);
+        }
+        let mut child = command
             .args(extra)
             .env("PAYSIM_WEBHOOK_SECRET", WEBHOOK_SECRET)
             .stdout(Stdio::piped())
@@ -138,6 +144,15 @@ async fn paysim_against_a_real_cluster() -> io::Result<()> {
     report.check(
         "declines_outages_and_bad_input_charge_nothing",
         declines_outages_and_bad_input_charge_nothing(&api, &dir.path().join("b")).await,
+    );
+    report.check(
+        "a_webhook_replayed_after_the_tolerance_is_refused",
+        a_webhook_replayed_after_the_tolerance_is_refused(&api).await,
+    );
+    // Last: it kills node 1 (and starts it again at the end).
+    report.check(
+        "webhooks_reach_another_node_while_node_1_is_down",
+        webhooks_reach_another_node_while_node_1_is_down(&api, &dir.path().join("c")).await,
     );
     let all_passed = report.all_passed();
     let result = report.finish();
@@ -287,4 +302,92 @@ async fn declines_outages_and_bad_input_charge_nothing(api: &Api, dir: &Path) ->
     let ledger = paysim.ledger(api).await?;
     ensure!(charges(&ledger).len() == 1, "only the declined charge: {ledger:?}");
     paysim.kill().await
+}
+
+/// The webhook URL of node `id`, as paysim is given it.
+fn webhook_url(api: &Api, id: u64) -> io::Result<String> {
+    Ok(format!("http://{}/v1/payments/webhook", api.cluster.address(id)?))
+}
+
+/// A genuine `succeeded` webhook for a checkout, signed under the right secret but 10 minutes
+/// ago (as a captured delivery replayed later would be), is refused by every node with 401
+/// `unauthenticated` whose message names the tolerance, and changes nothing: the hold stays
+/// `processing`, its seats held. The same body signed now books it.
+///
+/// Reference: Stripe's replay protection (a signed timestamp checked against a tolerance).
+async fn a_webhook_replayed_after_the_tolerance_is_refused(api: &Api) -> io::Result<()> {
+    let show = api.create_show(SHOWS + 2, 20, 1, json!({})).await?;
+    let (buyer, hold_id, checkout) = api.checked_out(&show, &[4, 5]).await?;
+    let body = json!({
+        "event_id": api.key("evt"),
+        "payment_id": string_field(&checkout, "payment_id")?,
+        "result": "succeeded",
+        "amount_minor": checkout["amount"]["amount_minor"],
+        "currency": checkout["amount"]["currency"],
+    })
+    .to_string();
+    let post = |node: u64, signature: String| {
+        api.on(node, Method::POST, "/v1/payments/webhook")
+            .header(SIGNATURE_HEADER, &signature)
+            .raw(body.clone().into_bytes())
+    };
+    let seats_before = api.seat_states(&show).await?;
+    let ten_minutes_ago = sign(WEBHOOK_SECRET, wall_clock_s() - 600, body.as_bytes());
+    for node in [1, 2, 3] {
+        let answer = post(node, ten_minutes_ago.clone()).send_once().await?;
+        answer.expect_error(401, "unauthenticated")?;
+        let message = answer.body["message"].as_str().unwrap_or("");
+        ensure!(message.contains("outside the tolerance"), "{}", answer.describe());
+    }
+    let answer = api
+        .to_leader(show.group, Method::GET, &format!("/v1/holds/{hold_id}"))
+        .await?
+        .token(&buyer)
+        .send()
+        .await?;
+    let hold = answer.expect(200)?;
+    ensure!(hold["state"] == "processing", "the replay changed nothing: {hold}");
+    let seats_after = api.seat_states(&show).await?;
+    ensure!(seats_after == seats_before, "{seats_before:?} -> {seats_after:?}");
+
+    let fresh = sign(WEBHOOK_SECRET, wall_clock_s(), body.as_bytes());
+    let answer = post(1, fresh).send().await?;
+    ensure!(answer.expect(200)?["effect"] == "confirmed", "{}", answer.describe());
+    Ok(())
+}
+
+/// paysim is given every node's webhook URL (node 1's first). With node 1 killed, a charge's
+/// webhook is still delivered, through another node, and books the hold: the delivery's first
+/// request went to node 1 (the first delivery of a fresh paysim starts at the first URL), found
+/// nobody, and moved on at once. Node 1 is started again afterwards.
+async fn webhooks_reach_another_node_while_node_1_is_down(api: &Api, dir: &Path) -> io::Result<()> {
+    let paysim = Paysim::start(api, dir, &["--webhook-attempts", "20"]).await?;
+    let show = api.create_show(SHOWS + 3, 20, 2, json!({})).await?;
+    // The session and the checkout are made on node 1 before it goes down.
+    let (buyer, hold_id, checkout) = api.checked_out(&show, &[6]).await?;
+    let payment_id = string_field(&checkout, "payment_id")?;
+    api.cluster.kill(1).await?;
+    let charge = json!({
+        "payment_id": payment_id,
+        "amount_minor": checkout["amount"]["amount_minor"],
+        "currency": checkout["amount"]["currency"],
+    });
+    let (status, body) = paysim.post(api, "/v1/charges", &payment_id, &charge).await?;
+    ensure!(status == 200 && body["status"] == "succeeded", "charge: {status} {body}");
+    let hold = settled_hold(api, &show, &buyer, &hold_id).await?;
+    ensure!(hold["state"] == "confirmed", "the webhook booked the hold without node 1: {hold}");
+
+    let (_, deliveries) = paysim.call(api, Method::GET, "/webhooks", None).await?;
+    let deliveries = deliveries.as_array().cloned().unwrap_or_default();
+    ensure!(deliveries.len() == 1, "one delivery: {deliveries:?}");
+    let delivery = &deliveries[0];
+    let node_1 = webhook_url(api, 1)?;
+    let others = [webhook_url(api, 2)?, webhook_url(api, 3)?];
+    ensure!(delivery["delivered"] == true && delivery["status"] == 200, "{delivery}");
+    ensure!(others.iter().any(|url| delivery["url"] == url.as_str()), "{delivery} {others:?}");
+    ensure!(delivery["url"] != node_1.as_str(), "{delivery}");
+    ensure!(delivery["requests"].as_u64().unwrap_or(0) >= 2, "node 1 was tried first: {delivery}");
+    paysim.kill().await?;
+    api.cluster.restart(1).await?;
+    Ok(())
 }

@@ -29,7 +29,7 @@ use ::client::{Client, Error, NewShow, SeatMapReply, SeatStatus, ShowPlacement, 
 use axum::http::Method;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use testkit::webhook::sign;
+use testkit::webhook::{SIGNATURE_HEADER, sign, wall_clock_s};
 use testkit::{Cluster, ClusterOptions, NodeId, wait_for};
 use tokio::time::Instant;
 use tonic::Code;
@@ -158,11 +158,11 @@ impl Sdk {
             "currency": "EUR",
         });
         let body = event.to_string().into_bytes();
-        let signature = sign(WEBHOOK_SECRET, &body);
+        let signature = sign(WEBHOOK_SECRET, wall_clock_s(), &body);
         let answer = self
             .http
             .call(Method::POST, &self.cluster.address(node)?, "/v1/payments/webhook")
-            .header("x-booking-signature", &signature)
+            .header(SIGNATURE_HEADER, &signature)
             .raw(body)
             .send()
             .await?;

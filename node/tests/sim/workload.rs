@@ -24,12 +24,12 @@ use statemachine::check::history::Read;
 use statemachine::check::recorder::Recorder;
 use statemachine::check::workload::Mutation;
 use statemachine::{Command, HoldId, ShowId};
-use testkit::webhook::sign;
+use testkit::webhook::{SIGNATURE_HEADER, sign};
 use testkit::workload::{Buyer, TestShow};
 use tokio::sync::watch;
 
 use crate::net::{self, TurmoilNet};
-use crate::world::WEBHOOK_SECRET;
+use crate::world::{WEBHOOK_SECRET, wall_clock_ms};
 
 /// The traffic a show gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,10 +215,11 @@ impl Process {
     }
 
     /// The simulated payment provider pays or declines one of the process's checkouts with a
-    /// signed webhook, to one node after another until one answers for certain.
+    /// signed webhook, to one node after another until one answers for certain. Each delivery
+    /// is signed when it is sent, by simulated time (never the real time, which would make the
+    /// nodes refuse it and a replay differ).
     async fn pay(&mut self, show: u64) {
         let Some(payment) = self.buyer.payment(show, &mut self.rng) else { return };
-        let signature = sign(WEBHOOK_SECRET, &payment.body);
         // As a provider does, the webhook is redelivered (to one node after another) until a
         // node answers for certain. Only the first delivery's answer is recorded as such: after a
         // delivery with an unknown outcome, a later one may be answered `duplicate`, which is
@@ -227,6 +228,7 @@ impl Process {
         let first = self.rng.gen_range(1..=self.nodes);
         for attempt in 0..self.nodes * 2 {
             let node = 1 + (first - 1 + attempt) % self.nodes;
+            let signature = sign(WEBHOOK_SECRET, wall_clock_ms() / 1_000, &payment.body);
             let answer = match webhook(node, &payment.body, &signature).await {
                 Ok((status, reply)) => {
                     let answer = self.buyer.payment_answer(&payment, status, &reply);
@@ -284,7 +286,7 @@ async fn webhook(
         let request = hyper::Request::post("/v1/payments/webhook")
             .header("host", net::address(node))
             .header("content-type", "application/json")
-            .header("x-booking-signature", signature)
+            .header(SIGNATURE_HEADER, signature)
             .body(http_body_util::Full::new(hyper::body::Bytes::copy_from_slice(body)))
             .map_err(|error| error.to_string())?;
         let response = sender.send_request(request).await.map_err(|error| error.to_string())?;

@@ -88,6 +88,14 @@ pub enum Action {
     Loss(f64),
 }
 
+/// The simulated wall clock, unskewed: milliseconds since the Unix epoch in simulated time,
+/// from [`EPOCH_S`] on (0 outside the simulation). Every node's clock reads it plus its skew;
+/// the simulated payment provider signs its webhooks by it, so that the nodes accept them and a
+/// seed replays exactly (the real time would differ from one replay to the next).
+pub fn wall_clock_ms() -> u64 {
+    u64::try_from(turmoil::since_epoch().unwrap_or_default().as_millis()).unwrap_or(u64::MAX)
+}
+
 /// One node's clock: simulated time plus a skew the nemesis sets.
 struct SimClock {
     skew_ms: Arc<AtomicI64>,
@@ -95,8 +103,7 @@ struct SimClock {
 
 impl WallClock for SimClock {
     fn now_ms(&self) -> u64 {
-        let now = turmoil::since_epoch().unwrap_or_default().as_millis();
-        let now = i64::try_from(now).unwrap_or(i64::MAX);
+        let now = i64::try_from(wall_clock_ms()).unwrap_or(i64::MAX);
         u64::try_from(now.saturating_add(self.skew_ms.load(Ordering::Relaxed))).unwrap_or(0)
     }
 }
@@ -317,6 +324,8 @@ impl World {
             session_secret: Some("sim-session-secret".into()),
             operator_token: None,
             webhook_secret: Some(WEBHOOK_SECRET.into()),
+            // The default (300 s), which absorbs the nemesis's skew of up to 30 s.
+            webhook_tolerance_s: None,
             // The simulator's outcomes come as webhooks; no provider worker calls out.
             provider_url: None,
             // No outbox sinks: each group leader acknowledges its outbox instead.

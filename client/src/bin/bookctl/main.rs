@@ -380,8 +380,14 @@ async fn show(client: &Client, json: bool, command: ShowCommand) -> ExitCode {
             let what = if open { "created and opened" } else { "created" };
             client.create_show(&new_show, key.as_deref()).await.map(|p| (what, p))
         }
-        ShowCommand::Open { show } => client.open_sales(show).await.map(|p| ("opened", p)),
-        ShowCommand::Close { show } => client.close_sales(show).await.map(|p| ("closed", p)),
+        ShowCommand::Open { show } => client
+            .open_sales(show)
+            .await
+            .map(|r| ("opened", ShowPlacement { show_id: r.show_id, group_id: r.group_id })),
+        ShowCommand::Close { show } => client
+            .close_sales(show)
+            .await
+            .map(|r| ("closed", ShowPlacement { show_id: r.show_id, group_id: r.group_id })),
     };
     match result {
         Ok((what, ShowPlacement { show_id, group_id })) => {

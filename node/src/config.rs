@@ -12,6 +12,8 @@ use std::sync::Arc;
 use clap::Parser;
 use raft::{GroupId, NodeId};
 use serde::Deserialize;
+use statemachine::SinkName;
+use statemachine::limits::SINKS_PER_GROUP_MAX;
 
 /// The groups a cluster has by default: the metadata group 0 and this many data groups.
 pub const DATA_GROUPS_DEFAULT: u64 = 4;
@@ -118,6 +120,28 @@ pub struct Args {
     /// outcomes arrive only as webhooks.
     #[arg(long, value_name = "URL")]
     pub provider_url: Option<String>,
+    /// An outbox sink: NAME=URL (repeatable, or comma-separated). Each data group's leader
+    /// delivers every outbox event to every sink, signed with the sink secret; the same sinks
+    /// on every node. Without any, the leader acknowledges the outbox instead.
+    #[arg(long = "sink", value_name = "NAME=URL", value_delimiter = ',', value_parser = parse_sink)]
+    #[serde(default, deserialize_with = "sinks_from_table")]
+    pub sinks: Vec<(String, String)>,
+    /// The secret sink deliveries are signed with (as the payment provider signs webhooks); a
+    /// built-in development secret if unset, with a warning.
+    #[arg(long, env = "BOOKING_SINK_SECRET", value_name = "TEXT", hide_env_values = true)]
+    pub sink_secret: Option<String>,
+    /// Failed attempts of a batch before its events become dead letters (default 8).
+    #[arg(long, value_name = "N")]
+    pub sink_attempts: Option<u32>,
+    /// Age after which a failing event becomes a dead letter at once, seconds (default 600).
+    #[arg(long, value_name = "S")]
+    pub sink_age_max_s: Option<u64>,
+    /// Requests in flight at once per sink (default 4).
+    #[arg(long, value_name = "N")]
+    pub sink_concurrency: Option<usize>,
+    /// Requests per second per sink (default 50).
+    #[arg(long, value_name = "N")]
+    pub sink_rate: Option<u32>,
     /// Requests per second one session may make (token bucket; bursts of twice as many).
     #[arg(long, value_name = "N")]
     pub rate_per_session: Option<u32>,
@@ -135,6 +159,18 @@ fn parse_peer(text: &str) -> Result<(NodeId, String), String> {
         return Err(format!("peer {id}: empty address"));
     }
     Ok((id, address.to_owned()))
+}
+
+fn parse_sink(text: &str) -> Result<(String, String), String> {
+    let (name, url) = text.split_once('=').ok_or_else(|| format!("`{text}`: expected NAME=URL"))?;
+    Ok((name.trim().to_owned(), url.trim().to_owned()))
+}
+
+/// `sinks = { crm = "http://...", ... }` in TOML.
+fn sinks_from_table<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<(String, String)>, D::Error> {
+    Ok(BTreeMap::<String, String>::deserialize(deserializer)?.into_iter().collect())
 }
 
 /// `peers = { 1 = "127.0.0.1:7101", ... }` in TOML.
@@ -187,6 +223,18 @@ pub struct Config {
     pub webhook_secret: Option<String>,
     /// The payment provider's API, if configured (checked to be an http(s) URL).
     pub provider_url: Option<String>,
+    /// The outbox sinks: name and URL (checked), in the order given.
+    pub sinks: Vec<(SinkName, String)>,
+    /// The sink signing secret, if configured.
+    pub sink_secret: Option<String>,
+    /// Failed attempts of a batch before its events become dead letters.
+    pub sink_attempts: u32,
+    /// Age after which a failing event becomes a dead letter, seconds.
+    pub sink_age_max_s: u64,
+    /// Requests in flight per sink.
+    pub sink_concurrency: usize,
+    /// Requests per second per sink.
+    pub sink_rate: u32,
     /// Requests per second per session.
     pub rate_per_session: u32,
     /// Requests per second per client address.
@@ -274,6 +322,29 @@ impl Config {
             return Err(invalid("--snapshot-logs: at least 1".into()));
         }
         let tick_ms = args.tick_ms.or(file.tick_ms).unwrap_or(100).max(1);
+        let listed_sinks = if args.sinks.is_empty() { file.sinks } else { args.sinks };
+        let mut sinks: Vec<(SinkName, String)> = Vec::new();
+        for (name, url) in listed_sinks {
+            let name = SinkName::new(&name)
+                .map_err(|rejection| invalid(format!("--sink {name}: {rejection}")))?;
+            if sinks.iter().any(|(known, _)| *known == name) {
+                return Err(invalid(format!("--sink: {name} named twice")));
+            }
+            crate::sink::Sink::new(name.clone(), &url, "").map_err(invalid)?;
+            sinks.push((name, url));
+        }
+        if sinks.len() > SINKS_PER_GROUP_MAX {
+            return Err(invalid(format!("--sink: at most {SINKS_PER_GROUP_MAX} sinks")));
+        }
+        let sink_attempts = args.sink_attempts.or(file.sink_attempts).unwrap_or(8);
+        let sink_concurrency = args.sink_concurrency.or(file.sink_concurrency).unwrap_or(4);
+        let sink_rate = args.sink_rate.or(file.sink_rate).unwrap_or(50);
+        if sink_attempts == 0 || sink_concurrency == 0 || sink_rate == 0 {
+            return Err(invalid(
+                "--sink-attempts, --sink-concurrency, --sink-rate: at least 1".into(),
+            ));
+        }
+        let sink_age_max_s = args.sink_age_max_s.or(file.sink_age_max_s).unwrap_or(600).max(1);
         Ok(Config {
             id,
             data,
@@ -292,6 +363,12 @@ impl Config {
             operator_token: args.operator_token.or(file.operator_token),
             webhook_secret: args.webhook_secret.or(file.webhook_secret),
             provider_url,
+            sinks,
+            sink_secret: args.sink_secret.or(file.sink_secret),
+            sink_attempts,
+            sink_age_max_s,
+            sink_concurrency,
+            sink_rate,
             rate_per_session: args.rate_per_session.or(file.rate_per_session).unwrap_or(50).max(1),
             rate_per_address: args
                 .rate_per_address

@@ -157,7 +157,9 @@ pub fn grpc_code(code: ErrorCode) -> Code {
         Unauthenticated => Code::Unauthenticated,
         Forbidden | NotOwner => Code::PermissionDenied,
         NotFound | ShowNotFound | TicketNotFound | HoldNotFound | PaymentNotFound
-        | BookingNotFound | EntryNotFound | OfferNotFound => Code::NotFound,
+        | BookingNotFound | EntryNotFound | OfferNotFound | SinkNotFound | DeadLetterNotFound => {
+            Code::NotFound
+        }
         MethodNotAllowed => Code::Unimplemented,
         PayloadTooLarge | RateLimited | GroupFull | QueueFull => Code::ResourceExhausted,
         NotLeader | NoLeader | Unavailable => Code::Unavailable,
@@ -249,6 +251,8 @@ fn rejection_code(rejection: &Rejection) -> ErrorCode {
         OfferExpired => ErrorCode::OfferExpired,
         OfferNotActive => ErrorCode::OfferNotActive,
         IdempotencyKeyReused => ErrorCode::IdempotencyKeyReused,
+        SinkNotFound => ErrorCode::SinkNotFound,
+        DeadLetterNotFound { .. } => ErrorCode::DeadLetterNotFound,
     }
 }
 
@@ -359,6 +363,8 @@ mod tests {
             Rejection::OfferExpired,
             Rejection::OfferNotActive,
             Rejection::IdempotencyKeyReused,
+            Rejection::SinkNotFound,
+            Rejection::DeadLetterNotFound { event: statemachine::OutboxId(1) },
         ]
     }
 

@@ -58,9 +58,16 @@ impl HostedGroup {
         let workers: Arc<Mutex<Option<JoinHandle<()>>>> = Arc::new(Mutex::new(None));
         let on_start = {
             let (workers, proposer, reader) = (workers.clone(), proposer.clone(), reader.clone());
+            let raft = raft.clone();
             move |leader_id| {
                 tracing::info!(group = id, ?leader_id, "leading: starting leader-only workers");
-                let run = workers::run(id, proposer.clone(), reader.clone(), settings.clone());
+                let run = workers::run(
+                    id,
+                    raft.clone(),
+                    proposer.clone(),
+                    reader.clone(),
+                    settings.clone(),
+                );
                 let task = tokio::spawn(run);
                 if let Some(previous) = lock(&workers).replace(task) {
                     previous.abort();

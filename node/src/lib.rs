@@ -30,6 +30,7 @@
 pub mod api;
 pub mod config;
 pub mod daemon;
+pub mod dispatch;
 pub mod environment;
 pub mod error;
 pub mod group;
@@ -44,6 +45,8 @@ pub mod provider;
 pub mod rest;
 pub mod service;
 pub mod sessions;
+pub mod signature;
+pub mod sink;
 pub mod watch;
 pub mod workers;
 

@@ -116,6 +116,25 @@ struct Inner {
     registry: Registry,
     requests: Histograms<RequestLabels>,
     holds: Family<HoldLabels, Counter>,
+    deliveries: Family<DeliveryLabels, Counter>,
+    delivery_latency: Histograms<SinkLabels>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeliveryLabels {
+    sink: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SinkLabels {
+    sink: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupSinkLabels {
+    group: u64,
+    sink: String,
 }
 
 impl Default for Metrics {
@@ -143,7 +162,38 @@ impl Metrics {
             "Hold attempts by outcome (held, seat_unavailable, other)",
             holds.clone(),
         );
-        Metrics { inner: Arc::new(Inner { registry, requests, holds }) }
+        let deliveries = Family::<DeliveryLabels, Counter>::default();
+        registry.register(
+            "booking_outbox_deliveries",
+            "Outbox events sent to a sink by this node while it led, by result (delivered, \
+             failed: an attempt that will be retried, dead_lettered)",
+            deliveries.clone(),
+        );
+        let delivery_latency: Histograms<SinkLabels> = Family::new_with_constructor(|| {
+            // 1 ms .. about 9 hours: an event delivered after a long outage is still counted.
+            Histogram::new(exponential_buckets(0.001, 3.0, 16))
+        });
+        registry.register(
+            "booking_outbox_delivery_latency_seconds",
+            "Time from an outbox event's log time to its delivery, by sink",
+            delivery_latency.clone(),
+        );
+        Metrics {
+            inner: Arc::new(Inner { registry, requests, holds, deliveries, delivery_latency }),
+        }
+    }
+
+    /// Counts one outbox event sent to `sink` with `result` (`delivered`, `failed`,
+    /// `dead_lettered`), and a delivered event's age.
+    pub fn record_delivery(&self, sink: &str, result: &'static str, age_s: Option<f64>) {
+        let labels = DeliveryLabels { sink: sink.to_owned(), result };
+        self.inner.deliveries.get_or_create(&labels).inc();
+        if let Some(age_s) = age_s {
+            self.inner
+                .delivery_latency
+                .get_or_create(&SinkLabels { sink: sink.to_owned() })
+                .observe(age_s);
+        }
     }
 
     /// Counts one decided hold attempt.
@@ -196,6 +246,8 @@ fn scrape_groups<'a>(
     let (last_log, committed, applied, backlog) = (gauge(), gauge(), gauge(), gauge());
     let ages: Histograms<GroupLabels> =
         Family::new_with_constructor(|| Histogram::new(HOLD_AGE_BUCKETS_S));
+    let sink_gauge = Family::<GroupSinkLabels, Gauge>::default;
+    let (sink_backlog, dead_letters, oldest_age) = (sink_gauge(), sink_gauge(), sink_gauge());
     for hosted in groups {
         // This node's clock (the one its proposer stamps entries with), so that under a
         // simulator hold ages follow simulated time.
@@ -211,9 +263,22 @@ fn scrape_groups<'a>(
         set(&last_log, metrics.last_log_index.unwrap_or(0));
         set(&committed, metrics.local_committed.map_or(0, |id| id.index));
         set(&applied, metrics.last_applied.map_or(0, |id| id.index));
-        let (pending, hold_ages) = hosted
-            .read_local(|group| (group.outbox().len() as u64, live_hold_ages_s(group, now_ms)))?;
+        let (pending, hold_ages, sinks) = hosted.read_local(|group| {
+            (group.outbox().len() as u64, live_hold_ages_s(group, now_ms), sink_backlogs(group))
+        })?;
         set(&backlog, pending);
+        for sink in sinks {
+            let labels = GroupSinkLabels { group: hosted.id, sink: sink.name };
+            let set = |family: &Family<GroupSinkLabels, Gauge>, value: u64| {
+                family.get_or_create(&labels).set(i64::try_from(value).unwrap_or(i64::MAX));
+            };
+            set(&sink_backlog, sink.backlog);
+            set(&dead_letters, sink.dead_letters);
+            set(
+                &oldest_age,
+                sink.oldest_ms.map_or(0, |oldest| now_ms.saturating_sub(oldest) / 1_000),
+            );
+        }
         let histogram = ages.get_or_create(&labels);
         for age in hold_ages {
             histogram.observe(age);
@@ -228,11 +293,53 @@ fn scrape_groups<'a>(
     registry.register("booking_raft_applied_index", "The last index applied here", applied);
     registry.register("booking_outbox_backlog", "Outbox events not yet acknowledged", backlog);
     registry.register(
+        "booking_outbox_sink_backlog",
+        "Outbox events a sink has not had yet (neither delivered nor given up on)",
+        sink_backlog,
+    );
+    registry.register(
+        "booking_outbox_dead_letters",
+        "Events given up on for a sink, kept until replayed",
+        dead_letters,
+    );
+    registry.register(
+        "booking_outbox_oldest_undelivered_age_seconds",
+        "Age of the oldest event a sink has not had yet (0: none)",
+        oldest_age,
+    );
+    registry.register(
         "booking_active_hold_age_seconds",
         "Live holds (held or processing) by age",
         ages,
     );
     Ok(registry)
+}
+
+/// One tracked sink's delivery, as a scrape reads it.
+struct SinkBacklog {
+    name: String,
+    backlog: u64,
+    dead_letters: u64,
+    /// Log time of the oldest event the sink has not had yet.
+    oldest_ms: Option<u64>,
+}
+
+/// Every tracked sink of `group`: what it has not had yet, and its dead letters.
+fn sink_backlogs(group: &Group) -> Vec<SinkBacklog> {
+    group
+        .delivery()
+        .sinks()
+        .map(|(name, sink)| {
+            let mut owed = group.outbox().pending().filter(|event| !sink.is_done(event.id.0));
+            let oldest_ms = owed.next().map(|event| event.log_time_ms);
+            SinkBacklog {
+                name: name.to_string(),
+                backlog: u64::from(oldest_ms.is_some()) + owed.count() as u64,
+                dead_letters: sink.dead_letters.len() as u64,
+                oldest_ms,
+            }
+        })
+        .collect()
 }
 
 /// The age (seconds, at wall-clock `now_ms`) of every hold that is live by log time.

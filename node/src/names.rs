@@ -214,6 +214,12 @@ names!(
         Withdrawn = "withdrawn",
         /// Payment: money given back.
         Refunded = "refunded",
+        /// Show: created, sales not yet open.
+        Draft = "draft",
+        /// Show: holds may be made.
+        OnSale = "on_sale",
+        /// Show: no new holds.
+        Closed = "closed",
     }
 );
 
@@ -250,6 +256,12 @@ names!(
         WaitlistDisabled = "waitlist_disabled",
         /// The provider confirmed a refund.
         RefundCompleted = "refund_completed",
+        /// The operator set new prices.
+        PricesSet = "prices_set",
+        /// The operator configured the admission lane.
+        AdmissionConfigured = "admission_configured",
+        /// The operator configured the waitlist.
+        WaitlistConfigured = "waitlist_configured",
     }
 );
 
@@ -268,6 +280,8 @@ names!(
         WaitlistEntry = "waitlist_entry",
         /// A waitlist offer.
         Offer = "offer",
+        /// A show's own changes (its id is the show id).
+        Show = "show",
     }
 );
 
@@ -281,6 +295,7 @@ impl EntityKindName {
             EntityKindName::Ticket => EntityKind::Ticket,
             EntityKindName::WaitlistEntry => EntityKind::WaitlistEntry,
             EntityKindName::Offer => EntityKind::Offer,
+            EntityKindName::Show => EntityKind::Show,
         }
     }
 }
@@ -335,7 +350,7 @@ mod tests {
 
     #[test]
     fn entity_kinds_parse_by_name_and_refuse_the_rest() {
-        for name in ["hold", "booking", "payment", "ticket", "waitlist_entry", "offer"] {
+        for name in ["hold", "booking", "payment", "ticket", "waitlist_entry", "offer", "show"] {
             let kind = entity_kind("kind", name).unwrap();
             assert_eq!(EntityKindName::from(kind).as_str(), name);
         }

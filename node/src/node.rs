@@ -23,6 +23,7 @@ use tonic::transport::Endpoint;
 
 use crate::api::{AdminApi, BookingApi};
 use crate::config::{Config, ConfigError, initial_voters};
+use crate::dispatch::DispatchSettings;
 use crate::environment::{Environment, Incoming};
 use crate::group::HostedGroup;
 use crate::limits::Limits;
@@ -30,6 +31,7 @@ use crate::metrics::Metrics;
 use crate::provider::Provider;
 use crate::service::Service;
 use crate::sessions::{DEVELOPMENT_SECRET, Sessions};
+use crate::sink::Sink;
 use crate::workers::WorkerSettings;
 
 /// Why the node could not start.
@@ -130,6 +132,8 @@ impl Node {
             Some(url) => Some(Provider::new(url).map_err(ConfigError::Invalid)?),
             None => None,
         };
+        let metrics = Metrics::new();
+        let dispatch = Some(Arc::new(dispatch_settings(&config)?));
         for group in config.group_ids() {
             let state_machine = storage.state_machine(group)?;
             let reader = state_machine.reader();
@@ -146,7 +150,8 @@ impl Node {
             registry.insert(group, raft.clone());
             // Payments live in the data groups only.
             let provider = provider.clone().filter(|_| group != METADATA_GROUP);
-            let workers = WorkerSettings { tick, provider };
+            let dispatch = dispatch.clone().filter(|_| group != METADATA_GROUP);
+            let workers = WorkerSettings { tick, provider, dispatch, metrics: metrics.clone() };
             let hosted = HostedGroup::new(group, raft, reader, workers, clock.clone());
             groups.insert(group, Arc::new(hosted));
         }
@@ -184,7 +189,7 @@ impl Node {
         }
         let sessions = Sessions::with_entropy(&secret, config.operator_token.clone(), entropy);
         let limits = Limits::from_config(&config);
-        let shared = Arc::new(Shared { config, groups, sessions, limits, metrics: Metrics::new() });
+        let shared = Arc::new(Shared { config, groups, sessions, limits, metrics });
         let (stop, stopped) = oneshot::channel::<()>();
         let grpc = tonic::service::Routes::new(RaftService::new(registry).into_server())
             .add_service(BookingApi::new(Service::new(shared.clone())).into_server())
@@ -434,3 +439,34 @@ async fn advertised_address(peer: NodeId, route: &str, network: &NetworkConfig) 
         delay = (delay * 2).min(Duration::from_secs(1));
     }
 }
+
+/// The outbox dispatcher's settings from the node's: its sinks, signing with the sink secret
+/// (the development one, with a warning, when a sink is configured without it).
+fn dispatch_settings(config: &Config) -> Result<DispatchSettings, StartError> {
+    let secret = match &config.sink_secret {
+        Some(secret) => secret.clone(),
+        None => {
+            if !config.sinks.is_empty() {
+                tracing::warn!(
+                    "no --sink-secret: sink deliveries are signed with the built-in development secret"
+                );
+            }
+            DEVELOPMENT_SINK_SECRET.to_owned()
+        }
+    };
+    let mut sinks = Vec::new();
+    for (name, url) in &config.sinks {
+        sinks.push(Sink::new(name.clone(), url, &secret).map_err(ConfigError::Invalid)?);
+    }
+    Ok(DispatchSettings {
+        sinks,
+        attempts_max: config.sink_attempts,
+        age_max: Duration::from_secs(config.sink_age_max_s),
+        concurrency: config.sink_concurrency,
+        rate_per_s: config.sink_rate,
+    })
+}
+
+/// The sink secret used when none is configured: fine on a laptop and in tests, never in
+/// production (the node warns).
+pub const DEVELOPMENT_SINK_SECRET: &str = "booking-cluster-development-sink-secret";

@@ -10,10 +10,11 @@
 //! service does) and never judges a rule (the state machine does).
 
 use statemachine::{
-    AuditRecord, BookingId, BookingView, CapacityEventId, ClientCommand, ClientRequest, EntityKind,
-    EntryId, Group, HoldId, HoldView, IdempotencyKey, Money, OfferId, OfferView, OperatorCommand,
-    PaymentEffect, PaymentId, PaymentOutcome, Rejection, Reply, SeatMap, SeatNo, SeatStatus,
-    SessionId, ShowId, ShowPolicy, ShowStatus, TicketId, TicketView, WaitlistSkip, Written,
+    AuditRecord, BookingId, BookingView, CapacityEventId, ClientCommand, ClientRequest, DeadLetter,
+    DeliveryCommand, EntityKind, EntryId, Group, HoldId, HoldView, IdempotencyKey, METADATA_GROUP,
+    Money, OfferId, OfferView, OperatorCommand, OutboxId, PaymentEffect, PaymentId, PaymentOutcome,
+    Rejection, Reply, SeatMap, SeatNo, SeatStatus, SessionId, ShowId, ShowPolicy, ShowStatus,
+    SinkName, TicketId, TicketView, WaitlistSkip, Written,
 };
 
 pub use statemachine::EntryWithOffer;
@@ -754,6 +755,8 @@ fn read_trail(
         EntityKind::Offer => {
             (found.waitlist.offers.contains_key(&OfferId(id)), Rejection::OfferNotFound)
         }
+        // A show's own trail: its id is the show's.
+        EntityKind::Show => (id == show.0, Rejection::ShowNotFound),
     };
     if !exists {
         return Err(missing);
@@ -770,4 +773,171 @@ fn read_trail(
         skips,
         as_of: state.as_of(),
     })
+}
+
+/// One outbox sink of one data group, as this node's replica knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SinkStatus {
+    /// The data group.
+    pub group: u64,
+    /// The sink.
+    pub sink: SinkName,
+    /// Every event up to this id is delivered to it or given up on.
+    pub done_up_to: u64,
+    /// Events it has not had yet.
+    pub backlog: u64,
+    /// Log time of the oldest event it has not had yet.
+    pub oldest_undelivered_ms: Option<u64>,
+    /// Its dead letters, and how many of them are asked to be replayed.
+    pub dead_letters: u64,
+    /// Dead letters asked to be replayed.
+    pub replays: u64,
+    /// Events delivered over its life.
+    pub delivered_total: u64,
+    /// Events given up on over its life.
+    pub dead_lettered_total: u64,
+    /// Dead letters dropped because it had too many.
+    pub dead_letters_dropped: u64,
+    /// Whether this node is configured to deliver to it (`--sink`).
+    pub configured_here: bool,
+    /// The replica position read.
+    pub as_of: statemachine::AsOf,
+}
+
+/// A dead letter and where it is kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupDeadLetter {
+    /// The data group.
+    pub group: u64,
+    /// The sink.
+    pub sink: SinkName,
+    /// The letter.
+    pub letter: DeadLetter,
+}
+
+/// The data groups this node hosts, in id order.
+fn data_groups(
+    service: &Service,
+) -> impl Iterator<Item = &std::sync::Arc<crate::group::HostedGroup>> {
+    service
+        .shared()
+        .groups
+        .iter()
+        .filter(|(id, _)| **id != METADATA_GROUP)
+        .map(|(_, hosted)| hosted)
+}
+
+/// Every sink every data group tracks, from this node's replicas (each labelled `as_of`).
+///
+/// # Errors
+///
+/// `Internal` if a group's state cannot be read.
+pub fn outbox_sinks(service: &Service) -> Result<Vec<SinkStatus>, ApiError> {
+    let configured = &service.shared().config.sinks;
+    let mut statuses = Vec::new();
+    for hosted in data_groups(service) {
+        let group = hosted.id;
+        statuses.extend(hosted.read_local(|state| {
+            state
+                .delivery()
+                .sinks()
+                .map(|(name, sink)| {
+                    let mut owed =
+                        state.outbox().pending().filter(|event| !sink.is_done(event.id.0));
+                    let oldest = owed.next().map(|event| event.log_time_ms);
+                    SinkStatus {
+                        group,
+                        sink: name.clone(),
+                        done_up_to: sink.done_up_to,
+                        backlog: u64::from(oldest.is_some()) + owed.count() as u64,
+                        oldest_undelivered_ms: oldest,
+                        dead_letters: sink.dead_letters.len() as u64,
+                        replays: sink.replays().count() as u64,
+                        delivered_total: sink.delivered_total,
+                        dead_lettered_total: sink.dead_lettered_total,
+                        dead_letters_dropped: sink.dead_letters_dropped,
+                        configured_here: configured.iter().any(|(known, _)| known == name),
+                        as_of: state.as_of(),
+                    }
+                })
+                .collect::<Vec<_>>()
+        })?);
+    }
+    Ok(statuses)
+}
+
+/// The dead letters of `sink` (in every data group, or in `group` only), oldest first per
+/// group, at most `limit`, from this node's replicas.
+///
+/// # Errors
+///
+/// `NotFound` for a group the cluster does not have; `Internal` if a state cannot be read.
+pub fn dead_letters(
+    service: &Service,
+    sink: &SinkName,
+    group: Option<u64>,
+    limit: usize,
+) -> Result<Vec<GroupDeadLetter>, ApiError> {
+    if let Some(group) = group {
+        service.shared().group(group)?;
+    }
+    let mut letters = Vec::new();
+    for hosted in data_groups(service).filter(|hosted| group.is_none_or(|group| hosted.id == group))
+    {
+        let room = limit.saturating_sub(letters.len());
+        letters.extend(hosted.read_local(|state| {
+            state
+                .delivery()
+                .sink(sink)
+                .into_iter()
+                .flat_map(|found| found.dead_letters.values())
+                .take(room)
+                .map(|letter| GroupDeadLetter {
+                    group: hosted.id,
+                    sink: sink.clone(),
+                    letter: letter.clone(),
+                })
+                .collect::<Vec<_>>()
+        })?);
+    }
+    Ok(letters)
+}
+
+/// Asks data group `group` to deliver `sink`'s dead letters `events` again (all of them when
+/// empty); returns how many were marked (operator).
+///
+/// # Errors
+///
+/// `sink_not_found`, `dead_letter_not_found`, or a routing error.
+pub async fn replay_dead_letters(
+    service: &Service,
+    group: u64,
+    sink: SinkName,
+    events: Vec<u64>,
+) -> Result<u32, ApiError> {
+    let events = events.into_iter().map(OutboxId).collect();
+    match service.delivery(group, DeliveryCommand::Replay { sink, events }).await? {
+        Reply::ReplayRequested { events, .. } => Ok(events),
+        other => Err(ApiError::unexpected(other)),
+    }
+}
+
+/// Stops data group `group` tracking `sink` (operator): its dead letters are dropped and the
+/// outbox no longer keeps events for it. Returns the dead letters dropped and the events
+/// trimmed. A sink still configured on the group's leader is tracked again at once.
+///
+/// # Errors
+///
+/// `sink_not_found`, or a routing error.
+pub async fn remove_sink(
+    service: &Service,
+    group: u64,
+    sink: SinkName,
+) -> Result<(u32, u32), ApiError> {
+    match service.delivery(group, DeliveryCommand::RemoveSink { sink }).await? {
+        Reply::SinkRemoved { dead_letters_dropped, trimmed, .. } => {
+            Ok((dead_letters_dropped, trimmed))
+        }
+        other => Err(ApiError::unexpected(other)),
+    }
 }

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use statemachine::{
-    Answer, ClientCommand, Command, Group, METADATA_GROUP, OperatorCommand, PaymentOutcome,
-    Rejection, Reply, ShowId, ShowSpec, Written,
+    Answer, ClientCommand, Command, DeliveryCommand, Group, METADATA_GROUP, OperatorCommand,
+    PaymentOutcome, Rejection, Reply, ShowId, ShowSpec, Written,
 };
 
 use crate::error::ApiError;
@@ -308,6 +308,22 @@ impl Service {
     pub async fn payment(&self, outcome: PaymentOutcome) -> Result<Reply, ApiError> {
         let hosted = self.group_of(outcome.show).await?;
         decide(hosted, Command::Payment(outcome)).await
+    }
+
+    /// Proposes a delivery command (an operator's replay or removal of a sink) on the leader of
+    /// data group `group`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for the metadata group (it has no outbox), `NotFound` for a group the
+    /// cluster does not have, the command's rejection, or a routing error.
+    pub async fn delivery(&self, group: u64, command: DeliveryCommand) -> Result<Reply, ApiError> {
+        if group == METADATA_GROUP {
+            return Err(ApiError::InvalidArgument(
+                "group_id: the metadata group 0 has no outbox".into(),
+            ));
+        }
+        decide(self.shared.group(group)?, Command::Delivery(command)).await
     }
 
     /// Reads `show`'s group linearizably on its leader.

@@ -12,32 +12,43 @@
 //! leader's proposals are fenced by term, the state machine re-checks every deadline in log
 //! time, and every provider call is keyed so that a repeat, from this leader or the next,
 //! charges or refunds nothing more. A new leader's workers resume from the replicated state
-//! alone. The outbox and offer dispatchers of later steps start here too.
+//! alone. The outbox dispatcher (`dispatch.rs`) starts here too.
 
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use raft::{GroupId, GroupReader, ProposeError, Proposer};
+use openraft::ReadPolicy;
+use raft::{GroupId, GroupReader, ProposeError, Proposer, Raft};
 use statemachine::{
     Command, Group, PaymentAttempt, PaymentId, PaymentOutcome, PaymentResult, PaymentState,
     ProviderEventId, Reply, ShowId,
 };
 use tokio::task::JoinSet;
 
+use crate::dispatch::{self, DispatchSettings};
+use crate::metrics::Metrics;
 use crate::provider::{Charged, Provider, ProviderError, charge_key};
 use crate::sessions::hash128;
 
 /// What the leader-only workers of a group need besides the group.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct WorkerSettings {
-    /// The tick worker's period, and how often the payment worker looks for new attempts.
+    /// The tick worker's period, and how often the payment worker and the outbox dispatcher
+    /// look for new work.
     pub tick: Duration,
     /// The payment provider; no payment worker without one.
     pub provider: Option<Provider>,
+    /// The outbox sinks and how to treat them; no dispatcher without (the metadata group has
+    /// no outbox).
+    pub dispatch: Option<Arc<DispatchSettings>>,
+    /// What the workers count.
+    pub metrics: Metrics,
 }
 
+/// How long one confirmation of leadership may take before it is asked again.
+const LEADERSHIP_CONFIRM_TIMEOUT: Duration = Duration::from_secs(3);
 /// Charges the payment worker makes at once, per group.
 pub const PAYMENT_CALLS_MAX: usize = 64;
 /// The first wait before asking the provider again about one attempt; it doubles per try.
@@ -47,15 +58,39 @@ const RETRY_MAX: Duration = Duration::from_secs(5);
 /// How long an attempt the provider refused waits before it is tried again.
 const REFUSED_PAUSE: Duration = Duration::from_secs(30);
 
-/// Runs the leader-only workers of `group` until aborted.
+/// Runs the leader-only workers of `group` until aborted, once a quorum has confirmed that
+/// this node leads.
 pub async fn run(
     group: GroupId,
+    raft: Raft,
     proposer: Arc<Proposer>,
     reader: GroupReader,
     settings: WorkerSettings,
 ) {
+    let period = settings.tick;
+    // A node restarted after leading an older term can believe for a moment that it still
+    // leads, with the state it had: its proposals are fenced by term, but what its workers do
+    // outside (a sink delivery, a provider call) is not. So nothing starts before a quorum has
+    // confirmed this node's leadership (ReadIndex); a node that is not the leader keeps
+    // asking until it is aborted.
+    loop {
+        let confirmed = raft.ensure_linearizable(ReadPolicy::ReadIndex);
+        match tokio::time::timeout(LEADERSHIP_CONFIRM_TIMEOUT, confirmed).await {
+            Ok(Ok(_)) => break,
+            Ok(Err(error)) => tracing::debug!(group, %error, "leadership not confirmed yet"),
+            Err(_elapsed) => tracing::debug!(group, "leadership not confirmed in time"),
+        }
+        tokio::time::sleep(period).await;
+    }
+    let dispatcher = async {
+        if let Some(dispatch) = settings.dispatch.clone() {
+            let metrics = settings.metrics.clone();
+            dispatch::run(group, proposer.clone(), reader.clone(), dispatch, metrics, period).await;
+        }
+    };
     let Some(provider) = settings.provider else {
-        return tick_worker(group, &proposer, &reader, settings.tick).await;
+        tokio::join!(tick_worker(group, &proposer, &reader, period), dispatcher);
+        return;
     };
     let charging = |show, attempt| {
         let (proposer, provider) = (Arc::clone(&proposer), provider.clone());
@@ -65,9 +100,9 @@ pub async fn run(
         let (proposer, provider) = (Arc::clone(&proposer), provider.clone());
         async move { refund(group, &proposer, &provider, show, attempt).await }
     };
-    let period = settings.tick;
     tokio::join!(
         tick_worker(group, &proposer, &reader, period),
+        dispatcher,
         attempts_worker(group, "payments", &reader, period, Group::unsettled_payments, charging),
         attempts_worker(group, "refunds", &reader, period, Group::refunds_owed, refunding),
     );
@@ -362,7 +397,7 @@ async fn record(
 }
 
 /// `wait` less up to a quarter, so that retries after one outage do not arrive together.
-fn jittered(wait: Duration) -> Duration {
+pub(crate) fn jittered(wait: Duration) -> Duration {
     let mut byte = [0u8; 1];
     // Without entropy the wait is simply not shortened.
     let _ = getrandom::fill(&mut byte);

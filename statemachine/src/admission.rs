@@ -136,8 +136,12 @@ impl Show {
                 "window: {outstanding} grants are outstanding; shrink after they are used or expire"
             )));
         }
+        let changed = (self.lane.enabled, self.lane.window) != (enabled, window);
         self.lane.enabled = enabled;
         self.lane.window = window;
+        if changed {
+            self.audit_change(ctx, Some(self.status), Reason::AdmissionConfigured);
+        }
         if !enabled {
             let live: Vec<TicketId> = self.lane.live_by_session.values().copied().collect();
             for ticket in live {

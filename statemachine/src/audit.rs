@@ -1,4 +1,5 @@
-//! The audit log: every transition of a hold, booking, payment, ticket, waitlist entry and offer.
+//! The audit log: every transition of a hold, booking, payment, ticket, waitlist entry and offer,
+//! and every operator change of a show.
 //!
 //! Owns the record shapes and the per-entity log. Records are written in the same apply as the
 //! transition they describe, so the log can answer "why did someone after me get a spot?" from
@@ -11,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{Actor, ShowId};
 use crate::state::{
     BookingState, HoldState, HoldStatus, OfferState, OfferStatus, PaymentState, PaymentStatus,
-    TicketState, TicketStatus, WaitlistEntryState, WaitlistEntryStatus,
+    ShowStatus, TicketState, TicketStatus, WaitlistEntryState, WaitlistEntryStatus,
 };
 
 /// The kinds of audited entity.
@@ -29,6 +30,9 @@ pub enum EntityKind {
     WaitlistEntry,
     /// A waitlist offer.
     Offer,
+    /// A show itself: its sales status, prices and settings, as the operator changed them
+    /// (its id is the show's own).
+    Show,
 }
 
 /// One audited entity.
@@ -81,11 +85,17 @@ pub enum StateName {
     Withdrawn,
     /// Payment: money given back.
     Refunded,
+    /// Show: created, sales not yet open.
+    Draft,
+    /// Show: holds may be made.
+    OnSale,
+    /// Show: no new holds.
+    Closed,
 }
 
 impl StateName {
     /// Every state name, for parsing.
-    pub const ALL: [StateName; 18] = [
+    pub const ALL: [StateName; 21] = [
         StateName::Held,
         StateName::Processing,
         StateName::Confirmed,
@@ -104,6 +114,9 @@ impl StateName {
         StateName::Accepted,
         StateName::Withdrawn,
         StateName::Refunded,
+        StateName::Draft,
+        StateName::OnSale,
+        StateName::Closed,
     ];
 
     /// The wire name every API uses for the state (`held`, `processing`, ...).
@@ -127,6 +140,9 @@ impl StateName {
             StateName::Accepted => "accepted",
             StateName::Withdrawn => "withdrawn",
             StateName::Refunded => "refunded",
+            StateName::Draft => "draft",
+            StateName::OnSale => "on_sale",
+            StateName::Closed => "closed",
         }
     }
 
@@ -169,6 +185,12 @@ pub enum Reason {
     WaitlistDisabled,
     /// The provider confirmed a refund.
     RefundCompleted,
+    /// The operator set new prices (a show stays in its status).
+    PricesSet,
+    /// The operator configured the admission lane.
+    AdmissionConfigured,
+    /// The operator configured the waitlist.
+    WaitlistConfigured,
 }
 
 /// The order of a waitlist entry: priority band, then join time, then sequence.
@@ -223,6 +245,17 @@ impl Audit {
     /// Every entity with records, in order, and its records.
     pub fn iter(&self) -> impl Iterator<Item = (&EntityRef, &[AuditRecord])> {
         self.records.iter().map(|(entity, records)| (entity, records.as_slice()))
+    }
+}
+
+impl From<ShowStatus> for StateName {
+    fn from(status: ShowStatus) -> Self {
+        match status {
+            ShowStatus::Draft => StateName::Draft,
+            ShowStatus::OnSale => StateName::OnSale,
+            ShowStatus::Closed => StateName::Closed,
+            ShowStatus::Cancelled => StateName::Cancelled,
+        }
     }
 }
 

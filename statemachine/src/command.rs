@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::delivery::DeliveryCommand;
 use crate::ids::{
     BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, OfferId, PaymentId,
     ProviderEventId, SeatNo, SeatSet, SessionId, ShowId, TicketId,
@@ -54,6 +55,9 @@ pub enum Command {
         /// The payment attempt refunded.
         payment: PaymentId,
     },
+    /// Delivering the outbox to its sinks: a sink added or removed, the dispatcher's report of
+    /// what it delivered or gave up on, an operator's replay of dead letters.
+    Delivery(DeliveryCommand),
 }
 
 /// A buyer's request.
@@ -278,14 +282,14 @@ pub enum PaymentResult {
 }
 
 impl Command {
-    /// The show a command is about, if any (`Tick` and `AckOutbox` are group-wide).
+    /// The show a command is about, if any (`Tick`, `AckOutbox` and delivery are group-wide).
     pub fn show(&self) -> Option<ShowId> {
         match self {
             Command::Client(command) => Some(command.show),
             Command::Operator(command) => Some(command.show()),
             Command::Payment(outcome) => Some(outcome.show),
             Command::Place { show, .. } | Command::RefundCompleted { show, .. } => Some(*show),
-            Command::Tick | Command::AckOutbox { .. } => None,
+            Command::Tick | Command::AckOutbox { .. } | Command::Delivery(_) => None,
         }
     }
 }

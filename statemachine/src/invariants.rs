@@ -36,6 +36,7 @@ impl Group {
     /// A message naming the first violation.
     pub fn check_invariants(&self) -> Result<(), String> {
         self.outbox.check()?;
+        self.delivery.check(&self.outbox)?;
         for (id, show) in &self.shows {
             ensure!(show.id == *id, "show {id} is stored under another id");
             show.check().map_err(|violation| format!("show {id}: {violation}"))?;

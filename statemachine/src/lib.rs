@@ -19,6 +19,7 @@ mod audit;
 mod booking;
 pub mod check;
 mod command;
+mod delivery;
 mod expiry;
 mod hold;
 mod idempotency;
@@ -42,6 +43,7 @@ pub use command::{
     ClientCommand, ClientRequest, Command, Entry, OperatorCommand, PaymentOutcome, PaymentResult,
     SeatRange, ShowPolicy, ShowSpec,
 };
+pub use delivery::{DeadLetter, Delivery, DeliveryCommand, Failure, Sink, SinkName};
 pub use idempotency::IdempotencyRecord;
 pub use ids::{
     Actor, BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, Money, OfferId,
@@ -153,6 +155,9 @@ impl Group {
     fn footprint(&self, command: &Command) -> Footprint {
         Footprint {
             outbox_last_id: self.outbox.last_id(),
+            outbox_len: self.outbox.len(),
+            // Delivery is small (a few sinks): compared whole, for its commands only.
+            delivery: matches!(command, Command::Delivery(_)).then(|| self.delivery.clone()),
             shows: self.shows.len(),
             placed: self.placement.len(),
             show: command.show().and_then(|show| self.shows.get(&show)).map(Show::footprint),
@@ -190,6 +195,14 @@ impl Group {
                 }
                 let show = Show::create(spec)?;
                 let reply = Reply::ShowCreated { show: spec.show, seats: show.seat_count() };
+                let mut ctx = Ctx {
+                    now,
+                    index,
+                    actor: Actor::Operator,
+                    audit: &mut self.audit,
+                    outbox: &mut self.outbox,
+                };
+                show.audit_change(&mut ctx, None, Reason::Requested);
                 self.shows.insert(spec.show, show);
                 Ok(reply)
             }
@@ -240,8 +253,14 @@ impl Group {
                 if up_to > self.outbox.last_id() {
                     return Err(Rejection::invalid("up_to: beyond the last outbox event"));
                 }
+                // Never past what a sink still needs: an event is trimmed only once every sink
+                // is done with it.
+                let up_to = self.delivery.done_by_all().map_or(up_to, |done| done.min(up_to));
                 let trimmed = self.outbox.ack(up_to);
                 Ok(Reply::OutboxAcked { up_to, trimmed })
+            }
+            Command::Delivery(command) => {
+                self.delivery.apply(&mut self.outbox, self.log_time_ms, command)
             }
             &Command::RefundCompleted { show, payment } => {
                 let show = self.shows.get_mut(&show).ok_or(Rejection::ShowNotFound)?;
@@ -283,6 +302,11 @@ impl Group {
         &self.outbox
     }
 
+    /// What each outbox sink was given, and its dead letters.
+    pub fn delivery(&self) -> &Delivery {
+        &self.delivery
+    }
+
     /// The audit log.
     pub fn audit(&self) -> &Audit {
         &self.audit
@@ -304,6 +328,8 @@ impl Group {
 #[derive(PartialEq)]
 struct Footprint {
     outbox_last_id: u64,
+    outbox_len: usize,
+    delivery: Option<Delivery>,
     shows: usize,
     placed: usize,
     show: Option<ShowFootprint>,
@@ -374,11 +400,11 @@ impl Show {
     fn apply_operator(&mut self, ctx: &mut Ctx<'_>, command: OperatorCommand) -> Outcome {
         match command {
             OperatorCommand::CreateShow(_) => unreachable!("handled by the group"),
-            OperatorCommand::OpenSales { .. } => self.open_sales(),
-            OperatorCommand::CloseSales { .. } => self.close_sales(),
+            OperatorCommand::OpenSales { .. } => self.open_sales(ctx),
+            OperatorCommand::CloseSales { .. } => self.close_sales(ctx),
             OperatorCommand::CancelShow { .. } => Ok(self.cancel(ctx)),
             OperatorCommand::SetPrices { version, prices_minor, .. } => {
-                self.set_prices(version, prices_minor)
+                self.set_prices(ctx, version, prices_minor)
             }
             OperatorCommand::ConfigureAdmission { enabled, window, .. } => {
                 self.configure_admission(ctx, enabled, window)

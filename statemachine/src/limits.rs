@@ -35,6 +35,16 @@ pub const WAITLIST_BANDS_MAX: u8 = 8;
 pub const CAPACITY_EVENT_SEATS_MAX: usize = 1_024;
 /// Objects one `Tick` expires or prunes before it reports that more are due.
 pub const TICK_EXPIRATIONS_MAX: u32 = 16_384;
+/// Outbox sinks one group tracks.
+pub const SINKS_PER_GROUP_MAX: usize = 16;
+/// Bytes of a sink's name.
+pub const SINK_NAME_BYTES_MAX: usize = 32;
+/// Events one delivery report (delivered plus dead-lettered) names.
+pub const DELIVERY_REPORT_EVENTS_MAX: usize = 4_096;
+/// Dead letters one sink keeps; beyond it the oldest is dropped (and counted).
+pub const DEAD_LETTERS_PER_SINK_MAX: usize = 10_000;
+/// Bytes of the error a dead letter keeps (longer ones are cut at a character boundary).
+pub const DEAD_LETTER_ERROR_BYTES_MAX: usize = 256;
 
 /// Default time a hold keeps its seats (five minutes).
 pub const HOLD_TTL_MS_DEFAULT: u64 = 5 * 60 * 1_000;
@@ -58,6 +68,10 @@ const _: () = assert!(SEATS_PER_HOLD_MAX >= 1 && SEATS_PER_HOLD_MAX <= u8::MAX a
 const _: () = assert!(SEATS_PER_HOLD_MAX as u32 <= SEATS_PER_SHOW_MAX);
 const _: () = assert!(SEAT_CLASSES_PER_SHOW_MAX <= u8::MAX as usize + 1);
 const _: () = assert!(CAPACITY_EVENT_SEATS_MAX as u32 <= SEATS_PER_SHOW_MAX);
+// One report never names more events than a sink may keep as dead letters, so one report can
+// never push out dead letters it adds itself.
+const _: () = assert!(DELIVERY_REPORT_EVENTS_MAX <= DEAD_LETTERS_PER_SINK_MAX);
+const _: () = assert!(SINKS_PER_GROUP_MAX >= 1 && SINK_NAME_BYTES_MAX >= 1);
 // A price times the seats of one hold must not overflow the amount type.
 const _: () = assert!(SEAT_PRICE_MINOR_MAX.checked_mul(SEATS_PER_HOLD_MAX as u64).is_some());
 const _: () =

@@ -1,8 +1,9 @@
 //! The outbox: effects that must leave the cluster, appended in the same apply as the change.
 //!
 //! Owns the event shapes and the trimmed queue. A leader-only dispatcher (in `node`) delivers
-//! events at least once and proposes `AckOutbox`; consumers deduplicate by event id. Never sends
-//! anything itself.
+//! events at least once to every sink and reports what it did (`delivery.rs`), which trims what
+//! every sink is done with; without sinks, it proposes `AckOutbox`. Consumers deduplicate by
+//! event id. Never sends anything itself.
 
 use std::collections::VecDeque;
 
@@ -144,6 +145,14 @@ impl Outbox {
         self.events.iter()
     }
 
+    /// The event `id`, if it is still in the outbox.
+    pub fn get(&self, id: OutboxId) -> Option<&OutboxEvent> {
+        // Kept events have consecutive ids: pushed one more each time, trimmed from the front.
+        let first = self.events.front()?.id.0;
+        let at = usize::try_from(id.0.checked_sub(first)?).ok()?;
+        self.events.get(at).filter(|event| event.id == id)
+    }
+
     /// Undelivered event count.
     pub fn len(&self) -> usize {
         self.events.len()
@@ -159,14 +168,19 @@ impl Outbox {
         self.next_id
     }
 
-    /// Checks ids increase and stay below the counter.
+    /// Checks ids are consecutive and end at the counter.
     pub(crate) fn check(&self) -> Result<(), String> {
-        let mut previous = 0;
+        let mut previous = None;
         for event in &self.events {
-            if event.id.0 <= previous || event.id.0 > self.next_id {
+            if previous.is_some_and(|previous: u64| event.id.0 != previous + 1)
+                || event.id.0 > self.next_id
+            {
                 return Err(format!("outbox ids out of order at {}", event.id));
             }
-            previous = event.id.0;
+            previous = Some(event.id.0);
+        }
+        if previous.is_some_and(|last| last != self.next_id) {
+            return Err(format!("the last outbox event is not {}", self.next_id));
         }
         Ok(())
     }

@@ -8,9 +8,10 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use crate::delivery::SinkName;
 use crate::ids::{
-    BookingId, CapacityEventId, EntryId, HoldId, Money, OfferId, PaymentId, SeatSet, ShowId,
-    TicketId,
+    BookingId, CapacityEventId, EntryId, HoldId, Money, OfferId, OutboxId, PaymentId, SeatSet,
+    ShowId, TicketId,
 };
 use crate::state::{HoldStatus, PaymentStatus, ShowStatus, TicketStatus, WaitlistEntryStatus};
 
@@ -40,6 +41,8 @@ pub enum Reply {
         show: ShowId,
         /// Its status.
         status: ShowStatus,
+        /// Whether the show already had this status: nothing changed.
+        duplicate: bool,
     },
     /// The show is cancelled; counts of what was undone.
     ShowCancelled {
@@ -60,6 +63,8 @@ pub enum Reply {
         show: ShowId,
         /// The new price version.
         version: u32,
+        /// Whether these prices were already in force under this version: nothing changed.
+        duplicate: bool,
     },
     /// The admission lane is configured.
     AdmissionConfigured {
@@ -176,6 +181,44 @@ pub enum Reply {
         payment: PaymentId,
         /// Whether the refund was already recorded.
         duplicate: bool,
+    },
+    /// An outbox sink is tracked (now, or before if `duplicate`).
+    SinkAdded {
+        /// The sink.
+        sink: SinkName,
+        /// The first event id owed to it.
+        owed_from: u64,
+        /// Whether it was tracked already: nothing changed.
+        duplicate: bool,
+    },
+    /// An outbox sink is no longer tracked.
+    SinkRemoved {
+        /// The sink.
+        sink: SinkName,
+        /// Its dead letters, dropped with it.
+        dead_letters_dropped: u32,
+        /// Outbox events trimmed because no remaining sink needs them.
+        trimmed: u32,
+    },
+    /// A dispatcher's report was recorded.
+    DeliveryRecorded {
+        /// The sink.
+        sink: SinkName,
+        /// Every event up to this id is now delivered to it or given up on.
+        done_up_to: u64,
+        /// Events newly delivered (reported again: not counted).
+        delivered: u32,
+        /// Events newly given up on.
+        dead_lettered: u32,
+        /// Outbox events trimmed because every sink is done with them.
+        trimmed: u32,
+    },
+    /// Dead letters will be delivered again.
+    ReplayRequested {
+        /// The sink.
+        sink: SinkName,
+        /// Dead letters marked for replay.
+        events: u32,
     },
 }
 
@@ -375,6 +418,15 @@ pub enum Rejection {
     /// The idempotency key was used with another payload.
     #[error("idempotency key reused with another payload")]
     IdempotencyKeyReused,
+    /// The group tracks no outbox sink of this name.
+    #[error("sink not found")]
+    SinkNotFound,
+    /// The sink has no dead letter for this event.
+    #[error("no dead letter for event {event}")]
+    DeadLetterNotFound {
+        /// The event asked for.
+        event: OutboxId,
+    },
 }
 
 impl Rejection {
@@ -422,6 +474,8 @@ impl Rejection {
             Rejection::OfferExpired => "offer_expired",
             Rejection::OfferNotActive => "offer_not_active",
             Rejection::IdempotencyKeyReused => "idempotency_key_reused",
+            Rejection::SinkNotFound => "sink_not_found",
+            Rejection::DeadLetterNotFound { .. } => "dead_letter_not_found",
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::audit::Reason;
+use crate::audit::{EntityKind, Reason, StateName};
 use crate::command::{ShowSpec, validate_prices};
 use crate::ids::{HoldId, Money, SeatNo, SessionId};
 use crate::outbox::{Event, RefundReason};
@@ -80,25 +80,56 @@ impl Show {
         Money { amount_minor, currency: self.currency }
     }
 
-    pub(crate) fn open_sales(&mut self) -> Outcome {
-        self.require_not_cancelled()?;
-        assert_ne!(self.status, ShowStatus::Cancelled);
-        self.status = ShowStatus::OnSale;
-        Ok(Reply::ShowStatusChanged { show: self.id, status: self.status })
+    /// Records an operator's change of the show in its audit trail: its status before (`None`
+    /// when it was just created) and now, and why.
+    pub(crate) fn audit_change(&self, ctx: &mut Ctx<'_>, from: Option<ShowStatus>, reason: Reason) {
+        let transition = self.transition(
+            EntityKind::Show,
+            self.id.0,
+            from.map(StateName::from),
+            self.status.into(),
+            reason,
+        );
+        ctx.record(transition);
     }
 
-    pub(crate) fn close_sales(&mut self) -> Outcome {
-        self.require_not_cancelled()?;
-        assert_ne!(self.status, ShowStatus::Cancelled);
-        self.status = ShowStatus::Closed;
-        Ok(Reply::ShowStatusChanged { show: self.id, status: self.status })
+    /// Opens sales (again); opening an open show changes nothing and answers `duplicate`.
+    pub(crate) fn open_sales(&mut self, ctx: &mut Ctx<'_>) -> Outcome {
+        self.change_status(ctx, ShowStatus::OnSale)
     }
 
-    pub(crate) fn set_prices(&mut self, version: u32, prices_minor: Vec<u64>) -> Outcome {
+    /// Closes sales; closing a closed show changes nothing and answers `duplicate`.
+    pub(crate) fn close_sales(&mut self, ctx: &mut Ctx<'_>) -> Outcome {
+        self.change_status(ctx, ShowStatus::Closed)
+    }
+
+    fn change_status(&mut self, ctx: &mut Ctx<'_>, to: ShowStatus) -> Outcome {
+        self.require_not_cancelled()?;
+        assert!(to != ShowStatus::Cancelled && self.status != ShowStatus::Cancelled);
+        let from = self.status;
+        if from == to {
+            return Ok(Reply::ShowStatusChanged { show: self.id, status: to, duplicate: true });
+        }
+        self.status = to;
+        self.audit_change(ctx, Some(from), Reason::Requested);
+        Ok(Reply::ShowStatusChanged { show: self.id, status: to, duplicate: false })
+    }
+
+    /// Puts new prices in force under the next price version. Asking again for the version in
+    /// force with the prices in force (a retry whose answer was lost) answers `duplicate`.
+    pub(crate) fn set_prices(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        version: u32,
+        prices_minor: Vec<u64>,
+    ) -> Outcome {
         self.require_not_cancelled()?;
         validate_prices(&prices_minor)?;
         if prices_minor.len() != self.prices_minor.len() {
             return Err(Rejection::invalid("prices_minor: one price per existing seat class"));
+        }
+        if version == self.price_version && prices_minor == self.prices_minor {
+            return Ok(Reply::PricesSet { show: self.id, version, duplicate: true });
         }
         if Some(version) != self.price_version.checked_add(1) {
             return Err(Rejection::PriceVersionMismatch { current: self.price_version });
@@ -106,7 +137,8 @@ impl Show {
         assert_eq!(prices_minor.len(), self.prices_minor.len());
         self.prices_minor = prices_minor;
         self.price_version = version;
-        Ok(Reply::PricesSet { show: self.id, version })
+        self.audit_change(ctx, Some(self.status), Reason::PricesSet);
+        Ok(Reply::PricesSet { show: self.id, version, duplicate: false })
     }
 
     /// Cancels the show: releases every live hold, refunds every booking, ends every ticket,
@@ -121,7 +153,9 @@ impl Show {
                 duplicate: true,
             };
         }
+        let from = self.status;
         self.status = ShowStatus::Cancelled;
+        self.audit_change(ctx, Some(from), Reason::Requested);
         let mut told: BTreeSet<SessionId> = BTreeSet::new();
 
         let live_holds: Vec<HoldId> = self.hold_deadlines.iter().map(|(_, hold)| *hold).collect();

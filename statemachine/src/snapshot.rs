@@ -4,10 +4,11 @@
 //! postcard. The version is ours: any change to a persisted type that changes the bytes must bump
 //! `SNAPSHOT_FORMAT_VERSION` (the golden test, `tests/golden.rs`, pins the bytes of a fixed
 //! state so such a change cannot go unnoticed) and keep decoding the version before it, by a
-//! migration to the current types (`snapshot/v2.rs`). Invariants are checked before encoding
+//! migration to the current types (`snapshot/v2.rs`, `snapshot/v3.rs`). Invariants are checked before encoding
 //! and again after decoding. Never trusts decoded bytes: garbage is an error, not a panic.
 
 mod v2;
+mod v3;
 
 use sha2::{Digest as _, Sha256};
 
@@ -18,8 +19,9 @@ use crate::state::Group;
 /// Version 2 added the metadata group's show placement. Version 3 moved the data of a state
 /// into it (a processing hold's payment and deadline, a confirmed hold's booking, a payment's
 /// refund work, a ticket's grant, an entry's offer, an accepted offer's hold), and keeps every
-/// payment attempt of a hold; seat sets are checked on decode.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 3;
+/// payment attempt of a hold; seat sets are checked on decode. Version 4 added the delivery of
+/// the outbox to its sinks (each sink's position and dead letters) at the end of the group.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 4;
 
 /// The oldest version this build decodes (migrating it to the current types).
 pub const SNAPSHOT_FORMAT_VERSION_MIN: u16 = 2;
@@ -86,6 +88,7 @@ impl Group {
         let payload = &bytes[HEADER_LEN..];
         let group = match version {
             SNAPSHOT_FORMAT_VERSION => decode_all::<Group>(payload)?,
+            3 => decode_all::<v3::GroupV3>(payload)?.migrate(),
             2 => decode_all::<v2::GroupV2>(payload)?
                 .migrate()
                 .map_err(SnapshotError::Inconsistent)?,

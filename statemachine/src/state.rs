@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
 use crate::command::ShowPolicy;
+use crate::delivery::Delivery;
 use crate::idempotency::IdempotencyRecord;
 use crate::ids::{
     Actor, BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, Money, OfferId,
@@ -696,6 +697,8 @@ pub struct Group {
     pub audit: Audit,
     /// Which data group holds each show (kept by the metadata group only).
     pub placement: Placement,
+    /// What each outbox sink was given, and its dead letters.
+    pub delivery: Delivery,
 }
 
 /// The effects context of one command: log position, and the group-wide logs it writes to.

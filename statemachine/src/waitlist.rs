@@ -225,8 +225,13 @@ impl Show {
         if policy_version < self.waitlist.policy_version {
             return Err(Rejection::invalid("policy_version: must not go back"));
         }
+        let changed =
+            (self.waitlist.enabled, self.waitlist.policy_version) != (enabled, policy_version);
         self.waitlist.enabled = enabled;
         self.waitlist.policy_version = policy_version;
+        if changed {
+            self.audit_change(ctx, Some(self.status), Reason::WaitlistConfigured);
+        }
         if !enabled {
             let waiting: Vec<EntryId> =
                 self.waitlist.waiting.iter().map(|order| EntryId(order.seq)).collect();

@@ -280,6 +280,27 @@ fn command() -> impl Strategy<Value = Command> {
         1 => prop_oneof![0u64..=60, any::<u64>(), Just(u64::MAX)].prop_map(|up_to| Command::AckOutbox { up_to }),
         1 => (show_id(), prop_oneof![0u64..=4, any::<u64>()])
             .prop_map(|(show, group)| Command::Place { show, group }),
+        3 => delivery_command().prop_map(Command::Delivery),
+    ]
+}
+
+/// Delivery commands about two sinks (names are checked when a command is decoded, so only
+/// valid ones can reach `apply`), with event ids near the outbox's and anywhere.
+fn delivery_command() -> impl Strategy<Value = DeliveryCommand> {
+    let sink = prop_oneof![4 => Just("sink-a"), 1 => Just("b")]
+        .prop_map(|name| SinkName::new(name).expect("a valid name"));
+    let event =
+        prop_oneof![8 => 0u64..=40, 1 => any::<u64>(), 1 => Just(u64::MAX)].prop_map(OutboxId);
+    let failure =
+        (event.clone(), any::<u32>(), prop_oneof![3 => Just(String::new()), 1 => ".{0,300}"])
+            .prop_map(|(event, attempts, error)| Failure { event, attempts, error });
+    let events = prop::collection::vec(event.clone(), 0..6);
+    prop_oneof![
+        2 => sink.clone().prop_map(|sink| DeliveryCommand::AddSink { sink }),
+        1 => sink.clone().prop_map(|sink| DeliveryCommand::RemoveSink { sink }),
+        6 => (sink.clone(), events.clone(), prop::collection::vec(failure, 0..3))
+            .prop_map(|(sink, delivered, dead)| DeliveryCommand::Report { sink, delivered, dead }),
+        2 => (sink, events).prop_map(|(sink, events)| DeliveryCommand::Replay { sink, events }),
     ]
 }
 

@@ -150,6 +150,32 @@ enum Op {
     Tick,
     /// Acknowledges up to this fraction (of 254) of the last event id; 255 is beyond it.
     AckOutbox(u8),
+    /// Delivery of the outbox to sink `sink` of three names (a third is added rarely, so many
+    /// commands about it are refused).
+    Deliver {
+        sink: u8,
+        op: DeliverOp,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum DeliverOp {
+    Add,
+    Remove,
+    /// Reports `delivered` events as delivered and `dead` more as given up on, consecutive
+    /// from `pick` among the events the sink is not done with and its replays; with `raw`, ids
+    /// from `pick` up to one beyond the last event (some invalid) instead.
+    Report {
+        pick: u8,
+        delivered: u8,
+        dead: u8,
+        raw: bool,
+    },
+    /// Replays every dead letter, or the one `pick` names.
+    Replay {
+        all: bool,
+        pick: u8,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -369,6 +395,19 @@ fn op(mix: Mix) -> impl Strategy<Value = Op> {
         mix.sales.div_ceil(2) => rare,
         7 => Just(Op::Tick),
         2 => any::<u8>().prop_map(Op::AckOutbox),
+        8 => (prop_oneof![8 => 0u8..2, 1 => Just(2u8)], deliver_op())
+            .prop_map(|(sink, op)| Op::Deliver { sink, op }),
+    ]
+}
+
+fn deliver_op() -> impl Strategy<Value = DeliverOp> {
+    prop_oneof![
+        2 => Just(DeliverOp::Add),
+        1 => Just(DeliverOp::Remove),
+        12 => (any::<u8>(), 0u8..6, prop_oneof![3 => Just(0u8), 1 => 1u8..3], prop::bool::weighted(0.1))
+            .prop_map(|(pick, delivered, dead, raw)| DeliverOp::Report { pick, delivered, dead, raw }),
+        2 => (prop::bool::weighted(0.5), any::<u8>())
+            .prop_map(|(all, pick)| DeliverOp::Replay { all, pick }),
     ]
 }
 
@@ -600,6 +639,7 @@ impl Driver {
                 found.waitlist.offers.keys().map(|id| id.0).collect(),
                 found.waitlist.offer_deadlines.iter().map(|(_, id)| id.0).collect(),
             ),
+            EntityKind::Show => (vec![show.0], vec![show.0]),
         };
         let id = resolve(pick, &all, &live);
         let owner = match kind {
@@ -617,6 +657,7 @@ impl Driver {
                 found.waitlist.entries.get(&EntryId(id)).map(|entry| entry.session)
             }
             EntityKind::Offer => found.waitlist.offers.get(&OfferId(id)).map(|offer| offer.session),
+            EntityKind::Show => None,
         };
         (id, owner)
     }
@@ -839,6 +880,56 @@ impl Driver {
                 let up_to =
                     if fraction == u8::MAX { last + 1 } else { last * u64::from(fraction) / 254 };
                 Command::AckOutbox { up_to }
+            }
+            Op::Deliver { sink, op } => Command::Delivery(self.delivery(sink, op)),
+        }
+    }
+
+    /// A delivery command about sink `sink` (`sink-0`, `sink-1`, `sink-2`).
+    fn delivery(&self, sink: u8, op: DeliverOp) -> DeliveryCommand {
+        let sink = SinkName::new(&format!("sink-{sink}")).expect("a valid name");
+        let group = &self.h.group;
+        let last = group.outbox().last_id();
+        let tracked = group.delivery().sink(&sink);
+        match op {
+            DeliverOp::Add => DeliveryCommand::AddSink { sink },
+            DeliverOp::Remove => DeliveryCommand::RemoveSink { sink },
+            DeliverOp::Report { pick, delivered, dead, raw } => {
+                let candidates: Vec<u64> = if raw {
+                    (u64::from(pick) % (last + 2)..=last + 1).collect()
+                } else {
+                    let owed = group
+                        .outbox()
+                        .pending()
+                        .map(|event| event.id.0)
+                        .filter(|id| tracked.is_some_and(|tracked| !tracked.is_done(*id)));
+                    let replays = tracked
+                        .into_iter()
+                        .flat_map(|tracked| tracked.replays().map(|letter| letter.event.id.0));
+                    let all: Vec<u64> = replays.chain(owed).collect();
+                    let from = if all.is_empty() { 0 } else { usize::from(pick) % all.len() };
+                    all[from..].to_vec()
+                };
+                let mut ids = candidates.into_iter().map(OutboxId);
+                let delivered = ids.by_ref().take(usize::from(delivered)).collect();
+                let dead = ids
+                    .take(usize::from(dead))
+                    .map(|event| Failure { event, attempts: 3, error: "HTTP 503".into() })
+                    .collect();
+                DeliveryCommand::Report { sink, delivered, dead }
+            }
+            DeliverOp::Replay { all, pick } => {
+                let letters: Vec<OutboxId> = tracked
+                    .map(|tracked| tracked.dead_letters.values().map(|letter| letter.event.id))
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let events = match (all, letters.len()) {
+                    (true, _) => Vec::new(),
+                    (false, 0) => vec![OutboxId(u64::from(pick))],
+                    (false, len) => vec![letters[usize::from(pick) % len]],
+                };
+                DeliveryCommand::Replay { sink, events }
             }
         }
     }
@@ -1215,6 +1306,7 @@ fn check_audit_trails(group: &Group) {
             .values()
             .for_each(|x| add(EntityKind::WaitlistEntry, x.id.0, x.state.into()));
         show.waitlist.offers.values().for_each(|x| add(EntityKind::Offer, x.id.0, x.state.into()));
+        add(EntityKind::Show, show.id.0, show.status.into());
     }
     let trails: BTreeMap<EntityRef, &[AuditRecord]> =
         group.audit().iter().map(|(entity, records)| (*entity, records)).collect();

@@ -158,6 +158,60 @@ fn cancelling_a_show_releases_holds_refunds_bookings_and_tells_every_waiter() {
     assert!(matches!(late, Reply::PaymentRecorded { effect: PaymentEffect::RefundRequired, .. }));
 }
 
+#[test]
+fn operator_changes_of_a_show_are_audited_and_repeats_answer_duplicate() {
+    let mut h = Harness::new();
+    let show = h.on_sale_show(1, 4);
+    let status = |h: &mut Harness, command| h.operator(command).unwrap();
+    // Opening an open show, closing a closed one: nothing changes, and the answer says so.
+    assert_eq!(
+        status(&mut h, OperatorCommand::OpenSales { show }),
+        Reply::ShowStatusChanged { show, status: ShowStatus::OnSale, duplicate: true }
+    );
+    assert_eq!(
+        status(&mut h, OperatorCommand::CloseSales { show }),
+        Reply::ShowStatusChanged { show, status: ShowStatus::Closed, duplicate: false }
+    );
+    assert_eq!(
+        status(&mut h, OperatorCommand::CloseSales { show }),
+        Reply::ShowStatusChanged { show, status: ShowStatus::Closed, duplicate: true }
+    );
+    let prices = OperatorCommand::SetPrices { show, version: 2, prices_minor: vec![6_000, 9_000] };
+    assert_eq!(
+        h.operator(prices.clone()),
+        Ok(Reply::PricesSet { show, version: 2, duplicate: false })
+    );
+    // The same prices under the same version again (a retry): a duplicate, not a mismatch.
+    assert_eq!(h.operator(prices), Ok(Reply::PricesSet { show, version: 2, duplicate: true }));
+    let other = OperatorCommand::SetPrices { show, version: 2, prices_minor: vec![7_000, 9_000] };
+    assert_eq!(code(&h.operator(other)), "price_version_mismatch");
+    let lane = OperatorCommand::ConfigureAdmission { show, enabled: true, window: 2 };
+    h.operator(lane.clone()).unwrap();
+    h.operator(lane).unwrap();
+    h.operator(OperatorCommand::OpenSales { show }).unwrap();
+    h.operator(OperatorCommand::CancelShow { show }).unwrap();
+    h.operator(OperatorCommand::CancelShow { show }).unwrap();
+
+    // One record per change, none for a repeat, the chain unbroken, the operator the actor.
+    let trail = h.group.audit_trail(show, EntityKind::Show, show.0);
+    let steps: Vec<(Option<StateName>, StateName, Reason)> =
+        trail.iter().map(|record| (record.from, record.to, record.reason)).collect();
+    use StateName::{Cancelled, Closed, Draft, OnSale};
+    assert_eq!(
+        steps,
+        [
+            (None, Draft, Reason::Requested),
+            (Some(Draft), OnSale, Reason::Requested),
+            (Some(OnSale), Closed, Reason::Requested),
+            (Some(Closed), Closed, Reason::PricesSet),
+            (Some(Closed), Closed, Reason::AdmissionConfigured),
+            (Some(Closed), OnSale, Reason::Requested),
+            (Some(OnSale), Cancelled, Reason::Requested),
+        ]
+    );
+    assert!(trail.iter().all(|record| record.actor == Actor::Operator));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Holds
 
@@ -1393,4 +1447,230 @@ fn a_write_answers_the_view_of_what_it_wrote() {
     assert_eq!(again.outcome, held.outcome);
     let Some(Ok(Written::Hold(now))) = again.written.as_deref() else { panic!("{again:?}") };
     assert_eq!(now.state, HoldStatus::Processing);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outbox delivery to sinks
+
+fn sink(name: &str) -> SinkName {
+    SinkName::new(name).unwrap()
+}
+
+fn deliver(sink: &SinkName, delivered: &[u64], dead: &[u64]) -> Command {
+    Command::Delivery(DeliveryCommand::Report {
+        sink: sink.clone(),
+        delivered: delivered.iter().copied().map(OutboxId).collect(),
+        dead: dead
+            .iter()
+            .map(|event| Failure { event: OutboxId(*event), attempts: 8, error: "HTTP 503".into() })
+            .collect(),
+    })
+}
+
+/// A group with `events` outbox events (expired holds, one per seat) on a show of 20 seats.
+fn with_events(events: u64) -> Harness {
+    let mut h = Harness::new();
+    let show = h.on_sale_show(1, 20);
+    for n in 0..events {
+        h.held(show, n, 1, &[n as SeatNo]);
+    }
+    h.advance(5 * MINUTE);
+    h.tick().unwrap();
+    assert_eq!(h.group.outbox().last_id(), events);
+    h
+}
+
+fn pending_ids(h: &Harness) -> Vec<u64> {
+    h.group.outbox().pending().map(|event| event.id.0).collect()
+}
+
+#[test]
+fn an_event_leaves_the_outbox_once_every_sink_is_done_with_it() {
+    let mut h = with_events(4);
+    let (a, b) = (sink("a"), sink("b"));
+    let add = |sink: &SinkName| Command::Delivery(DeliveryCommand::AddSink { sink: sink.clone() });
+    assert_eq!(
+        h.one(add(&a)),
+        Ok(Reply::SinkAdded { sink: a.clone(), owed_from: 1, duplicate: false })
+    );
+    h.one(add(&b)).unwrap();
+    assert_eq!(
+        h.one(add(&a)),
+        Ok(Reply::SinkAdded { sink: a.clone(), owed_from: 1, duplicate: true })
+    );
+    // Sink a finishes 1-3; b finishes 1 only: the outbox keeps what b still needs.
+    assert_eq!(
+        h.one(deliver(&a, &[1, 2, 3], &[])),
+        Ok(Reply::DeliveryRecorded {
+            sink: a.clone(),
+            done_up_to: 3,
+            delivered: 3,
+            dead_lettered: 0,
+            trimmed: 0
+        })
+    );
+    let recorded = h.one(deliver(&b, &[1], &[])).unwrap();
+    assert!(matches!(recorded, Reply::DeliveryRecorded { done_up_to: 1, trimmed: 1, .. }));
+    assert_eq!(pending_ids(&h), [2, 3, 4]);
+    // An acknowledgement cannot trim past what a sink needs.
+    assert_eq!(
+        h.one(Command::AckOutbox { up_to: 4 }),
+        Ok(Reply::OutboxAcked { up_to: 1, trimmed: 0 })
+    );
+    assert_eq!(pending_ids(&h), [2, 3, 4]);
+    // Removing b leaves a's needs: 4.
+    assert_eq!(
+        h.one(Command::Delivery(DeliveryCommand::RemoveSink { sink: b.clone() })),
+        Ok(Reply::SinkRemoved { sink: b.clone(), dead_letters_dropped: 0, trimmed: 2 })
+    );
+    assert_eq!(pending_ids(&h), [4]);
+    // A sink added now is owed what is still in the outbox, and everything after.
+    assert_eq!(
+        h.one(add(&b)),
+        Ok(Reply::SinkAdded { sink: b.clone(), owed_from: 4, duplicate: false })
+    );
+    h.group.check_invariants().unwrap();
+}
+
+#[test]
+fn a_report_repeated_by_a_new_leader_changes_nothing() {
+    let mut h = with_events(3);
+    let a = sink("a");
+    h.one(Command::Delivery(DeliveryCommand::AddSink { sink: a.clone() })).unwrap();
+    h.one(deliver(&a, &[1, 2], &[3])).unwrap();
+    let before = h.group.clone();
+    let again = h.one(deliver(&a, &[1, 2], &[3])).unwrap();
+    assert!(matches!(
+        again,
+        Reply::DeliveryRecorded { delivered: 0, dead_lettered: 0, trimmed: 0, .. }
+    ));
+    assert_eq!(h.group.delivery(), before.delivery());
+    assert_eq!(h.group.outbox(), before.outbox());
+}
+
+#[test]
+fn events_finished_out_of_order_move_the_position_once_the_gap_closes() {
+    // Another show's events may be delivered before the first show's next one.
+    let mut h = with_events(5);
+    let a = sink("a");
+    h.one(Command::Delivery(DeliveryCommand::AddSink { sink: a.clone() })).unwrap();
+    let done_up_to = |h: &Harness| h.group.delivery().sink(&sink("a")).unwrap().done_up_to;
+    h.one(deliver(&a, &[2, 4], &[])).unwrap();
+    assert_eq!(done_up_to(&h), 0);
+    assert_eq!(pending_ids(&h), [1, 2, 3, 4, 5]);
+    h.one(deliver(&a, &[1], &[])).unwrap();
+    assert_eq!(done_up_to(&h), 2);
+    h.one(deliver(&a, &[3], &[])).unwrap();
+    assert_eq!(done_up_to(&h), 4);
+    assert_eq!(pending_ids(&h), [5]);
+    h.group.check_invariants().unwrap();
+}
+
+#[test]
+fn a_dead_letter_keeps_its_event_until_a_replay_is_delivered() {
+    let mut h = with_events(3);
+    let a = sink("a");
+    h.one(Command::Delivery(DeliveryCommand::AddSink { sink: a.clone() })).unwrap();
+    let recorded = h.one(deliver(&a, &[1, 3], &[2])).unwrap();
+    assert!(matches!(
+        recorded,
+        Reply::DeliveryRecorded { done_up_to: 3, dead_lettered: 1, trimmed: 3, .. }
+    ));
+    // The outbox let the event go; the dead letter kept it.
+    assert!(h.group.outbox().is_empty());
+    let letter = &h.group.delivery().sink(&a).unwrap().dead_letters[&2];
+    assert_eq!((letter.event.id, letter.attempts, letter.replay), (OutboxId(2), 8, false));
+    assert_eq!(letter.error, "HTTP 503");
+    // A delivery report of a letter nobody asked to replay is a stale repeat: ignored.
+    h.one(deliver(&a, &[2], &[])).unwrap();
+    assert!(h.group.delivery().sink(&a).unwrap().dead_letters.contains_key(&2));
+    // Replay: unknown letters are refused whole; then asked, failed again, asked, delivered.
+    let replay = |events: &[u64]| {
+        Command::Delivery(DeliveryCommand::Replay {
+            sink: sink("a"),
+            events: events.iter().copied().map(OutboxId).collect(),
+        })
+    };
+    assert_eq!(code(&h.one(replay(&[2, 1]))), "dead_letter_not_found");
+    assert!(!h.group.delivery().sink(&a).unwrap().dead_letters[&2].replay);
+    assert_eq!(h.one(replay(&[])), Ok(Reply::ReplayRequested { sink: a.clone(), events: 1 }));
+    h.one(deliver(&a, &[], &[2])).unwrap();
+    let letter = &h.group.delivery().sink(&a).unwrap().dead_letters[&2];
+    assert_eq!((letter.attempts, letter.replay), (16, false));
+    h.one(replay(&[2])).unwrap();
+    let recorded = h.one(deliver(&a, &[2], &[])).unwrap();
+    assert!(matches!(recorded, Reply::DeliveryRecorded { delivered: 1, .. }));
+    let found = h.group.delivery().sink(&a).unwrap();
+    assert!(found.dead_letters.is_empty());
+    assert_eq!((found.delivered_total, found.dead_lettered_total), (3, 1));
+    h.group.check_invariants().unwrap();
+}
+
+#[test]
+fn bad_delivery_commands_are_refused_and_change_nothing() {
+    let mut h = with_events(3);
+    let a = sink("a");
+    h.one(Command::Delivery(DeliveryCommand::AddSink { sink: a.clone() })).unwrap();
+    let before = h.group.clone();
+    for (command, expected) in [
+        (deliver(&a, &[4], &[]), "invalid_argument"),
+        (deliver(&a, &[0], &[]), "invalid_argument"),
+        (deliver(&a, &[1, 1], &[]), "invalid_argument"),
+        (deliver(&a, &[1], &[1]), "invalid_argument"),
+        (deliver(&a, &[1], &[9]), "invalid_argument"),
+        (deliver(&sink("b"), &[1], &[]), "sink_not_found"),
+        (Command::Delivery(DeliveryCommand::RemoveSink { sink: sink("b") }), "sink_not_found"),
+        (
+            Command::Delivery(DeliveryCommand::Replay { sink: sink("b"), events: Vec::new() }),
+            "sink_not_found",
+        ),
+        (
+            Command::Delivery(DeliveryCommand::Report {
+                sink: a.clone(),
+                delivered: (1..=4_097).map(OutboxId).collect(),
+                dead: Vec::new(),
+            }),
+            "invalid_argument",
+        ),
+    ] {
+        assert_eq!(code(&h.one(command.clone())), expected, "{command:?}");
+        assert_eq!(h.group.delivery(), before.delivery());
+        assert_eq!(h.group.outbox(), before.outbox());
+    }
+    for name in ["", "A", "a b", "sink/1", &"x".repeat(33)] {
+        assert!(SinkName::new(name).is_err(), "{name:?}");
+    }
+    // A name that the checks refuse cannot be decoded either.
+    assert!(serde_json::from_str::<SinkName>("\"Bad\"").is_err());
+}
+
+#[test]
+fn a_sink_keeps_at_most_its_dead_letter_limit_and_counts_what_it_dropped() {
+    use statemachine::limits::{DEAD_LETTERS_PER_SINK_MAX, DELIVERY_REPORT_EVENTS_MAX};
+    let events = DEAD_LETTERS_PER_SINK_MAX as u64 + 2;
+    let mut h = Harness::new();
+    let show = h.on_sale_show(1, events as u32);
+    let a = sink("a");
+    h.one(Command::Delivery(DeliveryCommand::AddSink { sink: a.clone() })).unwrap();
+    // One expired hold, so one event, per seat: holds made in a few large entries.
+    let holds: Vec<Command> = (0..events)
+        .map(|n| Harness::client_command(show, n, 1, Harness::hold_request(&[n as SeatNo], None)))
+        .collect();
+    for batch in holds.chunks(4_096) {
+        assert!(h.apply(batch.to_vec()).iter().all(Result::is_ok));
+    }
+    h.advance(5 * MINUTE);
+    assert!(matches!(h.tick(), Ok(Reply::Ticked { more: false, .. })));
+    assert_eq!(h.group.outbox().len() as u64, events);
+    // Every event is given up on, oldest first.
+    let ids: Vec<u64> = (1..=events).collect();
+    for chunk in ids.chunks(DELIVERY_REPORT_EVENTS_MAX) {
+        h.one(deliver(&a, &[], chunk)).unwrap();
+    }
+    let found = h.group.delivery().sink(&a).unwrap();
+    assert_eq!(found.dead_letters.len(), DEAD_LETTERS_PER_SINK_MAX);
+    assert_eq!((found.dead_lettered_total, found.dead_letters_dropped), (events, 2));
+    // The oldest went first.
+    assert_eq!(found.dead_letters.keys().next(), Some(&3));
+    assert!(h.group.outbox().is_empty());
 }

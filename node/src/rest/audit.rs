@@ -17,18 +17,19 @@ use crate::operations;
 use crate::rest::RestState;
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::Operator;
-use crate::rest::ids::{format_id, parse_id};
+use crate::rest::ids::{format_id, parse_id, parse_show_id};
 use crate::rest::types::AsOf;
 
 /// The `{kind}` path segments and the entity kinds they name: the REST paths' own words
 /// (`entry`, where gRPC's `kind` field says `waitlist_entry`, `crate::names`).
-pub const KINDS: [(&str, EntityKind); 6] = [
+pub const KINDS: [(&str, EntityKind); 7] = [
     ("hold", EntityKind::Hold),
     ("booking", EntityKind::Booking),
     ("payment", EntityKind::Payment),
     ("ticket", EntityKind::Ticket),
     ("entry", EntityKind::WaitlistEntry),
     ("offer", EntityKind::Offer),
+    ("show", EntityKind::Show),
 ];
 
 /// The entity kind a `{kind}` segment names.
@@ -39,7 +40,7 @@ pub const KINDS: [(&str, EntityKind); 6] = [
 pub fn parse_kind(text: &str) -> Result<EntityKind, ApiError> {
     KINDS.iter().find(|(name, _)| *name == text).map(|(_, kind)| *kind).ok_or_else(|| {
         ApiError::InvalidArgument(
-            "kind: one of hold, booking, payment, ticket, entry, offer".into(),
+            "kind: one of hold, booking, payment, ticket, entry, offer, show".into(),
         )
     })
 }
@@ -117,9 +118,9 @@ impl Skip {
 /// The audit trail of one entity, oldest first.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AuditTrail {
-    /// The kind: hold, booking, payment, ticket, entry or offer.
+    /// The kind: hold, booking, payment, ticket, entry, offer or show.
     pub kind: String,
-    /// The entity (`<show_id>-<n>`).
+    /// The entity (`<show_id>-<n>`; a show's own id for a show).
     pub id: String,
     /// Its show.
     pub show_id: u64,
@@ -151,8 +152,8 @@ impl AuditRecord {
 #[utoipa::path(
     get, path = "/v1/audit/{kind}/{id}", tag = "audit",
     params(
-        ("kind" = String, Path, description = "hold, booking, payment, ticket, entry or offer"),
-        ("id" = String, Path, description = "`<show_id>-<n>`"),
+        ("kind" = String, Path, description = "hold, booking, payment, ticket, entry, offer or show"),
+        ("id" = String, Path, description = "`<show_id>-<n>`; for a show, its `<show_id>`"),
     ),
     security(("operator" = [])),
     responses(
@@ -170,11 +171,21 @@ pub async fn get_trail(
     _operator: Operator,
 ) -> Result<Json<AuditTrail>, ApiError> {
     let kind = parse_kind(&kind_name)?;
-    let (show, number) = parse_id("id", &id)?;
+    // A show's own trail is named by the show id alone.
+    let (show, number) = match kind {
+        EntityKind::Show => {
+            let show = parse_show_id("id", &id)?;
+            (show, show.0)
+        }
+        _ => parse_id("id", &id)?,
+    };
     let trail = operations::audit_trail(&state.service, show, kind, number).await?;
     Ok(Json(AuditTrail {
         kind: kind_name,
-        id: format_id(show, number),
+        id: match kind {
+            EntityKind::Show => show.0.to_string(),
+            _ => format_id(show, number),
+        },
         show_id: show.0,
         records: trail.records.iter().map(AuditRecord::of).collect(),
         skips: trail.skips.map(|skips| skips.iter().map(|skip| Skip::of(show, skip)).collect()),

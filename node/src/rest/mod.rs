@@ -13,10 +13,11 @@
 //! One file per concern: `extract.rs` (session, operator, idempotency key, JSON body),
 //! `error.rs` (errors as responses, the uniform error body), `ids.rs` (external ids
 //! `<show_id>-<n>`), `types.rs` (shared JSON shapes), the route files (`sessions.rs`,
-//! `shows.rs`, `controls.rs`, `holds.rs`, `bookings.rs`, `payments.rs`, `queue.rs`, `waitlist.rs`, `audit.rs`, `events.rs`,
-//! `webhook.rs`), the layers (`limits.rs`, `metrics.rs`, `forward.rs`) and `openapi.rs` (the
-//! document at `/openapi.json`). This file holds the one route table ([`routes`]): the router
-//! is built from it and a test checks the OpenAPI document against it.
+//! `shows.rs`, `controls.rs`, `holds.rs`, `bookings.rs`, `payments.rs`, `queue.rs`,
+//! `waitlist.rs`, `audit.rs`, `events.rs`, `webhook.rs`, `outbox.rs`), the layers (`limits.rs`,
+//! `metrics.rs`, `forward.rs`) and `openapi.rs` (the document at `/openapi.json`). This file
+//! holds the one route table ([`routes`]): the router is built from it and a test checks the
+//! OpenAPI document against it.
 
 pub mod audit;
 pub mod bookings;
@@ -30,6 +31,7 @@ pub mod ids;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;
+pub mod outbox;
 pub mod payments;
 pub mod queue;
 pub mod sessions;
@@ -168,6 +170,10 @@ pub fn routes() -> Routes {
         .add(M::GET, "/v1/holds/{hold_id}/events", events::hold_events)
         .add(M::GET, "/v1/queue/{ticket_id}/events", events::ticket_events)
         .add(M::POST, "/v1/payments/webhook", webhook::payment_webhook)
+        .add(M::GET, "/v1/outbox/sinks", outbox::list_sinks)
+        .add(M::GET, "/v1/outbox/dead-letters", outbox::list_dead_letters)
+        .add(M::POST, "/v1/outbox/groups/{group_id}/sinks/{sink}/replay", outbox::replay)
+        .add(M::DELETE, "/v1/outbox/groups/{group_id}/sinks/{sink}", outbox::remove_sink)
     // Routes of other files (`/metrics`, `/v1/holds/{hold_id}/events`,
     // `/v1/queue/{ticket_id}/events`, `/v1/payments/webhook`) are added HERE with `.add(...)`,
     // and their `#[utoipa::path]` handlers listed in `openapi.rs` (see "Other files' routes"

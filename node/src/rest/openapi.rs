@@ -66,6 +66,10 @@ use crate::rest::{audit, bookings, controls, holds, payments, queue, sessions, s
         crate::rest::events::hold_events,
         crate::rest::events::ticket_events,
         crate::rest::webhook::payment_webhook,
+        crate::rest::outbox::list_sinks,
+        crate::rest::outbox::list_dead_letters,
+        crate::rest::outbox::replay,
+        crate::rest::outbox::remove_sink,
         // ---- end of other files' routes
     ),
     components(schemas(crate::rest::ErrorBody)),

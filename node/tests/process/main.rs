@@ -31,6 +31,7 @@ mod client;
 mod convergence;
 mod failover;
 mod membership;
+mod outbox;
 mod partition;
 mod payments;
 mod paysim;

@@ -319,6 +319,13 @@ impl World {
             webhook_secret: Some(WEBHOOK_SECRET.into()),
             // The simulator's outcomes come as webhooks; no provider worker calls out.
             provider_url: None,
+            // No outbox sinks: each group leader acknowledges its outbox instead.
+            sinks: Vec::new(),
+            sink_secret: None,
+            sink_attempts: None,
+            sink_age_max_s: None,
+            sink_concurrency: None,
+            sink_rate: None,
             rate_per_session: Some(1_000_000),
             rate_per_address: Some(1_000_000),
             config: None,

@@ -131,6 +131,7 @@ impl Call {
             Call::Write(Command::Tick) => "tick",
             Call::Write(Command::AckOutbox { .. }) => "ack_outbox",
             Call::Write(Command::RefundCompleted { .. }) => "refund_completed",
+            Call::Write(Command::Delivery(_)) => "delivery",
             Call::Read(Read::SeatMap { .. }) => "read_seats",
             Call::Read(Read::Hold { .. }) => "read_hold",
             Call::Read(Read::Booking { .. }) => "read_booking",

@@ -141,7 +141,11 @@ pub fn observe_outcome(outcome: &Outcome) -> Observed {
         | Reply::WaitlistConfigured { .. }
         | Reply::CapacityReleased { .. }
         | Reply::Ticked { .. }
-        | Reply::OutboxAcked { .. } => Observed::Managed,
+        | Reply::OutboxAcked { .. }
+        | Reply::SinkAdded { .. }
+        | Reply::SinkRemoved { .. }
+        | Reply::DeliveryRecorded { .. }
+        | Reply::ReplayRequested { .. } => Observed::Managed,
     }
 }
 

@@ -177,6 +177,7 @@ impl GroupV2 {
             outbox: self.outbox,
             audit: self.audit,
             placement: self.placement,
+            delivery: Default::default(),
         })
     }
 }

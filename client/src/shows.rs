@@ -287,7 +287,7 @@ impl Client {
     }
 
     /// Opens a show's sales (operator call); the reply says the status now (`on_sale`).
-    /// Opening an open show answers the same.
+    /// Opening an open show changes nothing and says `duplicate`.
     ///
     /// # Errors
     ///
@@ -304,7 +304,7 @@ impl Client {
     }
 
     /// Closes a show's sales: no new holds; existing holds may still be paid (operator call).
-    /// Closing a closed show answers the same.
+    /// Closing a closed show changes nothing and says `duplicate`.
     ///
     /// # Errors
     ///
@@ -338,7 +338,8 @@ impl Client {
 
     /// Sets a show's prices, one per seat class in minor units, under `version`: the show's
     /// price version plus one (operator call). From then on a hold quoting an older version is
-    /// refused `price_version_mismatch`.
+    /// refused `price_version_mismatch`. The version and prices in force asked for again (a
+    /// retry after an unknown outcome) change nothing and say `duplicate`.
     ///
     /// ```no_run
     /// # async fn run(client: client::Client) -> client::Result<()> {

@@ -194,7 +194,12 @@ impl BookingService for Service {
     async fn open_sales(&self, request: Request<ShowRef>) -> Result<Response<SalesReply>, Status> {
         self.0.answer("open_sales", request.metadata()).await?;
         let show_id = request.get_ref().show_id;
-        Ok(Response::new(SalesReply { show_id, group_id: 1, status: "on_sale".into() }))
+        Ok(Response::new(SalesReply {
+            show_id,
+            group_id: 1,
+            status: "on_sale".into(),
+            duplicate: false,
+        }))
     }
 
     async fn hold(&self, request: Request<HoldRequest>) -> Result<Response<HoldReply>, Status> {
@@ -315,7 +320,12 @@ impl BookingService for Service {
     async fn close_sales(&self, request: Request<ShowRef>) -> Result<Response<SalesReply>, Status> {
         self.0.answer("close_sales", request.metadata()).await?;
         let show_id = request.get_ref().show_id;
-        Ok(Response::new(SalesReply { show_id, group_id: 1, status: "closed".into() }))
+        Ok(Response::new(SalesReply {
+            show_id,
+            group_id: 1,
+            status: "closed".into(),
+            duplicate: false,
+        }))
     }
 
     async fn cancel_hold(&self, request: Request<HoldRef>) -> Result<Response<HoldReply>, Status> {
@@ -532,6 +542,7 @@ impl BookingService for Service {
             group_id: 1,
             price_version: version,
             prices_minor,
+            duplicate: false,
         }))
     }
 

@@ -196,11 +196,13 @@ pub struct SalesChanged {
     pub group: u64,
     /// Its sales status now.
     pub status: ShowStatus,
+    /// Whether the show already had this status (a repeat): nothing changed.
+    pub duplicate: bool,
 }
 
 /// Changes a show's sales status (open or close), and says where the show lives and its status
-/// now. Opening an open show (or closing a closed one) sets what already holds, so a repeat
-/// answers as the first call did.
+/// now. Opening an open show (or closing a closed one) changes nothing and says `duplicate`, so
+/// an operator's retry is safe.
 ///
 /// # Errors
 ///
@@ -210,12 +212,12 @@ pub async fn change_status(
     command: OperatorCommand,
 ) -> Result<SalesChanged, ApiError> {
     let show = command.show();
-    let status = match service.operator(command).await? {
-        Reply::ShowStatusChanged { status, .. } => status,
+    let (status, duplicate) = match service.operator(command).await? {
+        Reply::ShowStatusChanged { status, duplicate, .. } => (status, duplicate),
         other => return Err(ApiError::unexpected(other)),
     };
     let group = service.group_of(show).await?.id;
-    Ok(SalesChanged { show, group, status })
+    Ok(SalesChanged { show, group, status, duplicate })
 }
 
 /// New prices in force.
@@ -229,14 +231,19 @@ pub struct PricesSet {
     pub version: u32,
     /// One price per seat class, in minor units.
     pub prices_minor: Vec<u64>,
+    /// Whether these prices were already in force under this version (a repeat): nothing
+    /// changed.
+    pub duplicate: bool,
 }
 
 /// Sets a show's prices under `version`, which must be the show's current version plus one: a
-/// hold quoting an older version is refused `price_version_mismatch` from then on.
+/// hold quoting an older version is refused `price_version_mismatch` from then on. The version
+/// and prices in force asked for again (a retry whose answer was lost) answer `duplicate`.
 ///
 /// # Errors
 ///
-/// `price_version_mismatch` (with the current version) for another version,
+/// `price_version_mismatch` (with the current version) for a version that is neither the next
+/// one nor, with the same prices, the one in force,
 /// `invalid_argument` for prices that are not one per seat class of the show, `show_cancelled`,
 /// or a routing error.
 pub async fn set_prices(
@@ -246,12 +253,12 @@ pub async fn set_prices(
     prices_minor: Vec<u64>,
 ) -> Result<PricesSet, ApiError> {
     let command = OperatorCommand::SetPrices { show, version, prices_minor: prices_minor.clone() };
-    let version = match service.operator(command).await? {
-        Reply::PricesSet { version, .. } => version,
+    let (version, duplicate) = match service.operator(command).await? {
+        Reply::PricesSet { version, duplicate, .. } => (version, duplicate),
         other => return Err(ApiError::unexpected(other)),
     };
     let group = service.group_of(show).await?.id;
-    Ok(PricesSet { show, group, version, prices_minor })
+    Ok(PricesSet { show, group, version, prices_minor, duplicate })
 }
 
 /// A show's admission lane as the operator configured it.

@@ -505,6 +505,7 @@ impl BookingService for BookingApi {
             group_id: set.group,
             price_version: set.version,
             prices_minor: set.prices_minor,
+            duplicate: set.duplicate,
         }))
     }
 

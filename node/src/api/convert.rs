@@ -157,6 +157,7 @@ pub fn sales_reply(changed: &SalesChanged) -> pb::SalesReply {
         show_id: changed.show.0,
         group_id: changed.group,
         status: ShowStatusName::from(changed.status).as_str().to_owned(),
+        duplicate: changed.duplicate,
     }
 }
 
@@ -608,9 +609,11 @@ mod tests {
         };
         let reply = payment_reply(ShowId(41), &refunded);
         assert_eq!((reply.state.as_str(), reply.refund_owed), ("refunded", false));
-        let closed = SalesChanged { show: ShowId(4), group: 2, status: ShowStatus::Closed };
+        let closed =
+            SalesChanged { show: ShowId(4), group: 2, status: ShowStatus::Closed, duplicate: true };
         let reply = sales_reply(&closed);
         assert_eq!((reply.show_id, reply.group_id, reply.status.as_str()), (4, 2, "closed"));
+        assert!(reply.duplicate);
     }
 
     #[test]

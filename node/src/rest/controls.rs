@@ -8,7 +8,9 @@
 //! first call did and changes nothing more; the key is required as on every mutation but not
 //! stored. Never judges a rule that needs the show (the state machine does: a price version
 //! that is not the next one, prices that are not one per seat class, a window below the grants
-//! outstanding, a cancelled show).
+//! outstanding, a cancelled show). Opening, closing and setting prices say `duplicate` when the
+//! show already was so, and every change a control makes is in the show's audit trail
+//! (`GET /v1/audit/show/{show_id}`).
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -35,6 +37,8 @@ pub struct SalesStatus {
     pub group_id: u64,
     /// Its sales status now: `on_sale` after opening, `closed` after closing.
     pub status: ShowStatusName,
+    /// The show already had this status: nothing changed.
+    pub duplicate: bool,
 }
 
 impl SalesStatus {
@@ -43,11 +47,13 @@ impl SalesStatus {
             show_id: changed.show.0,
             group_id: changed.group,
             status: changed.status.into(),
+            duplicate: changed.duplicate,
         }
     }
 }
 
-/// Opens a show's sales (operator): holds may be made. Opening an open show answers the same.
+/// Opens a show's sales (operator): holds may be made. Opening an open show changes nothing and
+/// answers `duplicate: true`.
 #[utoipa::path(
     post, path = "/v1/shows/{show_id}/open", tag = "shows",
     params(
@@ -79,7 +85,7 @@ pub async fn open_sales(
 }
 
 /// Closes a show's sales (operator): no new holds; holds already made may still be paid.
-/// Closing a closed show answers the same.
+/// Closing a closed show changes nothing and answers `duplicate: true`.
 #[utoipa::path(
     post, path = "/v1/shows/{show_id}/close", tag = "shows",
     params(
@@ -186,11 +192,14 @@ pub struct PricesSet {
     pub price_version: u32,
     /// One price per seat class, in minor units.
     pub prices_minor: Vec<u64>,
+    /// These prices were already in force under this version: nothing changed.
+    pub duplicate: bool,
 }
 
 /// Sets a show's prices (operator) under the next price version: from then on a hold quoting
 /// an older version is refused 409 `price_version_mismatch`. Holds already made keep the price
-/// they were quoted.
+/// they were quoted. The version and prices in force asked for again (a retry) answer
+/// `duplicate: true`.
 #[utoipa::path(
     put, path = "/v1/shows/{show_id}/prices", tag = "shows",
     params(
@@ -227,6 +236,7 @@ pub async fn set_prices(
         group_id: set.group,
         price_version: set.version,
         prices_minor: set.prices_minor,
+        duplicate: set.duplicate,
     }))
 }
 
@@ -368,10 +378,15 @@ mod tests {
 
     #[test]
     fn sales_status_names_the_status_on_the_wire() {
-        let status = SalesStatus { show_id: 4, group_id: 1, status: ShowStatusName::Closed };
+        let status = SalesStatus {
+            show_id: 4,
+            group_id: 1,
+            status: ShowStatusName::Closed,
+            duplicate: true,
+        };
         assert_eq!(
             serde_json::to_value(status).unwrap(),
-            json!({"show_id": 4, "group_id": 1, "status": "closed"})
+            json!({"show_id": 4, "group_id": 1, "status": "closed", "duplicate": true})
         );
     }
 }

@@ -205,12 +205,18 @@ fn table(rows: &[Vec<String>]) -> String {
 
 /// A show's sales status after `show open` or `show close`, as JSON.
 pub fn sales_json(reply: &SalesReply) -> Value {
-    json!({ "show_id": reply.show_id, "group_id": reply.group_id, "status": reply.status })
+    json!({
+        "show_id": reply.show_id,
+        "group_id": reply.group_id,
+        "status": reply.status,
+        "duplicate": reply.duplicate,
+    })
 }
 
 /// A show's sales status after `show open` or `show close`, as one line of text.
 pub fn sales_text(reply: &SalesReply) -> String {
-    format!("show {} (group {}): {}", reply.show_id, reply.group_id, reply.status)
+    let already = if reply.duplicate { " already: nothing changed" } else { "" };
+    format!("show {} (group {}): {}{already}", reply.show_id, reply.group_id, reply.status)
 }
 
 /// What `show cancel` did, as JSON.
@@ -250,6 +256,7 @@ pub fn prices_json(reply: &PricesReply) -> Value {
         "group_id": reply.group_id,
         "price_version": reply.price_version,
         "prices_minor": reply.prices_minor,
+        "duplicate": reply.duplicate,
     })
 }
 
@@ -257,8 +264,9 @@ pub fn prices_json(reply: &PricesReply) -> Value {
 /// not name the currency, `show get` does).
 pub fn prices_text(reply: &PricesReply) -> String {
     let prices: Vec<String> = reply.prices_minor.iter().map(u64::to_string).collect();
+    let already = if reply.duplicate { " (already in force: nothing changed)" } else { "" };
     format!(
-        "show {} (group {}): price version {}, prices {} (minor units); holds must quote version {}",
+        "show {} (group {}): price version {}, prices {} (minor units){already}; holds must quote version {}",
         reply.show_id,
         reply.group_id,
         reply.price_version,
@@ -753,12 +761,20 @@ mod tests {
             group_id: 1,
             price_version: 2,
             prices_minor: vec![4_500, 3_000],
+            duplicate: false,
         };
-        assert!(prices_text(&prices).contains("price version 2, prices 4500 / 3000"));
+        assert!(prices_text(&prices).contains("price version 2, prices 4500 / 3000 (minor"));
+        let retried = PricesReply { duplicate: true, ..prices };
+        assert!(prices_text(&retried).contains("already in force"));
+        assert_eq!(prices_json(&retried)["duplicate"], true);
         let lane = AdmissionReply { show_id: 7, group_id: 1, enabled: true, window: 5 };
         assert!(admission_text(&lane).contains("on (window 5)"));
-        let sales = SalesReply { show_id: 7, group_id: 1, status: "closed".into() };
+        let sales =
+            SalesReply { show_id: 7, group_id: 1, status: "closed".into(), duplicate: false };
         assert_eq!(sales_text(&sales), "show 7 (group 1): closed");
+        let again = SalesReply { duplicate: true, ..sales };
+        assert_eq!(sales_text(&again), "show 7 (group 1): closed already: nothing changed");
+        assert_eq!(sales_json(&again)["duplicate"], true);
         let waitlist = WaitlistReply { show_id: 7, group_id: 1, enabled: false, policy_version: 1 };
         assert_eq!(waitlist_json(&waitlist)["enabled"], false);
     }

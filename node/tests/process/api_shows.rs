@@ -409,19 +409,34 @@ async fn hold_quoting(
         .await
 }
 
+/// `answer` without its `duplicate` field, and that field (`None` when it has none).
+fn without_duplicate(answer: &Value) -> (Value, Option<bool>) {
+    let mut rest = answer.clone();
+    let duplicate = rest.as_object_mut().and_then(|fields| fields.remove("duplicate"));
+    (rest, duplicate.and_then(|duplicate| duplicate.as_bool()))
+}
+
 /// Sends `control` to the leader of `show`'s group as the operator under `key` twice (a retry
 /// after a lost answer) and once more under another key: all three are the same 200 answer,
-/// which is returned.
+/// which is returned, except that the repeats say `duplicate: true` where the answer has the
+/// field (the control's effect already held: nothing changed).
 async fn repeated(api: &Api, show: &Show, control: &Control, key: &str) -> io::Result<Value> {
     let leader = api.leader(show.group).await?;
     let first = control.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(key)).send().await?;
     let body = first.expect(200)?.clone();
-    let again = control.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(key)).send().await?;
-    ensure!(again.expect(200)? == &body, "a retry answered otherwise: {}", again.describe());
+    let (expected, duplicate) = without_duplicate(&body);
     let other_key = api.key("again");
-    let other = control.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(&other_key));
-    let other = other.send().await?;
-    ensure!(other.expect(200)? == &body, "a repeat answered otherwise: {}", other.describe());
+    for repeat_key in [key, other_key.as_str()] {
+        let repeat = control.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(repeat_key));
+        let repeat = repeat.send().await?;
+        let (rest, repeat_duplicate) = without_duplicate(repeat.expect(200)?);
+        ensure!(rest == expected, "a repeat answered otherwise: {}", repeat.describe());
+        ensure!(
+            repeat_duplicate == duplicate.map(|_| true),
+            "a repeat is a duplicate: {}",
+            repeat.describe()
+        );
+    }
     Ok(body)
 }
 
@@ -434,13 +449,15 @@ async fn repeated(api: &Api, show: &Show, control: &Control, key: &str) -> io::R
 /// - closing sales refuses new holds (409 `show_not_on_sale`), reopening allows them; each
 ///   answers the show's status, the same again under the same key or another;
 /// - new prices under version 2 are in the summary; a hold quoting version 1 is then 409
-///   `price_version_mismatch` naming version 2, one quoting 2 pays the new price; a version
-///   that skips one is 409 too;
+///   `price_version_mismatch` naming version 2, one quoting 2 pays the new price; the same
+///   prices again say `duplicate`; a version that skips one is 409 too;
 /// - the admission lane on makes a hold without a grant 409 `grant_required`, off again lets
 ///   it through; the waitlist on and off is in the summary (the control sent to a follower is
 ///   forwarded);
 /// - cancelling releases the live holds, again says `duplicate`, and every control of the
-///   cancelled show is 409 `show_cancelled`.
+///   cancelled show is 409 `show_cancelled`;
+/// - the show's audit trail (`GET /v1/audit/show/{id}`) has one operator record per change,
+///   from its creation to its cancellation, and none for a repeat or a refused call.
 async fn the_operator_controls_a_show_and_nobody_else_does(api: &Api) -> io::Result<()> {
     let fields = json!({
         "prices_minor": [1_000, 500],
@@ -505,20 +522,20 @@ async fn the_operator_controls_a_show_and_nobody_else_does(api: &Api) -> io::Res
     // Sales: closed refuses new holds, open again allows them.
     let closed = repeated(api, &show, &Control::post("close"), &api.key("close")).await?;
     ensure!(closed["status"] == "closed" && closed["group_id"] == show.group, "{closed}");
+    ensure!(closed["duplicate"] == false, "the first close changed the status: {closed}");
     let refused = hold_quoting(api, &show, &buyer, &[1], 1).await?;
     refused.expect_error(409, "show_not_on_sale")?;
     let opened = repeated(api, &show, &Control::post("open"), &api.key("open")).await?;
-    ensure!(opened["status"] == "on_sale", "{opened}");
+    ensure!(opened["status"] == "on_sale" && opened["duplicate"] == false, "{opened}");
     hold_quoting(api, &show, &buyer, &[1], 1).await?.expect(201)?;
 
-    // Prices: version 2 is in force; a hold quoting version 1 is refused, one quoting 2 pays
-    // the new price of its class.
+    // Prices: version 2 is in force (the same prices again are a duplicate); a hold quoting
+    // version 1 is refused, one quoting 2 pays the new price of its class.
     let prices = Control::put("prices", json!({ "version": 2, "prices_minor": [2_000, 800] }));
     let leader = api.leader(show.group).await?;
-    let key = api.key("prices");
-    let set = prices.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(&key)).send().await?;
-    let body = set.expect(200)?;
+    let body = repeated(api, &show, &prices, &api.key("prices")).await?;
     ensure!(body["price_version"] == 2 && body["prices_minor"] == json!([2_000, 800]), "{body}");
+    ensure!(body["duplicate"] == false, "the first call set the prices: {body}");
     let summary = settings(api, &show).await?;
     ensure!(summary["price_version"] == 2, "{summary}");
     ensure!(summary["prices_minor"] == json!([2_000, 800]), "{summary}");
@@ -585,6 +602,34 @@ async fn the_operator_controls_a_show_and_nobody_else_does(api: &Api) -> io::Res
         call.send().await?.expect_error(409, "show_cancelled")?;
     }
     ensure!(settings(api, &show).await?["status"] == "cancelled", "cancelled");
+
+    // The audit trail: every change, in order, by the operator; repeats and refusals left none.
+    let path = format!("/v1/audit/show/{}", show.id);
+    let trail = api.on(leader, Method::GET, &path).token(OPERATOR_TOKEN).send().await?;
+    let records = trail.expect(200)?["records"].as_array().cloned().unwrap_or_default();
+    let changes: Vec<(String, String)> = records
+        .iter()
+        .map(|record| (record["to"].to_string(), record["reason"].to_string()))
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("draft", "requested"),
+        ("on_sale", "requested"),
+        ("closed", "requested"),
+        ("on_sale", "requested"),
+        ("on_sale", "prices_set"),
+        ("on_sale", "admission_configured"),
+        ("on_sale", "admission_configured"),
+        ("on_sale", "waitlist_configured"),
+        ("on_sale", "waitlist_configured"),
+        ("cancelled", "requested"),
+    ]
+    .iter()
+    .map(|(to, reason)| (json!(to).to_string(), json!(reason).to_string()))
+    .collect();
+    ensure!(changes == expected, "{changes:?} != {expected:?}: {}", trail.describe());
+    ensure!(records.iter().all(|record| record["actor"] == "operator"), "{}", trail.describe());
+    let buyer_read = api.on(leader, Method::GET, &path).token(&buyer).send().await?;
+    buyer_read.expect_error(403, "forbidden")?;
     Ok(())
 }
 

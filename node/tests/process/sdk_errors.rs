@@ -256,11 +256,12 @@ async fn settings(sdk: &Sdk, group: u64, show_id: u64) -> io::Result<ShowReply> 
 /// The operator's controls through the SDK, on one show: a client without the operator token
 /// is UNAUTHENTICATED and one with a buyer's token PERMISSION_DENIED on each (cancel included);
 /// bad prices and windows are INVALID_ARGUMENT and change nothing; closing sales refuses holds
-/// (`show_not_on_sale`) until they are opened again, each answering the same when repeated; new
-/// prices make a hold quoting the old version `price_version_mismatch`; the lane on makes a
-/// hold without a grant `grant_required`; the waitlist goes on and off keeping its policy
-/// version; a payment is read by its owner and the operator, not by a stranger or an anonymous
-/// client; cancelling releases the holds and again says `duplicate`.
+/// (`show_not_on_sale`) until they are opened again, a repeat of each saying `duplicate`; new
+/// prices make a hold quoting the old version `price_version_mismatch`, and the same prices
+/// again say `duplicate`; the lane on makes a hold without a grant `grant_required`; the
+/// waitlist goes on and off keeping its policy version; a payment is read by its owner and the
+/// operator, not by a stranger or an anonymous client; cancelling releases the holds and again
+/// says `duplicate`; the show's audit trail has one operator record per change.
 async fn the_operator_controls_a_show_through_the_sdk(sdk: &Sdk) -> io::Result<()> {
     let show = NewShow { group_id: 2, ..NewShow::uniform(SHOWS + 7, 20, 1_000, "EUR") };
     let show_id = open_show(sdk, show).await?;
@@ -303,22 +304,29 @@ async fn the_operator_controls_a_show_through_the_sdk(sdk: &Sdk) -> io::Result<(
     ensure!(after == before, "refused calls changed the show: {before:?} -> {after:?}");
 
     // Sales: closed refuses holds, open again allows them; repeats answer the same.
-    for _ in 0..2 {
+    for repeat in [false, true] {
         let closed = expect_ok("close sales", client.close_sales(show_id).await)?;
         ensure!(closed.status == "closed" && closed.group_id == 2, "{closed:?}");
+        ensure!(closed.duplicate == repeat, "{closed:?}");
     }
     let hold = client.hold(&buyer, show_id, &[1], PRICE_VERSION, Some(&sdk.key("closed"))).await;
     expect_rejected("a hold while closed", hold, Code::FailedPrecondition, "show_not_on_sale")?;
-    for _ in 0..2 {
+    for repeat in [false, true] {
         let opened = expect_ok("open sales", client.open_sales(show_id).await)?;
-        ensure!(opened.status == "on_sale", "{opened:?}");
+        ensure!(opened.status == "on_sale" && opened.duplicate == repeat, "{opened:?}");
     }
     let held = client.hold(&buyer, show_id, &[1], PRICE_VERSION, Some(&sdk.key("open"))).await;
     let held = expect_ok("a hold while open", held)?;
 
     // Prices: version 2 in force; the old version is refused, the new one pays the new price.
-    let prices = expect_ok("set prices", client.set_prices(show_id, 2, &[2_000]).await)?;
-    ensure!(prices.price_version == 2 && prices.prices_minor == [2_000], "{prices:?}");
+    for repeat in [false, true] {
+        let prices = expect_ok("set prices", client.set_prices(show_id, 2, &[2_000]).await)?;
+        ensure!(prices.price_version == 2 && prices.prices_minor == [2_000], "{prices:?}");
+        ensure!(prices.duplicate == repeat, "{prices:?}");
+    }
+    let other = client.set_prices(show_id, 2, &[2_500]).await;
+    let mismatch = "price_version_mismatch";
+    expect_rejected("other prices under v2", other, Code::FailedPrecondition, mismatch)?;
     let summary = settings(sdk, 2, show_id).await?;
     ensure!(summary.price_version == 2 && summary.prices_minor == [2_000], "{summary:?}");
     let stale = client.hold(&buyer, show_id, &[2], PRICE_VERSION, Some(&sdk.key("v1"))).await;
@@ -382,5 +390,28 @@ async fn the_operator_controls_a_show_through_the_sdk(sdk: &Sdk) -> io::Result<(
     let late = client.open_sales(show_id).await;
     expect_rejected("open a cancelled show", late, Code::FailedPrecondition, "show_cancelled")?;
     ensure!(settings(sdk, 2, show_id).await?.status == "cancelled", "cancelled");
+
+    // The audit trail: created, opened, closed, opened, prices, lane on and off, waitlist on
+    // and off, cancelled; repeats and refusals left no record.
+    let trail = expect_ok("the show's trail", client.get_audit(show_id, "show", show_id).await)?;
+    let reasons: Vec<&str> = trail.records.iter().map(|record| record.reason.as_str()).collect();
+    ensure!(
+        reasons
+            == [
+                "requested",
+                "requested",
+                "requested",
+                "requested",
+                "prices_set",
+                "admission_configured",
+                "admission_configured",
+                "waitlist_configured",
+                "waitlist_configured",
+                "requested",
+            ],
+        "{trail:?}"
+    );
+    let last = trail.records.last().map(|record| (record.to.as_str(), record.actor.as_str()));
+    ensure!(last == Some(("cancelled", "operator")), "{trail:?}");
     Ok(())
 }

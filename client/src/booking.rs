@@ -11,8 +11,8 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use proto::booking::{
     BookingRef, BookingReply, CheckoutReply, CreateSessionRequest, EntryRef, GetHoldRequest,
-    HoldRef, HoldReply, HoldRequest, JoinWaitlistRequest, OfferRef, OfferReply, ShowRef, TicketRef,
-    TicketReply, WaitlistEntryReply,
+    HoldRef, HoldReply, HoldRequest, JoinWaitlistRequest, OfferRef, OfferReply, PaymentRef,
+    PaymentReply, ShowRef, TicketRef, TicketReply, WaitlistEntryReply,
 };
 use tokio::sync::oneshot;
 use tonic::Status;
@@ -251,6 +251,50 @@ impl Client {
             c.cancel_booking(r).await
         })
         .await
+    }
+
+    /// Reads a payment attempt linearizably (from the group's leader): with `token`, one of
+    /// that session's own; without, any, as the operator (the client's operator token, see
+    /// [`Client::with_operator_token`]). The reply says the attempt's state (`pending`,
+    /// `unknown`, `succeeded`, `declined`, `refunded`) and whether its money is owed back.
+    ///
+    /// ```no_run
+    /// # async fn run(client: client::Client, token: String) -> client::Result<()> {
+    /// let checkout = client.checkout(&token, 42, 3, None).await?;
+    /// let payment = client.get_payment(Some(&token), 42, checkout.payment_id).await?;
+    /// println!("payment {}: {}", payment.payment_id, payment.state);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rejected`] (`payment_not_found`, `not_owner`, `unauthenticated` with neither a
+    /// session token nor the operator token), [`Error::Unavailable`], [`Error::InvalidArgument`]
+    /// for a malformed token.
+    pub async fn get_payment(
+        &self,
+        token: Option<&str>,
+        show_id: u64,
+        payment_id: u64,
+    ) -> Result<PaymentReply> {
+        let message = PaymentRef { show_id, payment_id };
+        // The owner's session token when given, else the operator token (if any): the node
+        // lets either read, and says `unauthenticated` to a call with neither.
+        let metadata = match token {
+            Some(token) => CallMetadata::default().with_token(Some(token))?,
+            None => self.operator_metadata(false, None)?,
+        };
+        let (reply, _) = self
+            .booking_call(
+                Route::Show(show_id),
+                Kind::Read,
+                &metadata,
+                message,
+                |mut c, r| async move { c.get_payment(r).await },
+            )
+            .await?;
+        Ok(reply)
     }
 
     /// Joins a show's admission lane. The ticket is `granted` at once when the window has room

@@ -15,10 +15,13 @@
 //!   admission queue ([`Client::join_queue`], [`Client::get_ticket`], [`Client::leave_queue`]),
 //!   the waitlist ([`Client::join_waitlist`], [`Client::get_waitlist_entry`],
 //!   [`Client::leave_waitlist`], [`Client::get_offer`], [`Client::accept_offer`],
-//!   [`Client::decline_offer`]) and watches ([`Client::watch_hold`], [`Client::watch_ticket`]).
+//!   [`Client::decline_offer`]), payments ([`Client::get_payment`], also the operator's) and
+//!   watches ([`Client::watch_hold`], [`Client::watch_ticket`]).
 //! - Shows (`shows.rs`): [`Client::list_shows`], [`Client::get_show`],
 //!   [`Client::get_seat_map`], [`Client::get_seat_map_linearizable`], and the operator's
-//!   [`Client::create_show`], [`Client::open_sales`], [`Client::close_sales`],
+//!   [`Client::create_show`], the controls of a show ([`Client::open_sales`],
+//!   [`Client::close_sales`], [`Client::cancel_show`], [`Client::set_prices`],
+//!   [`Client::configure_admission`], [`Client::configure_waitlist`]),
 //!   [`Client::capacity_released`], [`Client::get_audit`] (with
 //!   [`Client::with_operator_token`]).
 //! - Cluster operations (`client.rs`): [`Client::status`], membership, leadership.
@@ -76,8 +79,9 @@ pub use crate::shows::NewShow;
 /// The wire messages the client returns (`booking.v1`), re-exported so that callers need not
 /// depend on `proto`.
 pub use proto::booking::{
-    AdmissionConfig, AuditRecord, AuditReply, BookingReply, CapacityReleasedReply, CheckoutReply,
-    GroupStatus, HoldReply, MembershipReply, OfferReply, OrderKey, SeatMapReply, SeatStatus,
-    ShowPlacement, ShowPolicy, ShowReply, StatusReply, TicketReply, WaitlistConfig,
-    WaitlistEntryReply, WaitlistSkip,
+    AdmissionConfig, AdmissionReply, AuditRecord, AuditReply, BookingReply, CapacityReleasedReply,
+    CheckoutReply, GroupStatus, HoldReply, MembershipReply, OfferReply, OrderKey, PaymentReply,
+    PricesReply, SalesReply, SeatMapReply, SeatStatus, ShowCancelledReply, ShowPlacement,
+    ShowPolicy, ShowReply, StatusReply, TicketReply, WaitlistConfig, WaitlistEntryReply,
+    WaitlistReply, WaitlistSkip,
 };

@@ -1,5 +1,6 @@
-//! Shows: browsing (list, summary, seat map) and the operator's calls (create, open and close
-//! sales, capacity events, audit trails).
+//! Shows: browsing (list, summary, seat map) and the operator's calls (create a show; its
+//! controls: open and close sales, cancel it, set prices, configure the admission lane and the
+//! waitlist; capacity events, audit trails).
 //!
 //! Owns building these requests and routing them: reads any replica answers go to the show's
 //! cached leader or the next node without caching who answered; the linearizable seat map and
@@ -8,12 +9,18 @@
 //! idempotency key and the operator token. Never interprets a reply beyond the placement it
 //! names and whether a seat map is the linearizable one asked for.
 
+use std::future::Future;
+
+use proto::booking::booking_service_client::BookingServiceClient;
 use proto::booking::{
-    AdmissionConfig, AuditReply, CapacityReleasedReply, CapacityReleasedRequest, CreateShowRequest,
-    GetAuditRequest, ListShowsRequest, SeatMapReply, SeatMapRequest, SeatRange, ShowPlacement,
-    ShowPolicy, ShowRef, ShowReply, WaitlistConfig,
+    AdmissionConfig, AdmissionReply, AuditReply, CapacityReleasedReply, CapacityReleasedRequest,
+    ConfigureAdmissionRequest, ConfigureWaitlistRequest, CreateShowRequest, GetAuditRequest,
+    ListShowsRequest, PricesReply, SalesReply, SeatMapReply, SeatMapRequest, SeatRange,
+    SetPricesRequest, ShowCancelledReply, ShowPlacement, ShowPolicy, ShowRef, ShowReply,
+    WaitlistConfig, WaitlistReply,
 };
-use tonic::Code;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
 
 use crate::client::{Client, Kind};
 use crate::error::{Error, Result, code_name};
@@ -279,43 +286,154 @@ impl Client {
         Ok(placement)
     }
 
-    /// Opens a show's sales (operator call).
+    /// Opens a show's sales (operator call); the reply says the status now (`on_sale`).
+    /// Opening an open show changes nothing and says `duplicate`.
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Rejected`] (`show_not_found`, `show_cancelled`, ...),
-    /// [`crate::Error::Unavailable`].
-    pub async fn open_sales(&self, show_id: u64) -> Result<ShowPlacement> {
-        self.set_sales(show_id, true).await
+    /// [`crate::Error::Rejected`] (`show_not_found`, `show_cancelled`, `unauthenticated` or
+    /// `forbidden` without the operator token, ...), [`crate::Error::Unavailable`].
+    pub async fn open_sales(&self, show_id: u64) -> Result<SalesReply> {
+        let (reply, address) = self
+            .operator_control(show_id, ShowRef { show_id }, |mut c, r| async move {
+                c.open_sales(r).await
+            })
+            .await?;
+        self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
     }
 
     /// Closes a show's sales: no new holds; existing holds may still be paid (operator call).
+    /// Closing a closed show changes nothing and says `duplicate`.
     ///
     /// # Errors
     ///
     /// As [`Client::open_sales`].
-    pub async fn close_sales(&self, show_id: u64) -> Result<ShowPlacement> {
-        self.set_sales(show_id, false).await
+    pub async fn close_sales(&self, show_id: u64) -> Result<SalesReply> {
+        let (reply, address) = self
+            .operator_control(show_id, ShowRef { show_id }, |mut c, r| async move {
+                c.close_sales(r).await
+            })
+            .await?;
+        self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
     }
 
-    /// Opens or closes sales, and records where the show and its leader are.
-    async fn set_sales(&self, show_id: u64, open: bool) -> Result<ShowPlacement> {
-        let metadata = self.operator_metadata(true, None)?;
-        let (placement, address) = self
-            .booking_call(
-                Route::Show(show_id),
-                Kind::Mutation,
-                &metadata,
-                ShowRef { show_id },
-                |mut c, r| async move {
-                    if open { c.open_sales(r).await } else { c.close_sales(r).await }
-                },
-            )
+    /// Cancels a show (operator call): every hold is released, every confirmed booking is
+    /// cancelled and refunded by the group leader, every holder, booker and waiter is told.
+    /// Terminal; a show cancelled before answers `duplicate` with nothing changed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::open_sales`] (`show_not_found`, ...).
+    pub async fn cancel_show(&self, show_id: u64) -> Result<ShowCancelledReply> {
+        let (reply, address) = self
+            .operator_control(show_id, ShowRef { show_id }, |mut c, r| async move {
+                c.cancel_show(r).await
+            })
             .await?;
+        self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
+    }
+
+    /// Sets a show's prices, one per seat class in minor units, under `version`: the show's
+    /// price version plus one (operator call). From then on a hold quoting an older version is
+    /// refused `price_version_mismatch`. The version and prices in force asked for again (a
+    /// retry after an unknown outcome) change nothing and say `duplicate`.
+    ///
+    /// ```no_run
+    /// # async fn run(client: client::Client) -> client::Result<()> {
+    /// let show = client.get_show(42).await?;
+    /// let prices = client.set_prices(42, show.price_version + 1, &[4_500, 3_000]).await?;
+    /// println!("holds quote price version {} now", prices.price_version);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Rejected`] with `price_version_mismatch` for another version,
+    /// `invalid_argument` for prices that are not one per seat class of the show; otherwise as
+    /// [`Client::open_sales`].
+    pub async fn set_prices(
+        &self,
+        show_id: u64,
+        version: u32,
+        prices_minor: &[u64],
+    ) -> Result<PricesReply> {
+        let message = SetPricesRequest { show_id, version, prices_minor: prices_minor.to_vec() };
+        let (reply, address) = self
+            .operator_control(show_id, message, |mut c, r| async move { c.set_prices(r).await })
+            .await?;
+        self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
+    }
+
+    /// Turns a show's admission lane on or off and sets its window, 1..=10000 grants
+    /// outstanding at once (operator call). While it is on, a hold needs a grant
+    /// ([`Client::hold_with_grant`]); turning it off ends every ticket in line.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Rejected`] with `invalid_argument` for a window out of range or below
+    /// the grants outstanding; otherwise as [`Client::open_sales`].
+    pub async fn configure_admission(
+        &self,
+        show_id: u64,
+        enabled: bool,
+        window: u32,
+    ) -> Result<AdmissionReply> {
+        let message = ConfigureAdmissionRequest { show_id, enabled, window };
+        let (reply, address) =
+            self.operator_control(show_id, message, |mut c, r| async move {
+                c.configure_admission(r).await
+            })
+            .await?;
+        self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
+    }
+
+    /// Turns a show's waitlist on or off, keeping its ordering policy version (operator call).
+    /// Turning it off ends every waiting entry.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::open_sales`].
+    pub async fn configure_waitlist(&self, show_id: u64, enabled: bool) -> Result<WaitlistReply> {
+        let message = ConfigureWaitlistRequest { show_id, enabled };
+        let (reply, address) =
+            self.operator_control(show_id, message, |mut c, r| async move {
+                c.configure_waitlist(r).await
+            })
+            .await?;
+        self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
+    }
+
+    /// Runs one of the operator's controls of a show on its group's leader, with the operator
+    /// token and one fresh idempotency key kept across every retry (the controls set a state,
+    /// so a retry after an unknown outcome answers as the first call would have); returns the
+    /// reply and the address that answered.
+    async fn operator_control<M, T, F, Fut>(
+        &self,
+        show_id: u64,
+        message: M,
+        rpc: F,
+    ) -> Result<(T, String)>
+    where
+        M: Clone,
+        F: Fn(BookingServiceClient<Channel>, tonic::Request<M>) -> Fut,
+        Fut: Future<Output = std::result::Result<tonic::Response<T>, Status>>,
+    {
+        let metadata = self.operator_metadata(true, None)?;
+        self.booking_call(Route::Show(show_id), Kind::Mutation, &metadata, message, rpc).await
+    }
+
+    /// Records where a controlled show lives and that `address` leads its group.
+    fn learn_control(&self, show_id: u64, group_id: u64, address: &str) {
         let mut routes = self.routes();
-        routes.learn_show_group(placement.show_id, placement.group_id);
-        routes.learn_group_leader(placement.group_id, &address);
-        Ok(placement)
+        routes.learn_show_group(show_id, group_id);
+        routes.learn_group_leader(group_id, address);
     }
 
     /// Releases free seats to a show's waitlist, once per `event_id` (a second delivery of the

@@ -19,13 +19,15 @@ use proto::booking::admin_service_server::{AdminService, AdminServiceServer};
 use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
 use proto::booking::hold_item_result::Result::{Failed, Held};
 use proto::booking::{
-    AddLearnerRequest, AuditReply, BookingRef, BookingReply, CapacityReleasedReply,
-    CapacityReleasedRequest, CheckoutReply, CreateSessionRequest, CreateShowRequest, EntryRef,
-    GetAuditRequest, GetHoldRequest, GroupStatus, HoldItemResult, HoldManyReply, HoldManyRequest,
-    HoldRef, HoldReply, HoldRequest, ItemStatus, JoinWaitlistRequest, ListShowsReply,
-    ListShowsRequest, MembershipReply, MoveReplicaRequest, NodesRequest, OfferRef, OfferReply,
-    SeatMapReply, SeatMapRequest, SessionReply, ShowPlacement, ShowRef, ShowReply, StatusReply,
-    StatusRequest, TicketRef, TicketReply, TransferLeaderRequest, WaitlistEntryReply,
+    AddLearnerRequest, AdmissionReply, AuditReply, BookingRef, BookingReply, CapacityReleasedReply,
+    CapacityReleasedRequest, CheckoutReply, ConfigureAdmissionRequest, ConfigureWaitlistRequest,
+    CreateSessionRequest, CreateShowRequest, EntryRef, GetAuditRequest, GetHoldRequest,
+    GroupStatus, HoldItemResult, HoldManyReply, HoldManyRequest, HoldRef, HoldReply, HoldRequest,
+    ItemStatus, JoinWaitlistRequest, ListShowsReply, ListShowsRequest, MembershipReply,
+    MoveReplicaRequest, NodesRequest, OfferRef, OfferReply, PaymentRef, PaymentReply, PricesReply,
+    SalesReply, SeatMapReply, SeatMapRequest, SessionReply, SetPricesRequest, ShowCancelledReply,
+    ShowPlacement, ShowRef, ShowReply, StatusReply, StatusRequest, TicketRef, TicketReply,
+    TransferLeaderRequest, WaitlistEntryReply, WaitlistReply,
 };
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
 use tokio::sync::mpsc;
@@ -189,12 +191,15 @@ impl BookingService for Service {
         Ok(Response::new(ShowPlacement { show_id, group_id: 1 }))
     }
 
-    async fn open_sales(
-        &self,
-        request: Request<ShowRef>,
-    ) -> Result<Response<ShowPlacement>, Status> {
+    async fn open_sales(&self, request: Request<ShowRef>) -> Result<Response<SalesReply>, Status> {
         self.0.answer("open_sales", request.metadata()).await?;
-        Ok(Response::new(ShowPlacement { show_id: request.get_ref().show_id, group_id: 1 }))
+        let show_id = request.get_ref().show_id;
+        Ok(Response::new(SalesReply {
+            show_id,
+            group_id: 1,
+            status: "on_sale".into(),
+            duplicate: false,
+        }))
     }
 
     async fn hold(&self, request: Request<HoldRequest>) -> Result<Response<HoldReply>, Status> {
@@ -312,12 +317,15 @@ impl BookingService for Service {
         }))
     }
 
-    async fn close_sales(
-        &self,
-        request: Request<ShowRef>,
-    ) -> Result<Response<ShowPlacement>, Status> {
+    async fn close_sales(&self, request: Request<ShowRef>) -> Result<Response<SalesReply>, Status> {
         self.0.answer("close_sales", request.metadata()).await?;
-        Ok(Response::new(ShowPlacement { show_id: request.get_ref().show_id, group_id: 1 }))
+        let show_id = request.get_ref().show_id;
+        Ok(Response::new(SalesReply {
+            show_id,
+            group_id: 1,
+            status: "closed".into(),
+            duplicate: false,
+        }))
     }
 
     async fn cancel_hold(&self, request: Request<HoldRef>) -> Result<Response<HoldReply>, Status> {
@@ -508,6 +516,66 @@ impl BookingService for Service {
             Err(broken),
         ];
         Ok(Response::new(Box::pin(futures_util::stream::iter(items))))
+    }
+
+    async fn cancel_show(
+        &self,
+        request: Request<ShowRef>,
+    ) -> Result<Response<ShowCancelledReply>, Status> {
+        self.0.answer("cancel_show", request.metadata()).await?;
+        let show_id = request.get_ref().show_id;
+        Ok(Response::new(ShowCancelledReply {
+            show_id,
+            group_id: 1,
+            ..ShowCancelledReply::default()
+        }))
+    }
+
+    async fn set_prices(
+        &self,
+        request: Request<SetPricesRequest>,
+    ) -> Result<Response<PricesReply>, Status> {
+        self.0.answer("set_prices", request.metadata()).await?;
+        let SetPricesRequest { show_id, version, prices_minor } = request.into_inner();
+        Ok(Response::new(PricesReply {
+            show_id,
+            group_id: 1,
+            price_version: version,
+            prices_minor,
+            duplicate: false,
+        }))
+    }
+
+    async fn configure_admission(
+        &self,
+        request: Request<ConfigureAdmissionRequest>,
+    ) -> Result<Response<AdmissionReply>, Status> {
+        self.0.answer("configure_admission", request.metadata()).await?;
+        let ConfigureAdmissionRequest { show_id, enabled, window } = request.into_inner();
+        Ok(Response::new(AdmissionReply { show_id, group_id: 1, enabled, window }))
+    }
+
+    async fn configure_waitlist(
+        &self,
+        request: Request<ConfigureWaitlistRequest>,
+    ) -> Result<Response<WaitlistReply>, Status> {
+        self.0.answer("configure_waitlist", request.metadata()).await?;
+        let ConfigureWaitlistRequest { show_id, enabled } = request.into_inner();
+        Ok(Response::new(WaitlistReply { show_id, group_id: 1, enabled, policy_version: 1 }))
+    }
+
+    async fn get_payment(
+        &self,
+        request: Request<PaymentRef>,
+    ) -> Result<Response<PaymentReply>, Status> {
+        self.0.answer("get_payment", request.metadata()).await?;
+        let PaymentRef { show_id, payment_id } = request.into_inner();
+        Ok(Response::new(PaymentReply {
+            show_id,
+            payment_id,
+            state: "succeeded".into(),
+            ..PaymentReply::default()
+        }))
     }
 }
 
@@ -912,12 +980,35 @@ async fn the_operator_token_goes_on_operator_calls_only() {
     assert_eq!((audit.kind.as_str(), audit.id), ("hold", 3));
     client.get_show(7).await.unwrap();
     client.hold("buyer", 7, &[1], 1, None).await.unwrap();
+    assert_eq!(client.open_sales(7).await.unwrap().status, "on_sale");
+    client.cancel_show(7).await.unwrap();
+    let prices = client.set_prices(7, 2, &[4_500, 3_000]).await.unwrap();
+    assert_eq!((prices.price_version, prices.prices_minor.as_slice()), (2, &[4_500, 3_000][..]));
+    let admission = client.configure_admission(7, true, 5).await.unwrap();
+    assert_eq!((admission.enabled, admission.window), (true, 5));
+    assert!(!client.configure_waitlist(7, false).await.unwrap().enabled);
+    // A payment is read as the operator without a session token, as its owner with one.
+    assert_eq!(client.get_payment(None, 7, 8).await.unwrap().payment_id, 8);
+    client.get_payment(Some("buyer"), 7, 8).await.unwrap();
 
-    for method in ["create_show", "close_sales", "capacity_released", "get_audit"] {
+    for method in [
+        "create_show",
+        "close_sales",
+        "capacity_released",
+        "get_audit",
+        "open_sales",
+        "cancel_show",
+        "set_prices",
+        "configure_admission",
+        "configure_waitlist",
+        "get_payment",
+    ] {
         let call = &node.calls(method)[0];
         assert_eq!(call.authorization.as_deref(), Some("Bearer op-secret"), "{method}");
-        assert_eq!(call.key.is_some(), method != "get_audit", "{method}");
+        let read = matches!(method, "get_audit" | "get_payment");
+        assert_eq!(call.key.is_some(), !read, "{method}");
     }
+    assert_eq!(node.calls("get_payment")[1].authorization.as_deref(), Some("Bearer buyer"));
     assert!(node.calls("get_show")[0].authorization.is_none());
     assert_eq!(node.calls("hold")[0].authorization.as_deref(), Some("Bearer buyer"));
     assert!(matches!(

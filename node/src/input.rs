@@ -1,6 +1,6 @@
 //! What both APIs check in a request before anything is proposed: ids, seats, party sizes,
-//! currencies and event ids, each turned into a value of the state machine's types or refused
-//! with `InvalidArgument` naming the field.
+//! currencies, event ids, prices and admission windows, each turned into a value of the state
+//! machine's types or refused with `InvalidArgument` naming the field.
 //!
 //! Owns the shape checks that need no state, once for REST (`rest/`) and gRPC (`api/`): seats
 //! become a [`SeatSet`] here, at the edge, so nothing later sees an empty, oversized or repeated
@@ -9,7 +9,10 @@
 //! outside the show is the state machine's `seat_out_of_range`, a taken one its
 //! `seat_unavailable`).
 
-use statemachine::limits::{CAPACITY_EVENT_SEATS_MAX, SEATS_PER_HOLD_MAX};
+use statemachine::limits::{
+    ADMISSION_WINDOW_MAX, CAPACITY_EVENT_SEATS_MAX, SEAT_CLASSES_PER_SHOW_MAX,
+    SEAT_PRICE_MINOR_MAX, SEATS_PER_HOLD_MAX,
+};
 use statemachine::{CapacityEventId, Currency, SeatNo, SeatSet, ShowId};
 
 use crate::error::ApiError;
@@ -104,6 +107,56 @@ pub fn currency(field: &str, code: &str) -> Result<Currency, ApiError> {
     )
 }
 
+/// An admission lane's window (grants outstanding at once): 1..=10,000, the same at show
+/// creation and when the operator changes it later.
+///
+/// # Errors
+///
+/// `InvalidArgument` for 0 or more than [`ADMISSION_WINDOW_MAX`], naming `field`.
+pub fn admission_window(field: &str, window: u32) -> Result<u32, ApiError> {
+    if window == 0 || window > ADMISSION_WINDOW_MAX {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: must be 1..={ADMISSION_WINDOW_MAX}, got {window}"
+        )));
+    }
+    Ok(window)
+}
+
+/// New prices of a show: one per seat class (1..=32), each at most
+/// [`SEAT_PRICE_MINOR_MAX`] minor units. Whether there is one per class of this show is the
+/// state machine's check, since it needs the show.
+///
+/// # Errors
+///
+/// `InvalidArgument` for no price, too many, or one too large, naming `field`.
+pub fn prices(field: &str, prices_minor: &[u64]) -> Result<Vec<u64>, ApiError> {
+    if prices_minor.is_empty() || prices_minor.len() > SEAT_CLASSES_PER_SHOW_MAX {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: 1..={SEAT_CLASSES_PER_SHOW_MAX} prices (one per seat class), got {}",
+            prices_minor.len()
+        )));
+    }
+    if let Some(price) = prices_minor.iter().find(|price| **price > SEAT_PRICE_MINOR_MAX) {
+        return Err(ApiError::InvalidArgument(format!(
+            "{field}: {price} exceeds {SEAT_PRICE_MINOR_MAX}"
+        )));
+    }
+    Ok(prices_minor.to_vec())
+}
+
+/// A price version to set: non-zero, since a show starts at version 1 and a version never goes
+/// back. Whether it is the show's next one is the state machine's check.
+///
+/// # Errors
+///
+/// `InvalidArgument` for 0, naming `field`.
+pub fn price_version(field: &str, version: u32) -> Result<u32, ApiError> {
+    if version == 0 {
+        return Err(ApiError::InvalidArgument(format!("{field}: must be non-zero")));
+    }
+    Ok(version)
+}
+
 /// A capacity event id: the sender's text (1..=128 printable ASCII characters), hashed to the
 /// 128 bits the state machine deduplicates by. Both APIs hash the same way, so one event sent
 /// through both is processed once.
@@ -171,5 +224,21 @@ mod tests {
         for bad in ["EURO", "eur", "EU", "€UR"] {
             invalid(currency("currency", bad));
         }
+    }
+
+    #[test]
+    fn windows_prices_and_versions_are_checked() {
+        assert_eq!(admission_window("window", 1).unwrap(), 1);
+        assert_eq!(admission_window("window", ADMISSION_WINDOW_MAX).unwrap(), ADMISSION_WINDOW_MAX);
+        assert!(invalid(admission_window("window", 0)).starts_with("window: "));
+        invalid(admission_window("window", ADMISSION_WINDOW_MAX + 1));
+        assert_eq!(prices("prices_minor", &[4_500, 0]).unwrap(), [4_500, 0]);
+        invalid(prices("prices_minor", &[]));
+        invalid(prices("prices_minor", &[1; SEAT_CLASSES_PER_SHOW_MAX + 1]));
+        assert!(
+            invalid(prices("prices_minor", &[1, SEAT_PRICE_MINOR_MAX + 1])).contains("exceeds")
+        );
+        assert_eq!(price_version("version", 2).unwrap(), 2);
+        invalid(price_version("version", 0));
     }
 }

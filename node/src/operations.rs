@@ -21,7 +21,7 @@ pub use statemachine::EntryWithOffer;
 
 use crate::error::ApiError;
 use crate::metrics::HoldOutcome;
-use crate::service::{Decided, Placed, Service};
+use crate::service::{Decided, Service};
 
 /// A show as listed: its settings and its seats by status, as the seat map counts them (an
 /// overdue hold's seats count as free), from one replica's state.
@@ -187,22 +187,157 @@ pub async fn seat_map(
     }
 }
 
-/// Changes a show's sales status (open or close), and says where the show lives.
+/// A show's sales status after the operator opened or closed its sales.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SalesChanged {
+    /// The show.
+    pub show: ShowId,
+    /// Its data group.
+    pub group: u64,
+    /// Its sales status now.
+    pub status: ShowStatus,
+    /// Whether the show already had this status (a repeat): nothing changed.
+    pub duplicate: bool,
+}
+
+/// Changes a show's sales status (open or close), and says where the show lives and its status
+/// now. Opening an open show (or closing a closed one) changes nothing and says `duplicate`, so
+/// an operator's retry is safe.
 ///
 /// # Errors
 ///
-/// The command's rejection, or a routing error.
+/// The command's rejection (`show_cancelled`, ...), or a routing error.
 pub async fn change_status(
     service: &Service,
     command: OperatorCommand,
-) -> Result<Placed, ApiError> {
+) -> Result<SalesChanged, ApiError> {
     let show = command.show();
-    match service.operator(command).await? {
-        Reply::ShowStatusChanged { .. } => {}
+    let (status, duplicate) = match service.operator(command).await? {
+        Reply::ShowStatusChanged { status, duplicate, .. } => (status, duplicate),
         other => return Err(ApiError::unexpected(other)),
-    }
+    };
     let group = service.group_of(show).await?.id;
-    Ok(Placed { show, group })
+    Ok(SalesChanged { show, group, status, duplicate })
+}
+
+/// New prices in force.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PricesSet {
+    /// The show.
+    pub show: ShowId,
+    /// Its data group.
+    pub group: u64,
+    /// The price version a hold must quote from now on.
+    pub version: u32,
+    /// One price per seat class, in minor units.
+    pub prices_minor: Vec<u64>,
+    /// Whether these prices were already in force under this version (a repeat): nothing
+    /// changed.
+    pub duplicate: bool,
+}
+
+/// Sets a show's prices under `version`, which must be the show's current version plus one: a
+/// hold quoting an older version is refused `price_version_mismatch` from then on. The version
+/// and prices in force asked for again (a retry whose answer was lost) answer `duplicate`.
+///
+/// # Errors
+///
+/// `price_version_mismatch` (with the current version) for a version that is neither the next
+/// one nor, with the same prices, the one in force,
+/// `invalid_argument` for prices that are not one per seat class of the show, `show_cancelled`,
+/// or a routing error.
+pub async fn set_prices(
+    service: &Service,
+    show: ShowId,
+    version: u32,
+    prices_minor: Vec<u64>,
+) -> Result<PricesSet, ApiError> {
+    let command = OperatorCommand::SetPrices { show, version, prices_minor: prices_minor.clone() };
+    let (version, duplicate) = match service.operator(command).await? {
+        Reply::PricesSet { version, duplicate, .. } => (version, duplicate),
+        other => return Err(ApiError::unexpected(other)),
+    };
+    let group = service.group_of(show).await?.id;
+    Ok(PricesSet { show, group, version, prices_minor, duplicate })
+}
+
+/// A show's admission lane as the operator configured it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdmissionConfigured {
+    /// The show.
+    pub show: ShowId,
+    /// Its data group.
+    pub group: u64,
+    /// Whether holds need a grant.
+    pub enabled: bool,
+    /// Grants outstanding at once.
+    pub window: u32,
+}
+
+/// Turns a show's admission lane on or off and sets its window (checked by the caller with
+/// `input::admission_window`). Turning it off ends every ticket in line; setting what already
+/// holds changes nothing.
+///
+/// # Errors
+///
+/// `invalid_argument` for a window below the grants outstanding, `show_cancelled`, or a
+/// routing error.
+pub async fn configure_admission(
+    service: &Service,
+    show: ShowId,
+    enabled: bool,
+    window: u32,
+) -> Result<AdmissionConfigured, ApiError> {
+    let command = OperatorCommand::ConfigureAdmission { show, enabled, window };
+    let (enabled, window) = match service.operator(command).await? {
+        Reply::AdmissionConfigured { enabled, window, .. } => (enabled, window),
+        other => return Err(ApiError::unexpected(other)),
+    };
+    let group = service.group_of(show).await?.id;
+    Ok(AdmissionConfigured { show, group, enabled, window })
+}
+
+/// A show's waitlist as the operator configured it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitlistConfigured {
+    /// The show.
+    pub show: ShowId,
+    /// Its data group.
+    pub group: u64,
+    /// Whether buyers may join.
+    pub enabled: bool,
+    /// The ordering policy version in force (unchanged by this call).
+    pub policy_version: u32,
+}
+
+/// Turns a show's waitlist on or off, keeping its ordering policy version: the version is read
+/// linearizably on the group's leader first, so the command names the version in force (a
+/// command with an older one would be refused, since a version never goes back). Turning it
+/// off ends every waiting entry; setting what already holds changes nothing.
+///
+/// # Errors
+///
+/// `show_not_found`, `show_cancelled`, or a routing error.
+pub async fn configure_waitlist(
+    service: &Service,
+    show: ShowId,
+    enabled: bool,
+) -> Result<WaitlistConfigured, ApiError> {
+    let policy_version = service
+        .read_linearizable(show, |state| {
+            state
+                .show(show)
+                .map(|found| found.waitlist.policy_version)
+                .ok_or(Rejection::ShowNotFound)
+        })
+        .await?;
+    let command = OperatorCommand::ConfigureWaitlist { show, enabled, policy_version };
+    let (enabled, policy_version) = match service.operator(command).await? {
+        Reply::WaitlistConfigured { enabled, policy_version, .. } => (enabled, policy_version),
+        other => return Err(ApiError::unexpected(other)),
+    };
+    let group = service.group_of(show).await?.id;
+    Ok(WaitlistConfigured { show, group, enabled, policy_version })
 }
 
 /// What cancelling a show did.

@@ -12,7 +12,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use statemachine::limits::ADMISSION_WINDOW_MAX;
 use statemachine::{
     Answer, ClientCommand, Command, DeliveryCommand, Group, METADATA_GROUP, OperatorCommand,
     PaymentOutcome, Rejection, Reply, ShowId, ShowSpec, Written,
@@ -20,6 +19,7 @@ use statemachine::{
 
 use crate::error::ApiError;
 use crate::group::HostedGroup;
+use crate::input;
 use crate::node::Shared;
 
 /// A buyer's command as its group decided it: the reply, and the view of what it wrote as the
@@ -67,11 +67,7 @@ impl ShowSetup {
     pub fn commands(&self, show: ShowId) -> Result<Vec<OperatorCommand>, ApiError> {
         let mut setup = Vec::new();
         if let Some((enabled, window)) = self.admission {
-            if window == 0 || window > ADMISSION_WINDOW_MAX {
-                return Err(ApiError::InvalidArgument(format!(
-                    "admission.window: must be 1..={ADMISSION_WINDOW_MAX}"
-                )));
-            }
+            let window = input::admission_window("admission.window", window)?;
             setup.push(OperatorCommand::ConfigureAdmission { show, enabled, window });
         }
         if let Some((enabled, policy_version)) = self.waitlist {

@@ -117,6 +117,24 @@ impl Sessions {
             Err(ApiError::Forbidden("this call needs the operator credential".into()))
         }
     }
+
+    /// Who reads an entity that its owner and the operator may both read (a payment attempt):
+    /// the session of a token this cluster issued, or else, `None`, the operator (which reads
+    /// anything), checked the same way for both APIs.
+    ///
+    /// # Errors
+    ///
+    /// The session's error (`Unauthenticated`) when the value is neither a session token nor the
+    /// operator credential: the buyer's error is the clearer one for a request that is neither.
+    pub fn viewer(&self, authorization: Option<&str>) -> Result<Option<SessionId>, ApiError> {
+        match self.session(authorization) {
+            Ok(session) => Ok(Some(session)),
+            Err(session_error) => match self.operator(authorization) {
+                Ok(()) => Ok(None),
+                Err(_) => Err(session_error),
+            },
+        }
+    }
 }
 
 fn bearer(authorization: Option<&str>) -> Result<&str, ApiError> {
@@ -214,6 +232,24 @@ mod tests {
         assert_eq!(closed.operator(None).unwrap_err().code().name(), "unauthenticated");
         assert_eq!(closed.operator(Some("Bearer nope")).unwrap_err().code().name(), "forbidden");
         assert!(closed.operator(Some("Bearer op-token")).is_ok());
+    }
+
+    #[test]
+    fn a_viewer_is_a_session_or_else_the_operator() {
+        let closed = Sessions::new("s", Some("op-token".into()));
+        let token = closed.issue().unwrap();
+        let header = format!("Bearer {token}");
+        assert_eq!(
+            closed.viewer(Some(&header)).unwrap(),
+            Some(closed.session(Some(&header)).unwrap())
+        );
+        assert_eq!(closed.viewer(Some("Bearer op-token")).unwrap(), None);
+        // Neither: the buyer's error, never the operator's `forbidden`.
+        assert_eq!(
+            closed.viewer(Some("Bearer nope")).unwrap_err().code().name(),
+            "unauthenticated"
+        );
+        assert_eq!(closed.viewer(None).unwrap_err().code().name(), "unauthenticated");
     }
 
     #[test]

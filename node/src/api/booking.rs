@@ -15,16 +15,18 @@ use proto::booking::booking_service_server::{BookingService, BookingServiceServe
 use proto::booking::hold_item_result::Result as ItemResult;
 use proto::booking::metadata as keys;
 use proto::booking::{
-    AuditReply, BookingRef, BookingReply, CapacityReleasedReply, CapacityReleasedRequest,
-    CheckoutReply, CreateSessionRequest, CreateShowRequest, EntryRef, GetAuditRequest,
-    GetHoldRequest, HoldItem, HoldItemResult, HoldManyReply, HoldManyRequest, HoldRef, HoldReply,
-    HoldRequest, ItemStatus, JoinWaitlistRequest, ListShowsReply, ListShowsRequest, OfferRef,
-    OfferReply, SeatMapReply, SeatMapRequest, SessionReply, ShowPlacement, ShowRef, ShowReply,
-    TicketRef, TicketReply, WaitlistEntryReply,
+    AdmissionReply, AuditReply, BookingRef, BookingReply, CapacityReleasedReply,
+    CapacityReleasedRequest, CheckoutReply, ConfigureAdmissionRequest, ConfigureWaitlistRequest,
+    CreateSessionRequest, CreateShowRequest, EntryRef, GetAuditRequest, GetHoldRequest, HoldItem,
+    HoldItemResult, HoldManyReply, HoldManyRequest, HoldRef, HoldReply, HoldRequest, ItemStatus,
+    JoinWaitlistRequest, ListShowsReply, ListShowsRequest, OfferRef, OfferReply, PaymentRef,
+    PaymentReply, PricesReply, SalesReply, SeatMapReply, SeatMapRequest, SessionReply,
+    SetPricesRequest, ShowCancelledReply, ShowPlacement, ShowRef, ShowReply, TicketRef,
+    TicketReply, WaitlistEntryReply, WaitlistReply,
 };
 use statemachine::{
     BookingId, ClientCommand, EntryId, Group, HoldId, IdempotencyKey, OfferId, OperatorCommand,
-    SessionId, TicketId,
+    PaymentId, SessionId, TicketId,
 };
 use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::{Request, Response, Status};
@@ -190,26 +192,20 @@ impl BookingService for BookingApi {
         Ok(Response::new(ShowPlacement { show_id: placed.show.0, group_id: placed.group }))
     }
 
-    async fn open_sales(
-        &self,
-        request: Request<ShowRef>,
-    ) -> Result<Response<ShowPlacement>, Status> {
+    async fn open_sales(&self, request: Request<ShowRef>) -> Result<Response<SalesReply>, Status> {
         self.operator_mutation(request.metadata())?;
         let show = input::show_id("show_id", request.into_inner().show_id)?;
-        let placed =
+        let changed =
             operations::change_status(&self.service, OperatorCommand::OpenSales { show }).await?;
-        Ok(Response::new(ShowPlacement { show_id: placed.show.0, group_id: placed.group }))
+        Ok(Response::new(convert::sales_reply(&changed)))
     }
 
-    async fn close_sales(
-        &self,
-        request: Request<ShowRef>,
-    ) -> Result<Response<ShowPlacement>, Status> {
+    async fn close_sales(&self, request: Request<ShowRef>) -> Result<Response<SalesReply>, Status> {
         self.operator_mutation(request.metadata())?;
         let show = input::show_id("show_id", request.into_inner().show_id)?;
-        let placed =
+        let changed =
             operations::change_status(&self.service, OperatorCommand::CloseSales { show }).await?;
-        Ok(Response::new(ShowPlacement { show_id: placed.show.0, group_id: placed.group }))
+        Ok(Response::new(convert::sales_reply(&changed)))
     }
 
     async fn hold(&self, request: Request<HoldRequest>) -> Result<Response<HoldReply>, Status> {
@@ -475,5 +471,89 @@ impl BookingService for BookingApi {
             view.map(|view| convert::ticket_reply(show, &view)).map_err(Status::from)
         });
         Ok(Response::new(Box::pin(replies)))
+    }
+
+    async fn cancel_show(
+        &self,
+        request: Request<ShowRef>,
+    ) -> Result<Response<ShowCancelledReply>, Status> {
+        self.operator_mutation(request.metadata())?;
+        let show = input::show_id("show_id", request.into_inner().show_id)?;
+        let cancelled = operations::cancel_show(&self.service, show).await?;
+        Ok(Response::new(ShowCancelledReply {
+            show_id: cancelled.show.0,
+            group_id: cancelled.group,
+            holds_released: cancelled.holds_released,
+            bookings_refunded: cancelled.bookings_refunded,
+            waiters_told: cancelled.waiters_told,
+            duplicate: cancelled.duplicate,
+        }))
+    }
+
+    async fn set_prices(
+        &self,
+        request: Request<SetPricesRequest>,
+    ) -> Result<Response<PricesReply>, Status> {
+        self.operator_mutation(request.metadata())?;
+        let request = request.into_inner();
+        let show = input::show_id("show_id", request.show_id)?;
+        let version = input::price_version("version", request.version)?;
+        let prices_minor = input::prices("prices_minor", &request.prices_minor)?;
+        let set = operations::set_prices(&self.service, show, version, prices_minor).await?;
+        Ok(Response::new(PricesReply {
+            show_id: set.show.0,
+            group_id: set.group,
+            price_version: set.version,
+            prices_minor: set.prices_minor,
+            duplicate: set.duplicate,
+        }))
+    }
+
+    async fn configure_admission(
+        &self,
+        request: Request<ConfigureAdmissionRequest>,
+    ) -> Result<Response<AdmissionReply>, Status> {
+        self.operator_mutation(request.metadata())?;
+        let request = request.into_inner();
+        let show = input::show_id("show_id", request.show_id)?;
+        let window = input::admission_window("window", request.window)?;
+        let configured =
+            operations::configure_admission(&self.service, show, request.enabled, window).await?;
+        Ok(Response::new(AdmissionReply {
+            show_id: configured.show.0,
+            group_id: configured.group,
+            enabled: configured.enabled,
+            window: configured.window,
+        }))
+    }
+
+    async fn configure_waitlist(
+        &self,
+        request: Request<ConfigureWaitlistRequest>,
+    ) -> Result<Response<WaitlistReply>, Status> {
+        self.operator_mutation(request.metadata())?;
+        let request = request.into_inner();
+        let show = input::show_id("show_id", request.show_id)?;
+        let configured =
+            operations::configure_waitlist(&self.service, show, request.enabled).await?;
+        Ok(Response::new(WaitlistReply {
+            show_id: configured.show.0,
+            group_id: configured.group,
+            enabled: configured.enabled,
+            policy_version: configured.policy_version,
+        }))
+    }
+
+    async fn get_payment(
+        &self,
+        request: Request<PaymentRef>,
+    ) -> Result<Response<PaymentReply>, Status> {
+        let authorization = metadata_str(request.metadata(), keys::AUTHORIZATION);
+        let viewer = self.service.shared().sessions.viewer(authorization)?;
+        let request = request.into_inner();
+        let show = input::show_id("show_id", request.show_id)?;
+        let payment = PaymentId(input::nonzero("payment_id", request.payment_id)?);
+        let view = operations::get_payment(&self.service, show, payment, viewer).await?;
+        Ok(Response::new(convert::payment_reply(show, &view)))
     }
 }

@@ -7,18 +7,18 @@
 
 use proto::booking as pb;
 use statemachine::{
-    Actor, AuditRecord, BookingView, ClientRequest, HoldView, OfferView, OrderKey, SeatMap,
-    SeatRange, SeatStatus, ShowId, ShowPolicy, ShowSpec, TicketId, TicketStatus, TicketView,
-    WaitlistSkip,
+    Actor, AuditRecord, BookingView, ClientRequest, HoldView, OfferView, OrderKey, PaymentView,
+    SeatMap, SeatRange, SeatStatus, ShowId, ShowPolicy, ShowSpec, TicketId, TicketStatus,
+    TicketView, WaitlistSkip,
 };
 
 use crate::error::ApiError;
 use crate::input;
 use crate::names::{
     AuditStateName, BookingStateName, EntityKindName, EntryStateName, HoldStateName,
-    OfferStateName, ReasonName, ShowStatusName, TicketStateName,
+    OfferStateName, PaymentStateName, ReasonName, ShowStatusName, TicketStateName,
 };
-use crate::operations::{AuditTrail, EntryWithOffer, ShowSummary};
+use crate::operations::{AuditTrail, EntryWithOffer, SalesChanged, ShowSummary};
 use crate::service::{ShowSetup, checked_spec};
 
 /// The show and the hold request of a `Hold` message (or of a `HoldMany` item): its seats
@@ -148,6 +148,33 @@ pub fn show_reply(summary: &ShowSummary) -> pb::ShowReply {
         }),
         as_of_log_index: summary.as_of.log_index,
         as_of_log_time_ms: summary.as_of.log_time_ms,
+    }
+}
+
+/// A show's sales status after the operator opened or closed its sales.
+pub fn sales_reply(changed: &SalesChanged) -> pb::SalesReply {
+    pb::SalesReply {
+        show_id: changed.show.0,
+        group_id: changed.group,
+        status: ShowStatusName::from(changed.status).as_str().to_owned(),
+        duplicate: changed.duplicate,
+    }
+}
+
+/// A payment attempt, with whether its money is owed back.
+pub fn payment_reply(show: ShowId, view: &PaymentView) -> pb::PaymentReply {
+    let payment = &view.payment;
+    pb::PaymentReply {
+        show_id: show.0,
+        payment_id: payment.id.0,
+        hold_id: payment.hold.0,
+        amount_minor: payment.price.amount_minor,
+        currency: payment.price.currency.to_string(),
+        state: PaymentStateName::from(payment.state.status()).as_str().to_owned(),
+        refund_owed: payment.refund_required(),
+        created_ms: payment.created_ms,
+        as_of_log_index: view.as_of.log_index,
+        as_of_log_time_ms: view.as_of.log_time_ms,
     }
 }
 
@@ -557,6 +584,36 @@ mod tests {
             (reply.from.as_str(), reply.actor.as_str(), reply.session.as_str()),
             ("held", "system", "")
         );
+    }
+
+    #[test]
+    fn payments_say_their_state_and_whether_money_is_owed_back() {
+        use statemachine::{PaymentAttempt, PaymentState};
+        let attempt = PaymentAttempt {
+            id: PaymentId(8),
+            hold: HoldId(7),
+            session: SessionId(9),
+            price: Money { amount_minor: 4_500, currency: Currency(*b"EUR") },
+            state: PaymentState::Succeeded { refund_required: true },
+            created_ms: 50,
+        };
+        let view = PaymentView { payment: attempt.clone(), as_of: AS_OF };
+        let reply = payment_reply(ShowId(41), &view);
+        assert_eq!((reply.show_id, reply.payment_id, reply.hold_id), (41, 8, 7));
+        assert_eq!((reply.amount_minor, reply.currency.as_str()), (4_500, "EUR"));
+        assert_eq!((reply.state.as_str(), reply.refund_owed), ("succeeded", true));
+        assert_eq!((reply.created_ms, reply.as_of_log_index), (50, 7));
+        let refunded = PaymentView {
+            payment: PaymentAttempt { state: PaymentState::Refunded, ..attempt },
+            as_of: AS_OF,
+        };
+        let reply = payment_reply(ShowId(41), &refunded);
+        assert_eq!((reply.state.as_str(), reply.refund_owed), ("refunded", false));
+        let closed =
+            SalesChanged { show: ShowId(4), group: 2, status: ShowStatus::Closed, duplicate: true };
+        let reply = sales_reply(&closed);
+        assert_eq!((reply.show_id, reply.group_id, reply.status.as_str()), (4, 2, "closed"));
+        assert!(reply.duplicate);
     }
 
     #[test]

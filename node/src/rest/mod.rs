@@ -13,13 +13,15 @@
 //! One file per concern: `extract.rs` (session, operator, idempotency key, JSON body),
 //! `error.rs` (errors as responses, the uniform error body), `ids.rs` (external ids
 //! `<show_id>-<n>`), `types.rs` (shared JSON shapes), the route files (`sessions.rs`,
-//! `shows.rs`, `holds.rs`, `bookings.rs`, `payments.rs`, `queue.rs`, `waitlist.rs`, `audit.rs`, `events.rs`,
-//! `webhook.rs`, `outbox.rs`), the layers (`limits.rs`, `metrics.rs`, `forward.rs`) and `openapi.rs` (the
-//! document at `/openapi.json`). This file holds the one route table ([`routes`]): the router
-//! is built from it and a test checks the OpenAPI document against it.
+//! `shows.rs`, `controls.rs`, `holds.rs`, `bookings.rs`, `payments.rs`, `queue.rs`,
+//! `waitlist.rs`, `audit.rs`, `events.rs`, `webhook.rs`, `outbox.rs`), the layers (`limits.rs`,
+//! `metrics.rs`, `forward.rs`) and `openapi.rs` (the document at `/openapi.json`). This file
+//! holds the one route table ([`routes`]): the router is built from it and a test checks the
+//! OpenAPI document against it.
 
 pub mod audit;
 pub mod bookings;
+pub mod controls;
 mod error;
 pub mod events;
 mod extract;
@@ -137,7 +139,12 @@ pub fn routes() -> Routes {
         .add(M::POST, "/v1/shows", shows::create_show)
         .add(M::GET, "/v1/shows/{show_id}", shows::get_show)
         .add(M::GET, "/v1/shows/{show_id}/seats", shows::get_seats)
-        .add(M::POST, "/v1/shows/{show_id}/cancel", shows::cancel_show)
+        .add(M::POST, "/v1/shows/{show_id}/open", controls::open_sales)
+        .add(M::POST, "/v1/shows/{show_id}/close", controls::close_sales)
+        .add(M::POST, "/v1/shows/{show_id}/cancel", controls::cancel_show)
+        .add(M::PUT, "/v1/shows/{show_id}/prices", controls::set_prices)
+        .add(M::PUT, "/v1/shows/{show_id}/admission", controls::configure_admission)
+        .add(M::PUT, "/v1/shows/{show_id}/waitlist", controls::configure_waitlist)
         .add(M::POST, "/v1/shows/{show_id}/holds", holds::create_hold)
         .add(M::GET, "/v1/holds/{hold_id}", holds::get_hold)
         .add(M::DELETE, "/v1/holds/{hold_id}", holds::cancel_hold)

@@ -14,7 +14,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{OpenApi as Document, PathItem};
 use utoipa::{Modify, OpenApi};
 
-use crate::rest::{audit, bookings, holds, payments, queue, sessions, shows, waitlist};
+use crate::rest::{audit, bookings, controls, holds, payments, queue, sessions, shows, waitlist};
 
 /// The document's paths and metadata.
 #[derive(OpenApi)]
@@ -33,7 +33,12 @@ use crate::rest::{audit, bookings, holds, payments, queue, sessions, shows, wait
         shows::create_show,
         shows::get_show,
         shows::get_seats,
-        shows::cancel_show,
+        controls::open_sales,
+        controls::close_sales,
+        controls::cancel_show,
+        controls::set_prices,
+        controls::configure_admission,
+        controls::configure_waitlist,
         holds::create_hold,
         holds::get_hold,
         holds::cancel_hold,
@@ -74,7 +79,7 @@ use crate::rest::{audit, bookings, holds, payments, queue, sessions, shows, wait
     modifiers(&SecuritySchemes),
     tags(
         (name = "sessions", description = "Guest session tokens"),
-        (name = "shows", description = "Shows and seat maps"),
+        (name = "shows", description = "Shows and seat maps, and the operator's controls of them"),
         (name = "holds", description = "Holds and checkout"),
         (name = "bookings", description = "Confirmed bookings"),
         (name = "queue", description = "The admission lane"),
@@ -190,7 +195,12 @@ mod tests {
             "GET /v1/bookings/{booking_id}",
             "DELETE /v1/bookings/{booking_id}",
             "GET /v1/payments/{payment_id}",
+            "POST /v1/shows/{show_id}/open",
+            "POST /v1/shows/{show_id}/close",
             "POST /v1/shows/{show_id}/cancel",
+            "PUT /v1/shows/{show_id}/prices",
+            "PUT /v1/shows/{show_id}/admission",
+            "PUT /v1/shows/{show_id}/waitlist",
             "POST /v1/shows/{show_id}/queue",
             "GET /v1/queue/{ticket_id}",
             "DELETE /v1/queue/{ticket_id}",

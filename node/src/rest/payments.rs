@@ -18,7 +18,6 @@ use crate::names::PaymentStateName;
 use crate::operations;
 use crate::rest::RestState;
 use crate::rest::error::ErrorBody;
-use crate::rest::extract::{Operator, Session};
 use crate::rest::ids::{format_id, parse_id};
 use crate::rest::types::{AsOf, Money};
 
@@ -62,7 +61,7 @@ impl Payment {
 }
 
 /// Who reads: a session (which must own what it reads) or, without a valid session token, the
-/// operator credential (which reads anything).
+/// operator credential (which reads anything); see `Sessions::viewer`.
 #[derive(Clone, Copy, Debug)]
 pub struct Viewer(pub Option<SessionId>);
 
@@ -70,14 +69,9 @@ impl FromRequestParts<RestState> for Viewer {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &RestState) -> Result<Self, ApiError> {
-        match Session::from_request_parts(parts, state).await {
-            Ok(Session(session)) => Ok(Viewer(Some(session))),
-            Err(session_error) => match Operator::from_request_parts(parts, state).await {
-                Ok(Operator) => Ok(Viewer(None)),
-                // The buyer's error is the clearer one for a request that is neither.
-                Err(_) => Err(session_error),
-            },
-        }
+        let authorization =
+            parts.headers.get("authorization").and_then(|value| value.to_str().ok());
+        Ok(Viewer(state.service.shared().sessions.viewer(authorization)?))
     }
 }
 

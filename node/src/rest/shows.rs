@@ -1,7 +1,7 @@
 //! Shows over REST: the list and one show's summary (from this replica, with `as_of`), the
 //! seat map (this replica, stale allowed, labelled `as_of`; or, with
 //! `?consistency=linearizable`, the group leader's after ReadIndex), and creating a show
-//! (operator).
+//! (operator). The operator's controls of an existing show are `controls.rs`'s.
 //!
 //! Owns the show JSON shapes and checking a new show completely before anything is proposed
 //! (so a bad layout never leaves a placement behind). Never judges sales rules: the state
@@ -390,61 +390,6 @@ pub async fn create_show(
     let (spec, setup) = request.into_commands()?;
     let placed = state.service.create_show(spec, group, setup).await?;
     Ok((StatusCode::CREATED, Json(ShowCreated { show_id: placed.show.0, group_id: placed.group })))
-}
-
-/// What cancelling a show did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ShowCancelled {
-    /// The show.
-    pub show_id: u64,
-    /// Its data group.
-    pub group_id: u64,
-    /// Live holds released.
-    pub holds_released: u32,
-    /// Confirmed bookings cancelled, each refunded by the group leader's refund worker.
-    pub bookings_refunded: u32,
-    /// Admission tickets and waitlist entries told.
-    pub waiters_told: u32,
-    /// The show was cancelled before: nothing changed (the counts are 0).
-    pub duplicate: bool,
-}
-
-/// Cancels a show (operator): releases every hold, cancels every confirmed booking with refund
-/// work (the group leader refunds each through the payment provider), tells every holder,
-/// booker and waiter. Terminal and idempotent: again, it answers `duplicate`.
-#[utoipa::path(
-    post, path = "/v1/shows/{show_id}/cancel", tag = "shows",
-    params(
-        ("show_id" = u64, Path, description = "The show"),
-        ("Idempotency-Key" = String, Header, description = "Required on every mutation"),
-    ),
-    security(("operator" = [])),
-    responses(
-        (status = 200, description = "The show is cancelled", body = ShowCancelled),
-        (status = 400, description = "Malformed show id or key", body = ErrorBody),
-        (status = 401, description = "No bearer token", body = ErrorBody),
-        (status = 403, description = "Not the operator credential", body = ErrorBody),
-        (status = 404, description = "`show_not_found`", body = ErrorBody),
-        (status = 503, description = "No leader, or the outcome is unknown", body = ErrorBody),
-    )
-)]
-pub async fn cancel_show(
-    State(state): State<RestState>,
-    _operator: Operator,
-    // Required as on every mutation; cancelling is idempotent by the show's state.
-    _key: Idempotency,
-    Path(show_id): Path<String>,
-) -> Result<Json<ShowCancelled>, ApiError> {
-    let show = parse_show_id("show_id", &show_id)?;
-    let cancelled = operations::cancel_show(&state.service, show).await?;
-    Ok(Json(ShowCancelled {
-        show_id: cancelled.show.0,
-        group_id: cancelled.group,
-        holds_released: cancelled.holds_released,
-        bookings_refunded: cancelled.bookings_refunded,
-        waiters_told: cancelled.waiters_told,
-        duplicate: cancelled.duplicate,
-    }))
 }
 
 #[cfg(test)]

@@ -1,10 +1,13 @@
 //! The REST API's sessions, shows, operator calls, documents and probes, over plain HTTP against
 //! a real 3-node cluster, and a request sent to a follower of the show's group (forwarded to the
-//! leader and answered normally).
+//! leader and answered normally). The operator's controls of a show (open, close, prices,
+//! admission, waitlist, cancel) are walked through on the same cluster: each works, a repeat
+//! answers the same, bad input and a missing or wrong credential change nothing.
 //!
 //! Reference: issue 4 "REST" (exactly these paths; every node serves the whole API and routes
-//! each request to its show's group leader) and shared/DESIGN.md "Errors" (401 without a token,
-//! 403 without the operator credential).
+//! each request to its show's group leader), issue 15 section 3 (the operator's controls) and
+//! shared/DESIGN.md "Errors" (401 without a token, 403 without the operator credential, 400 bad
+//! input with nothing changed).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -13,7 +16,9 @@ use axum::http::Method;
 use serde_json::{Value, json};
 use testkit::wait_for;
 
-use crate::rest::{Api, OPERATOR_TOKEN, Report, ensure, seat_states, string_field};
+use crate::rest::{
+    Answer, Api, Call, OPERATOR_TOKEN, Report, Show, ensure, seat_states, string_field,
+};
 use crate::{WAIT, options};
 
 /// The first show id of this file (each scenario uses its own).
@@ -40,6 +45,10 @@ async fn rest_shows_sessions_and_forwarding() -> io::Result<()> {
     );
     report
         .check("a_follower_forwards_to_the_leader", a_follower_forwards_to_the_leader(&api).await);
+    report.check(
+        "the_operator_controls_a_show_and_nobody_else_does",
+        the_operator_controls_a_show_and_nobody_else_does(&api).await,
+    );
     report.check("documents_and_probes_are_served", documents_and_probes_are_served(&api).await);
     let all_passed = report.all_passed();
     let result = report.finish();
@@ -326,12 +335,316 @@ async fn linearizable_map_via(
     seat_states(body)
 }
 
-/// The paths of issue 4, with their parameters written as `{}`.
-const DOCUMENTED_PATHS: [&str; 22] = [
+/// One of the operator's controls of a show: `method` on `/v1/shows/{show}/{control}` with
+/// `body` (none for open, close and cancel).
+struct Control {
+    method: Method,
+    control: &'static str,
+    body: Option<Value>,
+}
+
+impl Control {
+    fn post(control: &'static str) -> Control {
+        Control { method: Method::POST, control, body: None }
+    }
+
+    fn put(control: &'static str, body: Value) -> Control {
+        Control { method: Method::PUT, control, body: Some(body) }
+    }
+
+    /// The request on `node` with `token` (none when `None`) and idempotency key `key` (none
+    /// when `None`).
+    fn call(
+        &self,
+        api: &Api,
+        node: u64,
+        show: u64,
+        token: Option<&str>,
+        key: Option<&str>,
+    ) -> Call {
+        let path = format!("/v1/shows/{show}/{}", self.control);
+        let mut call = api.on(node, self.method.clone(), &path);
+        if let Some(token) = token {
+            call = call.token(token);
+        }
+        if let Some(key) = key {
+            call = call.key(key);
+        }
+        match &self.body {
+            Some(body) => call.json(body),
+            None => call,
+        }
+    }
+}
+
+/// The summary of `show` read on its group's leader (which applied every control it
+/// acknowledged), without its `as_of`: what a control changes.
+async fn settings(api: &Api, show: &Show) -> io::Result<Value> {
+    let path = format!("/v1/shows/{}", show.id);
+    let answer = api.to_leader(show.group, Method::GET, &path).await?.send().await?;
+    let mut summary = answer.expect(200)?.clone();
+    if let Some(fields) = summary.as_object_mut() {
+        fields.remove("as_of");
+    }
+    Ok(summary)
+}
+
+/// A hold of `seats` quoting `price_version` (and `grant_id` if given) by `token` on `show`'s
+/// leader, under a fresh key; the answer, whatever it is.
+async fn hold_quoting(
+    api: &Api,
+    show: &Show,
+    token: &str,
+    seats: &[u32],
+    price_version: u32,
+) -> io::Result<Answer> {
+    let path = format!("/v1/shows/{}/holds", show.id);
+    let body = json!({ "seats": seats, "price_version": price_version });
+    api.to_leader(show.group, Method::POST, &path)
+        .await?
+        .token(token)
+        .key(&api.key("hold"))
+        .json(&body)
+        .send()
+        .await
+}
+
+/// `answer` without its `duplicate` field, and that field (`None` when it has none).
+fn without_duplicate(answer: &Value) -> (Value, Option<bool>) {
+    let mut rest = answer.clone();
+    let duplicate = rest.as_object_mut().and_then(|fields| fields.remove("duplicate"));
+    (rest, duplicate.and_then(|duplicate| duplicate.as_bool()))
+}
+
+/// Sends `control` to the leader of `show`'s group as the operator under `key` twice (a retry
+/// after a lost answer) and once more under another key: all three are the same 200 answer,
+/// which is returned, except that the repeats say `duplicate: true` where the answer has the
+/// field (the control's effect already held: nothing changed).
+async fn repeated(api: &Api, show: &Show, control: &Control, key: &str) -> io::Result<Value> {
+    let leader = api.leader(show.group).await?;
+    let first = control.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(key)).send().await?;
+    let body = first.expect(200)?.clone();
+    let (expected, duplicate) = without_duplicate(&body);
+    let other_key = api.key("again");
+    for repeat_key in [key, other_key.as_str()] {
+        let repeat = control.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(repeat_key));
+        let repeat = repeat.send().await?;
+        let (rest, repeat_duplicate) = without_duplicate(repeat.expect(200)?);
+        ensure!(rest == expected, "a repeat answered otherwise: {}", repeat.describe());
+        ensure!(
+            repeat_duplicate == duplicate.map(|_| true),
+            "a repeat is a duplicate: {}",
+            repeat.describe()
+        );
+    }
+    Ok(body)
+}
+
+/// The operator's controls of a show, in turn, on a show of two seat classes:
+///
+/// - without a bearer token every control is 401 `unauthenticated`, with a buyer's token 403
+///   `forbidden` (cancel included), and bad input is 400 `invalid_argument` (a missing key, a
+///   malformed id, unknown fields, prices that are none, too many, too large or not one per
+///   class of the show, version 0, a window of 0 or 10001): the show's summary is unchanged;
+/// - closing sales refuses new holds (409 `show_not_on_sale`), reopening allows them; each
+///   answers the show's status, the same again under the same key or another;
+/// - new prices under version 2 are in the summary; a hold quoting version 1 is then 409
+///   `price_version_mismatch` naming version 2, one quoting 2 pays the new price; the same
+///   prices again say `duplicate`; a version that skips one is 409 too;
+/// - the admission lane on makes a hold without a grant 409 `grant_required`, off again lets
+///   it through; the waitlist on and off is in the summary (the control sent to a follower is
+///   forwarded);
+/// - cancelling releases the live holds, again says `duplicate`, and every control of the
+///   cancelled show is 409 `show_cancelled`;
+/// - the show's audit trail (`GET /v1/audit/show/{id}`) has one operator record per change,
+///   from its creation to its cancellation, and none for a repeat or a refused call.
+async fn the_operator_controls_a_show_and_nobody_else_does(api: &Api) -> io::Result<()> {
+    let fields = json!({
+        "prices_minor": [1_000, 500],
+        "layout": [{ "count": 6, "class": 0 }, { "count": 4, "class": 1 }],
+    });
+    let show = api.create_show(SHOWS + 7, 10, 1, fields).await?;
+    let buyer = api.session().await?;
+    let before = settings(api, &show).await?;
+    ensure!(before["status"] == "on_sale" && before["price_version"] == 1, "{before}");
+
+    let controls = [
+        Control::post("open"),
+        Control::post("close"),
+        Control::post("cancel"),
+        Control::put("prices", json!({ "version": 2, "prices_minor": [2_000, 800] })),
+        Control::put("admission", json!({ "enabled": true, "window": 2 })),
+        Control::put("waitlist", json!({ "enabled": true })),
+    ];
+    let leader = api.leader(show.group).await?;
+    for control in &controls {
+        let key = api.key("no-credential");
+        let anonymous = control.call(api, leader, show.id, None, Some(&key)).send().await?;
+        anonymous.expect_error(401, "unauthenticated")?;
+        let impostor = control.call(api, leader, show.id, Some(&buyer), Some(&key)).send().await?;
+        impostor.expect_error(403, "forbidden")?;
+        let keyless = control.call(api, leader, show.id, Some(OPERATOR_TOKEN), None).send().await?;
+        keyless.expect_error(400, "invalid_argument")?;
+        for bad_id in ["0", "x7"] {
+            let path = format!("/v1/shows/{bad_id}/{}", control.control);
+            let mut call = api.on(leader, control.method.clone(), &path);
+            call = call.token(OPERATOR_TOKEN).key(&key);
+            if let Some(body) = &control.body {
+                call = call.json(body);
+            }
+            call.send().await?.expect_error(400, "invalid_argument")?;
+        }
+    }
+    let bad_bodies = [
+        Control::put("prices", json!({ "version": 0, "prices_minor": [2_000, 800] })),
+        Control::put("prices", json!({ "version": 2, "prices_minor": [] })),
+        Control::put("prices", json!({ "version": 2, "prices_minor": [2_000, 800, 100] })),
+        Control::put("prices", json!({ "version": 2, "prices_minor": [2_000] })),
+        Control::put("prices", json!({ "version": 2, "prices_minor": [100_000_000_001_u64, 1] })),
+        Control::put("prices", json!({ "version": 2, "prices_minor": [1, 1], "currency": "USD" })),
+        Control::put("prices", json!({ "version": "2", "prices_minor": [1, 1] })),
+        Control::put("admission", json!({ "enabled": true, "window": 0 })),
+        Control::put("admission", json!({ "enabled": true, "window": 10_001 })),
+        Control::put("admission", json!({ "window": 5 })),
+        Control::put("admission", json!({ "enabled": true, "lanes": 2 })),
+        Control::put("waitlist", json!({ "enabled": "yes" })),
+        Control::put("waitlist", json!({ "enabled": true, "policy_version": 2 })),
+    ];
+    for control in &bad_bodies {
+        let key = api.key("bad");
+        let answer = control.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(&key));
+        answer.send().await?.expect_error(400, "invalid_argument")?;
+    }
+    let after = settings(api, &show).await?;
+    ensure!(after == before, "refused calls changed the show: {before} -> {after}");
+    api.hold_ok(&show, &buyer, &[0]).await?;
+
+    // Sales: closed refuses new holds, open again allows them.
+    let closed = repeated(api, &show, &Control::post("close"), &api.key("close")).await?;
+    ensure!(closed["status"] == "closed" && closed["group_id"] == show.group, "{closed}");
+    ensure!(closed["duplicate"] == false, "the first close changed the status: {closed}");
+    let refused = hold_quoting(api, &show, &buyer, &[1], 1).await?;
+    refused.expect_error(409, "show_not_on_sale")?;
+    let opened = repeated(api, &show, &Control::post("open"), &api.key("open")).await?;
+    ensure!(opened["status"] == "on_sale" && opened["duplicate"] == false, "{opened}");
+    hold_quoting(api, &show, &buyer, &[1], 1).await?.expect(201)?;
+
+    // Prices: version 2 is in force (the same prices again are a duplicate); a hold quoting
+    // version 1 is refused, one quoting 2 pays the new price of its class.
+    let prices = Control::put("prices", json!({ "version": 2, "prices_minor": [2_000, 800] }));
+    let leader = api.leader(show.group).await?;
+    let body = repeated(api, &show, &prices, &api.key("prices")).await?;
+    ensure!(body["price_version"] == 2 && body["prices_minor"] == json!([2_000, 800]), "{body}");
+    ensure!(body["duplicate"] == false, "the first call set the prices: {body}");
+    let summary = settings(api, &show).await?;
+    ensure!(summary["price_version"] == 2, "{summary}");
+    ensure!(summary["prices_minor"] == json!([2_000, 800]), "{summary}");
+    let stale = hold_quoting(api, &show, &buyer, &[2], 1).await?;
+    let details = stale.expect_error(409, "price_version_mismatch")?;
+    ensure!(details["current_price_version"] == 2, "{}", stale.describe());
+    let fresh = hold_quoting(api, &show, &buyer, &[7], 2).await?;
+    let hold = fresh.expect(201)?;
+    ensure!(hold["price"]["amount_minor"] == 800, "seat 7 is of class 1: {}", fresh.describe());
+    let skipping = Control::put("prices", json!({ "version": 4, "prices_minor": [1, 1] }));
+    let skipped = skipping.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(&api.key("skip")));
+    let skipped = skipped.send().await?;
+    let details = skipped.expect_error(409, "price_version_mismatch")?;
+    ensure!(details["current_price_version"] == 2, "{}", skipped.describe());
+
+    // Admission: on, a hold without a grant is refused; off, it goes through.
+    let on = Control::put("admission", json!({ "enabled": true, "window": 2 }));
+    let lane = repeated(api, &show, &on, &api.key("lane-on")).await?;
+    ensure!(lane["enabled"] == true && lane["window"] == 2, "{lane}");
+    let summary = settings(api, &show).await?;
+    ensure!(summary["admission"] == json!({ "enabled": true, "window": 2 }), "{summary}");
+    let ungranted = hold_quoting(api, &show, &buyer, &[3], 2).await?;
+    ungranted.expect_error(409, "grant_required")?;
+    let off = Control::put("admission", json!({ "enabled": false }));
+    let lane = repeated(api, &show, &off, &api.key("lane-off")).await?;
+    ensure!(lane["enabled"] == false && lane["window"] == 1, "{lane}");
+    hold_quoting(api, &show, &buyer, &[3], 2).await?.expect(201)?;
+
+    // Waitlist: on (sent to a follower, which forwards it), then off; its policy version stays.
+    let follower = api.follower(show.group).await?;
+    let on = Control::put("waitlist", json!({ "enabled": true }));
+    let key = api.key("waitlist-on");
+    let forwarded = on.call(api, follower, show.id, Some(OPERATOR_TOKEN), Some(&key));
+    let forwarded = forwarded.send_once().await?;
+    let waitlist = forwarded.expect(200)?;
+    ensure!(waitlist["enabled"] == true && waitlist["policy_version"] == 1, "{waitlist}");
+    ensure!(forwarded.header("booking-forwarded-to").is_some(), "{:?}", forwarded.headers);
+    let again = repeated(api, &show, &on, &key).await?;
+    ensure!(&again == waitlist, "{again} after {waitlist}");
+    ensure!(settings(api, &show).await?["waitlist"]["enabled"] == true, "waitlist on");
+    let off = Control::put("waitlist", json!({ "enabled": false }));
+    let waitlist = repeated(api, &show, &off, &api.key("waitlist-off")).await?;
+    ensure!(waitlist["enabled"] == false && waitlist["policy_version"] == 1, "{waitlist}");
+    ensure!(settings(api, &show).await?["waitlist"]["enabled"] == false, "waitlist off");
+
+    // Cancel: the four live holds are released; again it is a duplicate; and the show is
+    // beyond every other control.
+    let leader = api.leader(show.group).await?;
+    let cancel = Control::post("cancel");
+    let key = api.key("cancel");
+    let first = cancel.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(&key)).send().await?;
+    let body = first.expect(200)?;
+    ensure!(body["holds_released"] == 4 && body["duplicate"] == false, "{}", first.describe());
+    let again = repeated(api, &show, &cancel, &key).await?;
+    ensure!(again["duplicate"] == true && again["holds_released"] == 0, "{again}");
+    let states = api.seat_states(&show).await?;
+    ensure!(states.values().all(|state| state == "free"), "{states:?}");
+    for control in &controls[..2] {
+        let call = control.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(&api.key("late")));
+        call.send().await?.expect_error(409, "show_cancelled")?;
+    }
+    for control in &controls[3..] {
+        let call = control.call(api, leader, show.id, Some(OPERATOR_TOKEN), Some(&api.key("late")));
+        call.send().await?.expect_error(409, "show_cancelled")?;
+    }
+    ensure!(settings(api, &show).await?["status"] == "cancelled", "cancelled");
+
+    // The audit trail: every change, in order, by the operator; repeats and refusals left none.
+    let path = format!("/v1/audit/show/{}", show.id);
+    let trail = api.on(leader, Method::GET, &path).token(OPERATOR_TOKEN).send().await?;
+    let records = trail.expect(200)?["records"].as_array().cloned().unwrap_or_default();
+    let changes: Vec<(String, String)> = records
+        .iter()
+        .map(|record| (record["to"].to_string(), record["reason"].to_string()))
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("draft", "requested"),
+        ("on_sale", "requested"),
+        ("closed", "requested"),
+        ("on_sale", "requested"),
+        ("on_sale", "prices_set"),
+        ("on_sale", "admission_configured"),
+        ("on_sale", "admission_configured"),
+        ("on_sale", "waitlist_configured"),
+        ("on_sale", "waitlist_configured"),
+        ("cancelled", "requested"),
+    ]
+    .iter()
+    .map(|(to, reason)| (json!(to).to_string(), json!(reason).to_string()))
+    .collect();
+    ensure!(changes == expected, "{changes:?} != {expected:?}: {}", trail.describe());
+    ensure!(records.iter().all(|record| record["actor"] == "operator"), "{}", trail.describe());
+    let buyer_read = api.on(leader, Method::GET, &path).token(&buyer).send().await?;
+    buyer_read.expect_error(403, "forbidden")?;
+    Ok(())
+}
+
+/// The paths of issue 4 and of the operator's controls, with their parameters written as `{}`.
+const DOCUMENTED_PATHS: [&str; 28] = [
     "/v1/sessions",
     "/v1/shows",
     "/v1/shows/{}",
     "/v1/shows/{}/seats",
+    "/v1/shows/{}/open",
+    "/v1/shows/{}/close",
+    "/v1/shows/{}/cancel",
+    "/v1/shows/{}/prices",
+    "/v1/shows/{}/admission",
+    "/v1/shows/{}/waitlist",
     "/v1/shows/{}/holds",
     "/v1/holds/{}",
     "/v1/holds/{}/checkout",

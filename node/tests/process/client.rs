@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use proto::booking::booking_service_client::BookingServiceClient;
 use proto::booking::{
-    CreateSessionRequest, CreateShowRequest, GetHoldRequest, HoldReply, HoldRequest, SeatRange,
-    ShowPlacement, ShowRef,
+    CreateSessionRequest, CreateShowRequest, GetHoldRequest, HoldReply, HoldRequest, SalesReply,
+    SeatRange, ShowPlacement, ShowRef,
 };
 use testkit::{Cluster, NodeId};
 use tokio::time::Instant;
@@ -215,7 +215,7 @@ impl Client {
     /// # Errors
     ///
     /// As [`Client::create_show`].
-    pub async fn open_sales(&self, show_id: u64) -> Result<ShowPlacement, Status> {
+    pub async fn open_sales(&self, show_id: u64) -> Result<SalesReply, Status> {
         let key = self.new_key();
         self.call(Route::Show(show_id), |channel| {
             let request = booking_request(ShowRef { show_id }, OPERATOR, Some(&key));

@@ -2,16 +2,19 @@
 //! `client::Error::Rejected` with the gRPC code and the `booking-code` of the one table in
 //! `node/src/error.rs` (`invalid_argument`, `unauthenticated`, `forbidden`, `show_not_found`,
 //! `hold_not_found`, `hold_expired`, `grant_required`), and changes nothing. Input the SDK
-//! itself refuses before sending is `client::Error::InvalidArgument` instead.
+//! itself refuses before sending is `client::Error::InvalidArgument` instead. On the same
+//! cluster, the operator's controls of a show and the payment read through the SDK: each works,
+//! a repeat answers the same, and bad input or a missing credential is refused with its code.
 //!
 //! Reference: issue 4 "Tests that must exist" (every error code) and "SDK and CLI" (typed
-//! errors); shared/DESIGN.md "Errors" (one mapping table, stable codes); the `statemachine` hold
-//! rules (1..=10 distinct seats; an expired hold cannot be checked out) and admission rules
-//! (a hold needs a grant while the lane is on).
+//! errors); issue 15 section 3 (the operator's controls on every surface); shared/DESIGN.md
+//! "Errors" (one mapping table, stable codes); the `statemachine` hold rules (1..=10 distinct
+//! seats; an expired hold cannot be checked out), admission rules (a hold needs a grant while
+//! the lane is on) and price rules (a hold quotes the current price version).
 
 use std::io;
 
-use ::client::{Error, NewShow, SeatStatus};
+use ::client::{Error, NewShow, SeatStatus, ShowReply};
 use testkit::wait_for;
 use tonic::Code;
 
@@ -46,6 +49,10 @@ async fn sdk_error_codes() -> io::Result<()> {
     report.check(
         "operator_calls_need_the_operator_token",
         operator_calls_need_the_operator_token(&sdk).await,
+    );
+    report.check(
+        "the_operator_controls_a_show_through_the_sdk",
+        the_operator_controls_a_show_through_the_sdk(&sdk).await,
     );
     let result = report.finish();
     sdk.finish(result).await
@@ -234,5 +241,177 @@ async fn operator_calls_need_the_operator_token(sdk: &Sdk) -> io::Result<()> {
     }
     let missing = sdk.client.get_show(new_show.show_id).await;
     expect_rejected("the show refused", missing, Code::NotFound, "show_not_found")?;
+    Ok(())
+}
+
+/// The summary of `show_id` as the leader of `group` has applied it, without its `as_of`: what
+/// the operator's controls change.
+async fn settings(sdk: &Sdk, group: u64, show_id: u64) -> io::Result<ShowReply> {
+    let leader = sdk.cluster.leader_of(group).await?;
+    let read = sdk.client_of(&[leader])?.get_show(show_id).await;
+    let summary = expect_ok("the show's summary", read)?;
+    Ok(ShowReply { as_of_log_index: 0, as_of_log_time_ms: 0, ..summary })
+}
+
+/// The operator's controls through the SDK, on one show: a client without the operator token
+/// is UNAUTHENTICATED and one with a buyer's token PERMISSION_DENIED on each (cancel included);
+/// bad prices and windows are INVALID_ARGUMENT and change nothing; closing sales refuses holds
+/// (`show_not_on_sale`) until they are opened again, a repeat of each saying `duplicate`; new
+/// prices make a hold quoting the old version `price_version_mismatch`, and the same prices
+/// again say `duplicate`; the lane on makes a hold without a grant `grant_required`; the
+/// waitlist goes on and off keeping its policy version; a payment is read by its owner and the
+/// operator, not by a stranger or an anonymous client; cancelling releases the holds and again
+/// says `duplicate`; the show's audit trail has one operator record per change.
+async fn the_operator_controls_a_show_through_the_sdk(sdk: &Sdk) -> io::Result<()> {
+    let show = NewShow { group_id: 2, ..NewShow::uniform(SHOWS + 7, 20, 1_000, "EUR") };
+    let show_id = open_show(sdk, show).await?;
+    let client = &sdk.client;
+    let buyer = sdk.session().await?;
+    let before = settings(sdk, 2, show_id).await?;
+
+    let anonymous = sdk.client_of(&[1, 2, 3])?;
+    let impostor = expect_ok(
+        "a buyer's token as operator token",
+        sdk.client_of(&[1, 2, 3])?.with_operator_token(&buyer),
+    )?;
+    for (who, other, status, code) in [
+        ("without a token", &anonymous, Code::Unauthenticated, "unauthenticated"),
+        ("with a buyer's token", &impostor, Code::PermissionDenied, "forbidden"),
+    ] {
+        let closed = other.close_sales(show_id).await;
+        expect_rejected(&format!("close sales {who}"), closed, status, code)?;
+        let cancelled = other.cancel_show(show_id).await;
+        expect_rejected(&format!("cancel the show {who}"), cancelled, status, code)?;
+        let prices = other.set_prices(show_id, 2, &[5]).await;
+        expect_rejected(&format!("set prices {who}"), prices, status, code)?;
+        let lane = other.configure_admission(show_id, true, 1).await;
+        expect_rejected(&format!("turn the lane on {who}"), lane, status, code)?;
+        let waitlist = other.configure_waitlist(show_id, true).await;
+        expect_rejected(&format!("turn the waitlist on {who}"), waitlist, status, code)?;
+    }
+    let invalid = Code::InvalidArgument;
+    let refused = client.set_prices(show_id, 0, &[2_000]).await;
+    expect_rejected("price version 0", refused, invalid, "invalid_argument")?;
+    let refused = client.set_prices(show_id, 2, &[]).await;
+    expect_rejected("no price", refused, invalid, "invalid_argument")?;
+    let refused = client.set_prices(show_id, 2, &[2_000, 900]).await;
+    expect_rejected("a price for a class the show lacks", refused, invalid, "invalid_argument")?;
+    let refused = client.configure_admission(show_id, true, 0).await;
+    expect_rejected("window 0", refused, invalid, "invalid_argument")?;
+    let refused = client.configure_admission(show_id, true, 10_001).await;
+    expect_rejected("window 10001", refused, invalid, "invalid_argument")?;
+    let after = settings(sdk, 2, show_id).await?;
+    ensure!(after == before, "refused calls changed the show: {before:?} -> {after:?}");
+
+    // Sales: closed refuses holds, open again allows them; repeats answer the same.
+    for repeat in [false, true] {
+        let closed = expect_ok("close sales", client.close_sales(show_id).await)?;
+        ensure!(closed.status == "closed" && closed.group_id == 2, "{closed:?}");
+        ensure!(closed.duplicate == repeat, "{closed:?}");
+    }
+    let hold = client.hold(&buyer, show_id, &[1], PRICE_VERSION, Some(&sdk.key("closed"))).await;
+    expect_rejected("a hold while closed", hold, Code::FailedPrecondition, "show_not_on_sale")?;
+    for repeat in [false, true] {
+        let opened = expect_ok("open sales", client.open_sales(show_id).await)?;
+        ensure!(opened.status == "on_sale" && opened.duplicate == repeat, "{opened:?}");
+    }
+    let held = client.hold(&buyer, show_id, &[1], PRICE_VERSION, Some(&sdk.key("open"))).await;
+    let held = expect_ok("a hold while open", held)?;
+
+    // Prices: version 2 in force; the old version is refused, the new one pays the new price.
+    for repeat in [false, true] {
+        let prices = expect_ok("set prices", client.set_prices(show_id, 2, &[2_000]).await)?;
+        ensure!(prices.price_version == 2 && prices.prices_minor == [2_000], "{prices:?}");
+        ensure!(prices.duplicate == repeat, "{prices:?}");
+    }
+    let other = client.set_prices(show_id, 2, &[2_500]).await;
+    let mismatch = "price_version_mismatch";
+    expect_rejected("other prices under v2", other, Code::FailedPrecondition, mismatch)?;
+    let summary = settings(sdk, 2, show_id).await?;
+    ensure!(summary.price_version == 2 && summary.prices_minor == [2_000], "{summary:?}");
+    let stale = client.hold(&buyer, show_id, &[2], PRICE_VERSION, Some(&sdk.key("v1"))).await;
+    expect_rejected(
+        "a hold quoting v1",
+        stale,
+        Code::FailedPrecondition,
+        "price_version_mismatch",
+    )?;
+    let fresh = expect_ok("a hold quoting v2", client.hold(&buyer, show_id, &[2], 2, None).await)?;
+    ensure!(fresh.price_minor == 2_000, "{fresh:?}");
+
+    // Admission on: a hold without a grant is refused; off: it goes through.
+    for _ in 0..2 {
+        let lane = expect_ok("lane on", client.configure_admission(show_id, true, 3).await)?;
+        ensure!(lane.enabled && lane.window == 3, "{lane:?}");
+    }
+    let ungranted = client.hold(&buyer, show_id, &[3], 2, Some(&sdk.key("lane"))).await;
+    expect_rejected(
+        "a hold without a grant",
+        ungranted,
+        Code::FailedPrecondition,
+        "grant_required",
+    )?;
+    let lane = expect_ok("lane off", client.configure_admission(show_id, false, 1).await)?;
+    ensure!(!lane.enabled, "{lane:?}");
+    expect_ok("a hold with the lane off", client.hold(&buyer, show_id, &[3], 2, None).await)?;
+
+    // Waitlist on and off, its policy version kept.
+    for enabled in [true, true, false] {
+        let waitlist =
+            expect_ok("the waitlist", client.configure_waitlist(show_id, enabled).await)?;
+        ensure!(waitlist.enabled == enabled && waitlist.policy_version == 1, "{waitlist:?}");
+        let summary = settings(sdk, 2, show_id).await?;
+        ensure!(summary.waitlist.is_some_and(|w| w.enabled == enabled), "{summary:?}");
+    }
+
+    // A payment: its owner and the operator read it; a stranger and an anonymous client do not.
+    let checkout = client.checkout(&buyer, show_id, held.hold_id, None).await;
+    let checkout = expect_ok("checkout", checkout)?;
+    let mine = client.get_payment(Some(&buyer), show_id, checkout.payment_id).await;
+    let mine = expect_ok("the owner reads the payment", mine)?;
+    ensure!(mine.state == "pending" && mine.hold_id == held.hold_id, "{mine:?}");
+    ensure!(mine.amount_minor == 1_000 && !mine.refund_owed, "quoted at version 1: {mine:?}");
+    let operator = client.get_payment(None, show_id, checkout.payment_id).await;
+    let operator = expect_ok("the operator reads the payment", operator)?;
+    ensure!(operator.payment_id == mine.payment_id && operator.state == mine.state, "{operator:?}");
+    let stranger = sdk.session().await?;
+    let read = client.get_payment(Some(&stranger), show_id, checkout.payment_id).await;
+    expect_rejected("a stranger's read", read, Code::PermissionDenied, "not_owner")?;
+    let read = anonymous.get_payment(None, show_id, checkout.payment_id).await;
+    expect_rejected("an anonymous read", read, Code::Unauthenticated, "unauthenticated")?;
+    let read = client.get_payment(None, show_id, 999).await;
+    expect_rejected("payment 999", read, Code::NotFound, "payment_not_found")?;
+
+    // Cancel: the three holds are released (one of them processing); again, a duplicate.
+    let cancelled = expect_ok("cancel the show", client.cancel_show(show_id).await)?;
+    ensure!(cancelled.holds_released == 3 && !cancelled.duplicate, "{cancelled:?}");
+    let again = expect_ok("cancel it again", client.cancel_show(show_id).await)?;
+    ensure!(again.duplicate && again.holds_released == 0, "{again:?}");
+    let late = client.open_sales(show_id).await;
+    expect_rejected("open a cancelled show", late, Code::FailedPrecondition, "show_cancelled")?;
+    ensure!(settings(sdk, 2, show_id).await?.status == "cancelled", "cancelled");
+
+    // The audit trail: created, opened, closed, opened, prices, lane on and off, waitlist on
+    // and off, cancelled; repeats and refusals left no record.
+    let trail = expect_ok("the show's trail", client.get_audit(show_id, "show", show_id).await)?;
+    let reasons: Vec<&str> = trail.records.iter().map(|record| record.reason.as_str()).collect();
+    ensure!(
+        reasons
+            == [
+                "requested",
+                "requested",
+                "requested",
+                "requested",
+                "prices_set",
+                "admission_configured",
+                "admission_configured",
+                "waitlist_configured",
+                "waitlist_configured",
+                "requested",
+            ],
+        "{trail:?}"
+    );
+    let last = trail.records.last().map(|record| (record.to.as_str(), record.actor.as_str()));
+    ensure!(last == Some(("cancelled", "operator")), "{trail:?}");
     Ok(())
 }

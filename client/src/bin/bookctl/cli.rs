@@ -19,8 +19,8 @@ pub const NODES_DEFAULT: &str = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103";
 ///
 /// A buyer's commands need a session token (--token or BOOKCTL_TOKEN) from `bookctl session
 /// new`; `bookctl hold` makes a session when none is given and prints its token. Operator
-/// commands (show create/open/close, capacity release, audit) send --operator-token when the
-/// cluster has one.
+/// commands (show create/open/close/cancel/prices/admission/waitlist, capacity release, audit,
+/// and `payment get` without --token) send --operator-token when the cluster has one.
 ///
 /// Exit status: 0 success, 1 rejected or failed (including a node that did not answer
 /// `status`), 2 usage error.
@@ -54,8 +54,9 @@ pub struct Cli {
     )]
     pub timeout_ms: u64,
 
-    /// The operator token, sent on operator commands (show create/open/close, capacity
-    /// release, audit) when the cluster requires one.
+    /// The operator token, sent on operator commands (show create/open/close/cancel/prices/
+    /// admission/waitlist, capacity release, audit, payment get without --token) when the
+    /// cluster requires one.
     #[arg(
         long,
         global = true,
@@ -86,7 +87,8 @@ pub enum Command {
     /// Get a guest session token (the --token of a buyer's commands).
     #[command(subcommand)]
     Session(SessionCommand),
-    /// List shows, read one, draw its seat map; create shows and open or close their sales.
+    /// List shows, read one, draw its seat map; create shows, and the operator's controls:
+    /// open or close sales, cancel, set prices, configure the admission lane and the waitlist.
     #[command(subcommand)]
     Show(ShowCommand),
     /// Hold seats (`bookctl hold --show 7 --seats 1,2,3`), or read, cancel or watch a hold
@@ -97,6 +99,9 @@ pub enum Command {
     /// Read or cancel a booking.
     #[command(subcommand)]
     Booking(BookingCommand),
+    /// Read a payment attempt: your own (--token), or any as the operator.
+    #[command(subcommand)]
+    Payment(PaymentCommand),
     /// The admission queue: join, read your ticket (a granted ticket is the --grant of a
     /// hold), watch it, leave.
     #[command(subcommand)]
@@ -179,6 +184,40 @@ pub struct BookingArgs {
     /// The idempotency key (cancel only).
     #[command(flatten)]
     pub key: KeyArg,
+}
+
+/// `bookctl payment ...`.
+#[derive(Debug, Subcommand)]
+pub enum PaymentCommand {
+    /// Read a payment attempt linearizably: its state (pending, unknown, succeeded, declined,
+    /// refunded) and whether its money is owed back.
+    ///
+    /// Example: `bookctl payment get --payment 41-8 --token T`.
+    Get {
+        /// The payment attempt as `<show>-<payment>` (checkout prints both numbers).
+        #[arg(long, value_name = "SHOW-N", value_parser = parse_entity_id)]
+        payment: (u64, u64),
+        /// The session token of the attempt's owner; without one, the operator reads it
+        /// (--operator-token).
+        #[arg(long, env = "BOOKCTL_TOKEN", value_name = "T", hide_env_values = true)]
+        token: Option<String>,
+    },
+}
+
+/// An entity id as the REST API writes it, `<show>-<n>`, as `(show, n)`.
+///
+/// # Errors
+///
+/// A message naming the expected form.
+pub fn parse_entity_id(text: &str) -> Result<(u64, u64), String> {
+    let wrong = || format!("expected <show>-<n> with two positive numbers, got {text:?}");
+    let (show, number) = text.split_once('-').ok_or_else(wrong)?;
+    let show: u64 = show.parse().map_err(|_| wrong())?;
+    let number: u64 = number.parse().map_err(|_| wrong())?;
+    if show == 0 || number == 0 {
+        return Err(wrong());
+    }
+    Ok((show, number))
 }
 
 /// `bookctl queue ...`.
@@ -525,6 +564,54 @@ pub enum ShowCommand {
         #[arg(long, value_name = "ID")]
         show: u64,
     },
+    /// Cancel a show: every hold released, every booking cancelled and refunded, every waiter
+    /// told. Terminal; again, it says the show was cancelled before.
+    Cancel {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+    },
+    /// Set a show's prices under its next price version; holds quoting an older version are
+    /// refused from then on.
+    ///
+    /// Example: `bookctl show prices --show 7 --version 2 --prices 4500,3000`.
+    Prices {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+        /// The new price version: the show's current one plus one (`show get` says it).
+        #[arg(long, value_name = "V")]
+        version: u32,
+        /// One price per seat class, in minor units (cents), comma-separated.
+        #[arg(long, value_name = "PRICES", value_delimiter = ',', required = true)]
+        prices: Vec<u64>,
+    },
+    /// Turn a show's admission lane on or off and set its window: while it is on, holds need a
+    /// granted ticket from `bookctl queue join`.
+    ///
+    /// Example: `bookctl show admission --show 7 --enabled true --window 5`.
+    Admission {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+        /// Whether holds need a grant: true or false (also on/off, yes/no).
+        #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+        enabled: bool,
+        /// Grants outstanding at once, 1..=10000 (1 is strict FIFO).
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        window: u32,
+    },
+    /// Turn a show's waitlist on or off (its ordering policy stays as it is).
+    ///
+    /// Example: `bookctl show waitlist --show 7 --enabled false`.
+    Waitlist {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+        /// Whether buyers may join once the show is sold out: true or false (also on/off).
+        #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+        enabled: bool,
+    },
 }
 
 /// `bookctl hold` (place a hold) or `bookctl hold get|cancel|watch`.
@@ -753,6 +840,61 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(parse("show close --show 7").is_ok());
+    }
+
+    #[test]
+    fn show_controls_parse_their_values() {
+        assert!(matches!(
+            parse("show cancel --show 7").unwrap().command,
+            Command::Show(ShowCommand::Cancel { show: 7 })
+        ));
+        match parse("show prices --show 7 --version 2 --prices 4500,3000").unwrap().command {
+            Command::Show(ShowCommand::Prices { show, version, prices }) => {
+                assert_eq!((show, version, prices.as_slice()), (7, 2, &[4_500, 3_000][..]));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("show prices --show 7 --version 2").is_err());
+        assert!(parse("show prices --show 7 --version 2 --prices 45.00").is_err());
+        match parse("show admission --show 7 --enabled true --window 5").unwrap().command {
+            Command::Show(ShowCommand::Admission { show, enabled, window }) => {
+                assert_eq!((show, enabled, window), (7, true, 5));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The window defaults to 1 (strict FIFO), as at show creation.
+        assert!(matches!(
+            parse("show admission --show 7 --enabled off").unwrap().command,
+            Command::Show(ShowCommand::Admission { enabled: false, window: 1, .. })
+        ));
+        let missing = parse("show admission --show 7 --window 5").unwrap_err();
+        assert_eq!(missing.kind(), ErrorKind::MissingRequiredArgument);
+        assert!(parse("show admission --show 7 --enabled maybe").is_err());
+        assert!(matches!(
+            parse("show waitlist --show 7 --enabled false").unwrap().command,
+            Command::Show(ShowCommand::Waitlist { show: 7, enabled: false })
+        ));
+        assert!(parse("show waitlist --show 7 --enabled").is_err());
+    }
+
+    /// `--token` comes from the command line here: these tests never set `BOOKCTL_TOKEN`.
+    #[test]
+    fn payment_get_takes_a_show_and_payment_and_maybe_a_token() {
+        match parse("payment get --payment 41-8 --token t").unwrap().command {
+            Command::Payment(PaymentCommand::Get { payment, token }) => {
+                assert_eq!((payment, token.as_deref()), ((41, 8), Some("t")));
+            }
+            other => panic!("{other:?}"),
+        }
+        if std::env::var_os("BOOKCTL_TOKEN").is_none() {
+            assert!(matches!(
+                parse("payment get --payment 41-8").unwrap().command,
+                Command::Payment(PaymentCommand::Get { payment: (41, 8), token: None })
+            ));
+        }
+        for bad in ["41", "41-", "-8", "41-x", "0-8", "41-0", "41-8-2"] {
+            assert!(parse(&format!("payment get --payment {bad}")).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 
 use crate::cli::{
     BookingCommand, CapacityCommand, Cli, Command, GroupSelect, HoldAction, HoldArgs, HoldCommand,
-    LeaderCommand, MemberCommand, OfferCommand, QueueCommand, SessionCommand, ShowCommand,
-    StatusArgs, WaitlistCommand,
+    LeaderCommand, MemberCommand, OfferCommand, PaymentCommand, QueueCommand, SessionCommand,
+    ShowCommand, StatusArgs, WaitlistCommand,
 };
 
 fn main() -> ExitCode {
@@ -88,6 +88,10 @@ async fn run(cli: Cli) -> ExitCode {
             report(json, result, render::checkout_json, render::checkout_text)
         }
         Command::Booking(command) => booking(&client, json, command).await,
+        Command::Payment(PaymentCommand::Get { payment: (show, payment), token }) => {
+            let result = client.get_payment(token.as_deref(), show, payment).await;
+            report(json, result, render::payment_json, render::payment_text)
+        }
         Command::Queue(command) => queue(&client, json, command).await,
         Command::Waitlist(command) => waitlist(&client, json, command).await,
         Command::Offer(command) => offer(&client, json, command).await,
@@ -380,8 +384,30 @@ async fn show(client: &Client, json: bool, command: ShowCommand) -> ExitCode {
             let what = if open { "created and opened" } else { "created" };
             client.create_show(&new_show, key.as_deref()).await.map(|p| (what, p))
         }
-        ShowCommand::Open { show } => client.open_sales(show).await.map(|p| ("opened", p)),
-        ShowCommand::Close { show } => client.close_sales(show).await.map(|p| ("closed", p)),
+        ShowCommand::Open { show } => {
+            let result = client.open_sales(show).await;
+            return report(json, result, render::sales_json, render::sales_text);
+        }
+        ShowCommand::Close { show } => {
+            let result = client.close_sales(show).await;
+            return report(json, result, render::sales_json, render::sales_text);
+        }
+        ShowCommand::Cancel { show } => {
+            let result = client.cancel_show(show).await;
+            return report(json, result, render::cancelled_json, render::cancelled_text);
+        }
+        ShowCommand::Prices { show, version, prices } => {
+            let result = client.set_prices(show, version, &prices).await;
+            return report(json, result, render::prices_json, render::prices_text);
+        }
+        ShowCommand::Admission { show, enabled, window } => {
+            let result = client.configure_admission(show, enabled, window).await;
+            return report(json, result, render::admission_json, render::admission_text);
+        }
+        ShowCommand::Waitlist { show, enabled } => {
+            let result = client.configure_waitlist(show, enabled).await;
+            return report(json, result, render::waitlist_json, render::waitlist_text);
+        }
     };
     match result {
         Ok((what, ShowPlacement { show_id, group_id })) => {

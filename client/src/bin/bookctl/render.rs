@@ -1,15 +1,17 @@
 //! How `bookctl` prints the booking replies: one line of text per entity (or a small table),
 //! or one JSON document with every field of the reply.
 //!
-//! Owns the text and JSON forms of shows, holds, checkouts, bookings, tickets, waitlist
-//! entries, offers, capacity events and audit trails, and the two helpers they share: log
-//! times as UTC timestamps and amounts in major units. Never calls a node.
+//! Owns the text and JSON forms of shows and the operator's controls of them, holds,
+//! checkouts, bookings, payments, tickets, waitlist entries, offers, capacity events and audit
+//! trails, and the two helpers they share: log times as UTC timestamps and amounts in major
+//! units. Never calls a node.
 
 use std::fmt::Write as _;
 
 use client::{
-    AuditRecord, AuditReply, BookingReply, CapacityReleasedReply, CheckoutReply, HoldReply,
-    OfferReply, OrderKey, ShowReply, TicketReply, WaitlistEntryReply, WaitlistSkip,
+    AdmissionReply, AuditRecord, AuditReply, BookingReply, CapacityReleasedReply, CheckoutReply,
+    HoldReply, OfferReply, OrderKey, PaymentReply, PricesReply, SalesReply, ShowCancelledReply,
+    ShowReply, TicketReply, WaitlistEntryReply, WaitlistReply, WaitlistSkip,
 };
 use serde_json::{Value, json};
 
@@ -199,6 +201,151 @@ fn table(rows: &[Vec<String>]) -> String {
         let _ = writeln!(out, "{}", cells.join("  ").trim_end());
     }
     out
+}
+
+/// A show's sales status after `show open` or `show close`, as JSON.
+pub fn sales_json(reply: &SalesReply) -> Value {
+    json!({
+        "show_id": reply.show_id,
+        "group_id": reply.group_id,
+        "status": reply.status,
+        "duplicate": reply.duplicate,
+    })
+}
+
+/// A show's sales status after `show open` or `show close`, as one line of text.
+pub fn sales_text(reply: &SalesReply) -> String {
+    let already = if reply.duplicate { " already: nothing changed" } else { "" };
+    format!("show {} (group {}): {}{already}", reply.show_id, reply.group_id, reply.status)
+}
+
+/// What `show cancel` did, as JSON.
+pub fn cancelled_json(reply: &ShowCancelledReply) -> Value {
+    json!({
+        "show_id": reply.show_id,
+        "group_id": reply.group_id,
+        "holds_released": reply.holds_released,
+        "bookings_refunded": reply.bookings_refunded,
+        "waiters_told": reply.waiters_told,
+        "duplicate": reply.duplicate,
+    })
+}
+
+/// What `show cancel` did, as one line of text.
+pub fn cancelled_text(reply: &ShowCancelledReply) -> String {
+    if reply.duplicate {
+        return format!(
+            "show {} (group {}) was cancelled before: nothing changed",
+            reply.show_id, reply.group_id
+        );
+    }
+    format!(
+        "show {} (group {}) cancelled: {} hold(s) released, {} booking(s) to be refunded, {} waiter(s) told",
+        reply.show_id,
+        reply.group_id,
+        reply.holds_released,
+        reply.bookings_refunded,
+        reply.waiters_told
+    )
+}
+
+/// The prices `show prices` put in force, as JSON.
+pub fn prices_json(reply: &PricesReply) -> Value {
+    json!({
+        "show_id": reply.show_id,
+        "group_id": reply.group_id,
+        "price_version": reply.price_version,
+        "prices_minor": reply.prices_minor,
+        "duplicate": reply.duplicate,
+    })
+}
+
+/// The prices `show prices` put in force, as one line of text (in minor units: the reply does
+/// not name the currency, `show get` does).
+pub fn prices_text(reply: &PricesReply) -> String {
+    let prices: Vec<String> = reply.prices_minor.iter().map(u64::to_string).collect();
+    let already = if reply.duplicate { " (already in force: nothing changed)" } else { "" };
+    format!(
+        "show {} (group {}): price version {}, prices {} (minor units){already}; holds must quote version {}",
+        reply.show_id,
+        reply.group_id,
+        reply.price_version,
+        prices.join(" / "),
+        reply.price_version
+    )
+}
+
+/// A show's admission lane after `show admission`, as JSON.
+pub fn admission_json(reply: &AdmissionReply) -> Value {
+    json!({
+        "show_id": reply.show_id,
+        "group_id": reply.group_id,
+        "enabled": reply.enabled,
+        "window": reply.window,
+    })
+}
+
+/// A show's admission lane after `show admission`, as one line of text.
+pub fn admission_text(reply: &AdmissionReply) -> String {
+    let lane = if reply.enabled {
+        format!("on (window {}): holds need a grant", reply.window)
+    } else {
+        "off".to_owned()
+    };
+    format!("show {} (group {}): admission lane {lane}", reply.show_id, reply.group_id)
+}
+
+/// A show's waitlist after `show waitlist`, as JSON.
+pub fn waitlist_json(reply: &WaitlistReply) -> Value {
+    json!({
+        "show_id": reply.show_id,
+        "group_id": reply.group_id,
+        "enabled": reply.enabled,
+        "policy_version": reply.policy_version,
+    })
+}
+
+/// A show's waitlist after `show waitlist`, as one line of text.
+pub fn waitlist_text(reply: &WaitlistReply) -> String {
+    format!(
+        "show {} (group {}): waitlist {} (policy version {})",
+        reply.show_id,
+        reply.group_id,
+        if reply.enabled { "on" } else { "off" },
+        reply.policy_version
+    )
+}
+
+/// A payment attempt as JSON.
+pub fn payment_json(payment: &PaymentReply) -> Value {
+    json!({
+        "show_id": payment.show_id,
+        "payment_id": payment.payment_id,
+        "hold_id": payment.hold_id,
+        "state": payment.state,
+        "amount_minor": payment.amount_minor,
+        "currency": payment.currency,
+        "refund_owed": payment.refund_owed,
+        "created_ms": payment.created_ms,
+        "as_of_log_index": payment.as_of_log_index,
+        "as_of_log_time_ms": payment.as_of_log_time_ms,
+    })
+}
+
+/// A payment attempt as one line of text, named `<show>-<n>` as the REST API and the provider
+/// name it.
+pub fn payment_text(payment: &PaymentReply) -> String {
+    let owed = if payment.refund_owed { ", refund owed" } else { "" };
+    format!(
+        "payment {}-{} (hold {}): {}, {}{owed}, created {} (as of log index {})",
+        payment.show_id,
+        payment.payment_id,
+        payment.hold_id,
+        payment.state,
+        money(payment.amount_minor, &payment.currency),
+        time(payment.created_ms),
+        payment.as_of_log_index
+    )
 }
 
 /// A hold as JSON.
@@ -586,6 +733,50 @@ mod tests {
         };
         assert_eq!(entry_text(&entry).lines().count(), 2);
         assert_eq!(entry_json(&entry)["offer"]["offer_id"], 4);
+    }
+
+    #[test]
+    fn controls_and_payments_say_what_they_did() {
+        let payment = PaymentReply {
+            show_id: 41,
+            payment_id: 8,
+            hold_id: 7,
+            state: "succeeded".into(),
+            amount_minor: 4_500,
+            currency: "EUR".into(),
+            refund_owed: true,
+            ..PaymentReply::default()
+        };
+        let text = payment_text(&payment);
+        assert!(
+            text.starts_with("payment 41-8 (hold 7): succeeded, 45.00 EUR, refund owed"),
+            "{text}"
+        );
+        assert_eq!(payment_json(&payment)["refund_owed"], true);
+        let again =
+            ShowCancelledReply { show_id: 7, group_id: 1, duplicate: true, ..Default::default() };
+        assert!(cancelled_text(&again).contains("cancelled before"));
+        let prices = PricesReply {
+            show_id: 7,
+            group_id: 1,
+            price_version: 2,
+            prices_minor: vec![4_500, 3_000],
+            duplicate: false,
+        };
+        assert!(prices_text(&prices).contains("price version 2, prices 4500 / 3000 (minor"));
+        let retried = PricesReply { duplicate: true, ..prices };
+        assert!(prices_text(&retried).contains("already in force"));
+        assert_eq!(prices_json(&retried)["duplicate"], true);
+        let lane = AdmissionReply { show_id: 7, group_id: 1, enabled: true, window: 5 };
+        assert!(admission_text(&lane).contains("on (window 5)"));
+        let sales =
+            SalesReply { show_id: 7, group_id: 1, status: "closed".into(), duplicate: false };
+        assert_eq!(sales_text(&sales), "show 7 (group 1): closed");
+        let again = SalesReply { duplicate: true, ..sales };
+        assert_eq!(sales_text(&again), "show 7 (group 1): closed already: nothing changed");
+        assert_eq!(sales_json(&again)["duplicate"], true);
+        let waitlist = WaitlistReply { show_id: 7, group_id: 1, enabled: false, policy_version: 1 };
+        assert_eq!(waitlist_json(&waitlist)["enabled"], false);
     }
 
     #[test]

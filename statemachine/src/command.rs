@@ -12,6 +12,7 @@ use crate::ids::{
 };
 use crate::limits::*;
 use crate::outcome::Rejection;
+use crate::snapshot::Digest;
 
 /// One committed log entry, as the raft layer hands it to `apply`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,6 +59,14 @@ pub enum Command {
     /// Delivering the outbox to its sinks: a sink added or removed, the dispatcher's report of
     /// what it delivered or gave up on, an operator's replay of dead letters.
     Delivery(DeliveryCommand),
+    /// The leader's digest of the group's state right after entry `index` (computed off the
+    /// apply path), kept so every replica can compare its own digest at that index.
+    AuditDigest {
+        /// An entry applied before this one.
+        index: u64,
+        /// The SHA-256 of the state's snapshot encoding right after it.
+        digest: Digest,
+    },
 }
 
 /// A buyer's request.
@@ -289,7 +298,10 @@ impl Command {
             Command::Operator(command) => Some(command.show()),
             Command::Payment(outcome) => Some(outcome.show),
             Command::Place { show, .. } | Command::RefundCompleted { show, .. } => Some(*show),
-            Command::Tick | Command::AckOutbox { .. } | Command::Delivery(_) => None,
+            Command::Tick
+            | Command::AckOutbox { .. }
+            | Command::Delivery(_)
+            | Command::AuditDigest { .. } => None,
         }
     }
 }

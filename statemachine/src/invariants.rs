@@ -37,6 +37,7 @@ impl Group {
     pub fn check_invariants(&self) -> Result<(), String> {
         self.outbox.check()?;
         self.delivery.check(&self.outbox)?;
+        self.digests.check(self.applied_index)?;
         for (id, show) in &self.shows {
             ensure!(show.id == *id, "show {id} is stored under another id");
             show.check().map_err(|violation| format!("show {id}: {violation}"))?;

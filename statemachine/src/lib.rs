@@ -20,6 +20,7 @@ mod booking;
 pub mod check;
 mod command;
 mod delivery;
+mod digests;
 mod expiry;
 mod hold;
 mod idempotency;
@@ -44,6 +45,7 @@ pub use command::{
     SeatRange, ShowPolicy, ShowSpec,
 };
 pub use delivery::{DeadLetter, Delivery, DeliveryCommand, Failure, Sink, SinkName};
+pub use digests::Digests;
 pub use idempotency::IdempotencyRecord;
 pub use ids::{
     Actor, BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, Money, OfferId,
@@ -262,6 +264,7 @@ impl Group {
             Command::Delivery(command) => {
                 self.delivery.apply(&mut self.outbox, self.log_time_ms, command)
             }
+            &Command::AuditDigest { index: at, digest } => self.digests.record(index, at, digest),
             &Command::RefundCompleted { show, payment } => {
                 let show = self.shows.get_mut(&show).ok_or(Rejection::ShowNotFound)?;
                 let mut ctx = Ctx {
@@ -305,6 +308,11 @@ impl Group {
     /// What each outbox sink was given, and its dead letters.
     pub fn delivery(&self) -> &Delivery {
         &self.delivery
+    }
+
+    /// The leaders' digests of the state at checkpoint indexes.
+    pub fn digests(&self) -> &Digests {
+        &self.digests
     }
 
     /// The audit log.

@@ -45,6 +45,8 @@ pub const DELIVERY_REPORT_EVENTS_MAX: usize = 4_096;
 pub const DEAD_LETTERS_PER_SINK_MAX: usize = 10_000;
 /// Bytes of the error a dead letter keeps (longer ones are cut at a character boundary).
 pub const DEAD_LETTER_ERROR_BYTES_MAX: usize = 256;
+/// Leader digests of the state a group keeps for its replicas to compare with theirs.
+pub const AUDIT_DIGESTS_KEPT: usize = 16;
 
 /// Default time a hold keeps its seats (five minutes).
 pub const HOLD_TTL_MS_DEFAULT: u64 = 5 * 60 * 1_000;

@@ -220,6 +220,15 @@ pub enum Reply {
         /// Dead letters marked for replay.
         events: u32,
     },
+    /// A leader's state digest was recorded (or was before, if `duplicate`).
+    DigestRecorded {
+        /// The entry it is the state after.
+        index: u64,
+        /// Whether a digest of that entry was kept already (or is older than any kept).
+        duplicate: bool,
+        /// Whether a digest kept before for the index is this one.
+        matches: bool,
+    },
 }
 
 /// What a successful hold gives the buyer.

@@ -4,11 +4,12 @@
 //! postcard. The version is ours: any change to a persisted type that changes the bytes must bump
 //! `SNAPSHOT_FORMAT_VERSION` (the golden test, `tests/golden.rs`, pins the bytes of a fixed
 //! state so such a change cannot go unnoticed) and keep decoding the version before it, by a
-//! migration to the current types (`snapshot/v2.rs`, `snapshot/v3.rs`). Invariants are checked before encoding
+//! migration to the current types (`snapshot/v2.rs`, `snapshot/v3.rs`, `snapshot/v4.rs`). Invariants are checked before encoding
 //! and again after decoding. Never trusts decoded bytes: garbage is an error, not a panic.
 
 mod v2;
 mod v3;
+mod v4;
 
 use sha2::{Digest as _, Sha256};
 
@@ -20,8 +21,9 @@ use crate::state::Group;
 /// into it (a processing hold's payment and deadline, a confirmed hold's booking, a payment's
 /// refund work, a ticket's grant, an entry's offer, an accepted offer's hold), and keeps every
 /// payment attempt of a hold; seat sets are checked on decode. Version 4 added the delivery of
-/// the outbox to its sinks (each sink's position and dead letters) at the end of the group.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 4;
+/// the outbox to its sinks (each sink's position and dead letters) at the end of the group,
+/// version 5 the leaders' state digests after it.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 5;
 
 /// The oldest version this build decodes (migrating it to the current types).
 pub const SNAPSHOT_FORMAT_VERSION_MIN: u16 = 2;
@@ -88,6 +90,7 @@ impl Group {
         let payload = &bytes[HEADER_LEN..];
         let group = match version {
             SNAPSHOT_FORMAT_VERSION => decode_all::<Group>(payload)?,
+            4 => decode_all::<v4::GroupV4>(payload)?.migrate(),
             3 => decode_all::<v3::GroupV3>(payload)?.migrate(),
             2 => decode_all::<v2::GroupV2>(payload)?
                 .migrate()

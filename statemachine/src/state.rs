@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
 use crate::command::ShowPolicy;
 use crate::delivery::Delivery;
+use crate::digests::Digests;
 use crate::idempotency::IdempotencyRecord;
 use crate::ids::{
     Actor, BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, Money, OfferId,
@@ -699,6 +700,8 @@ pub struct Group {
     pub placement: Placement,
     /// What each outbox sink was given, and its dead letters.
     pub delivery: Delivery,
+    /// The leaders' digests of the state at checkpoint indexes.
+    pub digests: Digests,
 }
 
 /// The effects context of one command: log position, and the group-wide logs it writes to.

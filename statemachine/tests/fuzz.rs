@@ -281,6 +281,8 @@ fn command() -> impl Strategy<Value = Command> {
         1 => (show_id(), prop_oneof![0u64..=4, any::<u64>()])
             .prop_map(|(show, group)| Command::Place { show, group }),
         3 => delivery_command().prop_map(Command::Delivery),
+        1 => (prop_oneof![0u64..=60, any::<u64>()], any::<[u8; 32]>())
+            .prop_map(|(index, digest)| Command::AuditDigest { index, digest }),
     ]
 }
 

@@ -150,6 +150,11 @@ enum Op {
     Tick,
     /// Acknowledges up to this fraction (of 254) of the last event id; 255 is beyond it.
     AckOutbox(u8),
+    /// A leader's state digest of the entry `back` entries ago (0: this one, refused).
+    Digest {
+        back: u8,
+        byte: u8,
+    },
     /// Delivery of the outbox to sink `sink` of three names (a third is added rarely, so many
     /// commands about it are refused).
     Deliver {
@@ -397,6 +402,7 @@ fn op(mix: Mix) -> impl Strategy<Value = Op> {
         2 => any::<u8>().prop_map(Op::AckOutbox),
         8 => (prop_oneof![8 => 0u8..2, 1 => Just(2u8)], deliver_op())
             .prop_map(|(sink, op)| Op::Deliver { sink, op }),
+        2 => (0u8..40, 0u8..3).prop_map(|(back, byte)| Op::Digest { back, byte }),
     ]
 }
 
@@ -882,6 +888,11 @@ impl Driver {
                 Command::AckOutbox { up_to }
             }
             Op::Deliver { sink, op } => Command::Delivery(self.delivery(sink, op)),
+            Op::Digest { back, byte } => {
+                // The entry carrying it is the next one.
+                let index = (self.h.group.applied_index() + 1).saturating_sub(u64::from(back));
+                Command::AuditDigest { index, digest: [byte; 32] }
+            }
         }
     }
 

@@ -1674,3 +1674,35 @@ fn a_sink_keeps_at_most_its_dead_letter_limit_and_counts_what_it_dropped() {
     assert_eq!(found.dead_letters.keys().next(), Some(&3));
     assert!(h.group.outbox().is_empty());
 }
+
+#[test]
+fn a_leader_digest_is_kept_once_per_entry_and_only_for_applied_entries() {
+    let mut h = with_events(2);
+    let applied = h.group.applied_index();
+    let digest = |index, byte| Command::AuditDigest { index, digest: [byte; 32] };
+    assert_eq!(
+        h.one(digest(applied, 1)),
+        Ok(Reply::DigestRecorded { index: applied, duplicate: false, matches: true })
+    );
+    // Another leader's digest of the same entry: the first stays, and the answer says whether
+    // they agree.
+    assert_eq!(
+        h.one(digest(applied, 2)),
+        Ok(Reply::DigestRecorded { index: applied, duplicate: true, matches: false })
+    );
+    assert_eq!(h.group.digests().at(applied), Some(&[1; 32]));
+    // Not an entry applied before the one carrying the command: refused, nothing kept.
+    for ahead in [None, Some(1), Some(6)] {
+        // 0, the entry carrying the command itself, or one not applied yet.
+        let index = ahead.map_or(0, |ahead| h.group.applied_index() + ahead);
+        assert_eq!(code(&h.one(digest(index, 3))), "invalid_argument", "{index}");
+    }
+    // Only the newest are kept.
+    for _ in 0..statemachine::limits::AUDIT_DIGESTS_KEPT {
+        let last = h.group.applied_index();
+        h.one(digest(last, 4)).unwrap();
+    }
+    assert_eq!(h.group.digests().iter().count(), statemachine::limits::AUDIT_DIGESTS_KEPT);
+    assert_eq!(h.group.digests().at(applied), None);
+    h.group.check_invariants().unwrap();
+}

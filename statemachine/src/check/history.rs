@@ -132,6 +132,7 @@ impl Call {
             Call::Write(Command::AckOutbox { .. }) => "ack_outbox",
             Call::Write(Command::RefundCompleted { .. }) => "refund_completed",
             Call::Write(Command::Delivery(_)) => "delivery",
+            Call::Write(Command::AuditDigest { .. }) => "audit_digest",
             Call::Read(Read::SeatMap { .. }) => "read_seats",
             Call::Read(Read::Hold { .. }) => "read_hold",
             Call::Read(Read::Booking { .. }) => "read_booking",

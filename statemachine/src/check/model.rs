@@ -145,7 +145,8 @@ pub fn observe_outcome(outcome: &Outcome) -> Observed {
         | Reply::SinkAdded { .. }
         | Reply::SinkRemoved { .. }
         | Reply::DeliveryRecorded { .. }
-        | Reply::ReplayRequested { .. } => Observed::Managed,
+        | Reply::ReplayRequested { .. }
+        | Reply::DigestRecorded { .. } => Observed::Managed,
     }
 }
 

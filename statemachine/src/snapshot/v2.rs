@@ -178,6 +178,7 @@ impl GroupV2 {
             audit: self.audit,
             placement: self.placement,
             delivery: Default::default(),
+            digests: Default::default(),
         })
     }
 }

@@ -1,5 +1,6 @@
 //! Version 3 of the snapshot format: the current types, before the group kept its outbox
-//! sinks' delivery (version 4 added `Group::delivery` at the end).
+//! sinks' delivery (version 4 added `Group::delivery` at the end) and its leaders' state
+//! digests (version 5).
 //!
 //! Owns decoding version 3 payloads into the current group: every field but the delivery is
 //! encoded as it is now, and a version 3 group tracked no sink, so its delivery is empty.
@@ -36,6 +37,7 @@ impl GroupV3 {
             audit: self.audit,
             placement: self.placement,
             delivery: Default::default(),
+            digests: Default::default(),
         }
     }
 }

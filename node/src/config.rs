@@ -147,6 +147,14 @@ pub struct Args {
     /// Requests per second per sink (default 50).
     #[arg(long, value_name = "N")]
     pub sink_rate: Option<u32>,
+    /// How often the auditor looks for a new checkpoint of each group, ms (default 1,000).
+    #[arg(long, value_name = "MS")]
+    pub audit_interval_ms: Option<u64>,
+    /// Every how many log entries each replica keeps a checkpoint of a group's state for the
+    /// auditor (invariants, digest compared with the leader's); 0 turns the auditor off
+    /// (default 1,000).
+    #[arg(long, value_name = "N")]
+    pub audit_checkpoint_entries: Option<u64>,
     /// Requests per second one session may make (token bucket; bursts of twice as many).
     #[arg(long, value_name = "N")]
     pub rate_per_session: Option<u32>,
@@ -243,6 +251,10 @@ pub struct Config {
     pub sink_concurrency: usize,
     /// Requests per second per sink.
     pub sink_rate: u32,
+    /// How often the auditor looks for new checkpoints, ms.
+    pub audit_interval_ms: u64,
+    /// Entries between checkpoints (0: no auditor).
+    pub audit_checkpoint_entries: u64,
     /// Requests per second per session.
     pub rate_per_session: u32,
     /// Requests per second per client address.
@@ -388,6 +400,15 @@ impl Config {
             sink_age_max_s,
             sink_concurrency,
             sink_rate,
+            audit_interval_ms: args
+                .audit_interval_ms
+                .or(file.audit_interval_ms)
+                .unwrap_or(1_000)
+                .max(1),
+            audit_checkpoint_entries: args
+                .audit_checkpoint_entries
+                .or(file.audit_checkpoint_entries)
+                .unwrap_or(1_000),
             rate_per_session: args.rate_per_session.or(file.rate_per_session).unwrap_or(50).max(1),
             rate_per_address: args
                 .rate_per_address

@@ -30,6 +30,7 @@
 //! `signature.rs`), and nothing of the node imports it.
 
 pub mod api;
+pub mod auditor;
 pub mod config;
 pub mod daemon;
 pub mod dispatch;

@@ -6,21 +6,44 @@
 //! - `booking_http_request_duration_seconds{method, route, status_class}`: a histogram of REST
 //!   latency by route template (`/v1/holds/{hold_id}`, or `unmatched`) and status class
 //!   (`2xx`..`5xx`), recorded by the REST skin around every route. Hold latency is
-//!   `route="/v1/shows/{show_id}/holds", method="POST"`.
+//!   `route="/v1/shows/{show_id}/holds", method="POST"`, checkout's
+//!   `route="/v1/holds/{hold_id}/checkout"`.
+//! - `booking_grpc_request_duration_seconds{method, code}`: the same for gRPC calls of the
+//!   client and operator services (`method="BookingService/Hold"`, `code` the status number,
+//!   `0` OK), timed by the node's one port up to the response's headers.
 //! - `booking_hold_outcomes_total{outcome}`: hold attempts by outcome, `held`,
 //!   `seat_unavailable` or `other`; the conflict rate is
 //!   `rate(booking_hold_outcomes_total{outcome="seat_unavailable"}[1m]) /
 //!   sum(rate(booking_hold_outcomes_total[1m]))`. Counted where a hold is decided, by the
 //!   operation both APIs call (`operations.rs`), from its typed result: a hold this node sends
-//!   on to the leader is counted there, not here.
-//! - Computed at scrape time from each group's state on this node:
-//!   `booking_active_hold_age_seconds{group}` (a histogram of live holds by age: wall clock now
-//!   minus the hold's leader-stamped creation time; liveness by log time, as the state machine
-//!   judges it), `booking_outbox_backlog{group}` (undelivered outbox events), and the Raft
-//!   gauges `booking_raft_term`,
+//!   on to the leader is counted there, not here. `booking_waitlist_outcomes_total{operation,
+//!   outcome}` counts waitlist joins and offer accepts alike (`outcome` is `ok` or the error
+//!   code: duplicate joins are `already_on_waitlist`).
+//! - `booking_outbox_deliveries_total{sink, result}` and
+//!   `booking_outbox_delivery_latency_seconds{sink}` (event log time to delivery), recorded by
+//!   the dispatcher while this node leads.
+//! - Computed at scrape time from each group's state on this node, each by `group`:
+//!   `booking_active_hold_age_seconds` (a histogram of live holds by age: wall clock now minus
+//!   the hold's leader-stamped creation time; liveness by log time, as the state machine judges
+//!   it), `booking_outbox_backlog` (undelivered outbox events), per sink
+//!   `booking_outbox_sink_backlog`, `booking_outbox_dead_letters` and
+//!   `booking_outbox_oldest_undelivered_age_seconds`; the money in motion:
+//!   `booking_payments_unsettled{state}` and `booking_payment_oldest_age_seconds{state}`
+//!   (`pending`, `unknown`), `booking_refunds_owed` and `booking_refund_oldest_age_seconds`; the
+//!   waiting room and waitlist: `booking_admission_wait_seconds` (a histogram of every granted
+//!   ticket's wait from joining to its grant, by log time), `booking_grants_overdue` and
+//!   `booking_offers_overdue` (past their deadline, not yet expired by a tick),
+//!   `booking_waitlist_pooled_seats` (released seats not yet offered); the proposer's
+//!   `booking_proposals_total` and `booking_proposed_commands_total` (their ratio is the mean
+//!   batch size); the auditor's findings (`crate::auditor`): `booking_invariants_ok`,
+//!   `booking_audit_checked_index`, `booking_replica_digest_matches` and
+//!   `booking_audit_compared_index`; and the Raft gauges `booking_raft_term`,
 //!   `booking_raft_leader_id` (0: none known), `booking_raft_is_leader` (0 or 1),
 //!   `booking_raft_last_log_index`, `booking_raft_committed_index` and
-//!   `booking_raft_applied_index`, each by `group`.
+//!   `booking_raft_applied_index`.
+//!
+//! The alert rules that ship with the project (`node/prometheus/alerts.yml`) read these names;
+//! a process test checks that every name they use is served.
 //!
 //! Never changes state: a scrape reads each group's applied state once, under its read lock.
 
@@ -36,7 +59,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use statemachine::Group;
+use std::collections::BTreeMap;
+
+use statemachine::{EntityKind, Group, PaymentStatus, StateName};
+
+use crate::auditor::GroupAudit;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::group::HostedGroup;
@@ -47,6 +74,9 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// Upper bounds (seconds) of the active-hold age buckets: the default hold lives 5 minutes, a
 /// processing one 2 more.
 pub const HOLD_AGE_BUCKETS_S: [f64; 9] = [5.0, 15.0, 30.0, 60.0, 120.0, 180.0, 240.0, 300.0, 420.0];
+/// Upper bounds (seconds) of the wait-to-admission buckets: a ticket may wait up to an hour.
+pub const ADMISSION_WAIT_BUCKETS_S: [f64; 10] =
+    [0.1, 1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 600.0, 1_800.0, 3_600.0];
 
 /// What a hold attempt came to.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -100,6 +130,22 @@ struct HoldLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GrpcLabels {
+    /// `BookingService/Hold`: the service (without its package) and the method.
+    method: String,
+    /// The gRPC status code's number as text (`0` is OK).
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WaitlistLabels {
+    /// `join` or `accept`.
+    operation: &'static str,
+    /// `ok`, or the error code's wire name (`already_on_waitlist`, `offer_expired`, ...).
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GroupLabels {
     group: u64,
 }
@@ -115,7 +161,9 @@ pub struct Metrics {
 struct Inner {
     registry: Registry,
     requests: Histograms<RequestLabels>,
+    grpc_requests: Histograms<GrpcLabels>,
     holds: Family<HoldLabels, Counter>,
+    waitlist: Family<WaitlistLabels, Counter>,
     deliveries: Family<DeliveryLabels, Counter>,
     delivery_latency: Histograms<SinkLabels>,
 }
@@ -156,11 +204,26 @@ impl Metrics {
             "REST request latency by route template and status class",
             requests.clone(),
         );
+        let grpc_requests: Histograms<GrpcLabels> =
+            Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 16)));
+        registry.register(
+            "booking_grpc_request_duration_seconds",
+            "gRPC call latency of the client and operator services, by method and status code \
+             (to the response's headers: a stream's start)",
+            grpc_requests.clone(),
+        );
         let holds = Family::<HoldLabels, Counter>::default();
         registry.register(
             "booking_hold_outcomes",
             "Hold attempts by outcome (held, seat_unavailable, other)",
             holds.clone(),
+        );
+        let waitlist = Family::<WaitlistLabels, Counter>::default();
+        registry.register(
+            "booking_waitlist_outcomes",
+            "Waitlist joins and offer accepts decided on this node, by outcome (ok or the error \
+             code: a duplicate join is already_on_waitlist)",
+            waitlist.clone(),
         );
         let deliveries = Family::<DeliveryLabels, Counter>::default();
         registry.register(
@@ -179,7 +242,15 @@ impl Metrics {
             delivery_latency.clone(),
         );
         Metrics {
-            inner: Arc::new(Inner { registry, requests, holds, deliveries, delivery_latency }),
+            inner: Arc::new(Inner {
+                registry,
+                requests,
+                grpc_requests,
+                holds,
+                waitlist,
+                deliveries,
+                delivery_latency,
+            }),
         }
     }
 
@@ -201,6 +272,23 @@ impl Metrics {
         self.inner.holds.get_or_create(&HoldLabels { outcome }).inc();
     }
 
+    /// Counts one decided waitlist `operation` (`join` or `accept`) by its outcome.
+    pub fn record_waitlist<T>(&self, operation: &'static str, result: &Result<T, ApiError>) {
+        let outcome = match result {
+            Ok(_) => "ok",
+            Err(error) => error.code().name(),
+        };
+        self.inner.waitlist.get_or_create(&WaitlistLabels { operation, outcome }).inc();
+    }
+
+    /// Records one gRPC call of the client or operator API: `path` is
+    /// `/booking.v1.BookingService/Hold`, `code` the status code's number.
+    pub fn record_grpc(&self, path: &str, code: &str, seconds: f64) {
+        let method = path.trim_start_matches('/').trim_start_matches("booking.v1.");
+        let labels = GrpcLabels { method: method.to_owned(), code: code.to_owned() };
+        self.inner.grpc_requests.get_or_create(&labels).observe(seconds);
+    }
+
     /// Records one REST request: its method, route template, HTTP status and duration.
     pub fn record_request(&self, method: &str, route: &str, status: u16, seconds: f64) {
         let labels = RequestLabels {
@@ -217,7 +305,8 @@ impl Metrics {
     ///
     /// `Internal` if a group's state cannot be read.
     pub fn render(&self, service: &Service) -> Result<String, ApiError> {
-        let scraped = scrape_groups(service.shared().groups.values())?;
+        let shared = service.shared();
+        let scraped = scrape_groups(shared.groups.values(), &shared.audits.snapshot())?;
         let mut text = String::new();
         let encoded = encode_registry(&mut text, &self.inner.registry)
             .and_then(|()| encode_registry(&mut text, &scraped))
@@ -237,9 +326,10 @@ fn status_class(status: u16) -> &'static str {
     }
 }
 
-/// A registry of the groups' state right now.
+/// A registry of the groups' state right now, and of what the auditor found.
 fn scrape_groups<'a>(
     groups: impl Iterator<Item = &'a Arc<HostedGroup>>,
+    audits: &BTreeMap<u64, GroupAudit>,
 ) -> Result<Registry, ApiError> {
     let gauge = Family::<GroupLabels, Gauge>::default;
     let (term, leader, is_leader) = (gauge(), gauge(), gauge());
@@ -248,6 +338,17 @@ fn scrape_groups<'a>(
         Family::new_with_constructor(|| Histogram::new(HOLD_AGE_BUCKETS_S));
     let sink_gauge = Family::<GroupSinkLabels, Gauge>::default;
     let (sink_backlog, dead_letters, oldest_age) = (sink_gauge(), sink_gauge(), sink_gauge());
+    let state_gauge = Family::<GroupStateLabels, Gauge>::default;
+    let (payments, payment_oldest_age) = (state_gauge(), state_gauge());
+    let (refunds_owed, refund_oldest_age) = (gauge(), gauge());
+    let (overdue_grants, overdue_offers) = (gauge(), gauge());
+    let (invariants_ok, checked_index) = (gauge(), gauge());
+    let (digests_match, compared_index) = (gauge(), gauge());
+    let pooled = gauge();
+    let counter = Family::<GroupLabels, Counter>::default;
+    let (proposals, proposed_commands) = (counter(), counter());
+    let admission_waits: Histograms<GroupLabels> =
+        Family::new_with_constructor(|| Histogram::new(ADMISSION_WAIT_BUCKETS_S));
     for hosted in groups {
         // This node's clock (the one its proposer stamps entries with), so that under a
         // simulator hold ages follow simulated time.
@@ -263,10 +364,49 @@ fn scrape_groups<'a>(
         set(&last_log, metrics.last_log_index.unwrap_or(0));
         set(&committed, metrics.local_committed.map_or(0, |id| id.index));
         set(&applied, metrics.last_applied.map_or(0, |id| id.index));
-        let (pending, hold_ages, sinks) = hosted.read_local(|group| {
-            (group.outbox().len() as u64, live_hold_ages_s(group, now_ms), sink_backlogs(group))
+        let batches = hosted.proposer.batches();
+        proposals.get_or_create(&labels).inc_by(batches.entries());
+        proposed_commands.get_or_create(&labels).inc_by(batches.commands());
+        let (pending, hold_ages, sinks, money, overdue) = hosted.read_local(|group| {
+            (
+                group.outbox().len() as u64,
+                live_hold_ages_s(group, now_ms),
+                sink_backlogs(group),
+                money_backlogs(group),
+                overdue_grants_and_offers(group),
+            )
         })?;
+        let (waits, pool) = hosted.read_local(|group| {
+            let pool: usize = group.shows().map(|show| show.waitlist.pool.len()).sum();
+            (admission_waits_s(group), pool as u64)
+        })?;
+        let waited = admission_waits.get_or_create(&labels);
+        for wait_s in waits {
+            waited.observe(wait_s);
+        }
+        set(&pooled, pool);
         set(&backlog, pending);
+        for (state, count, oldest_ms) in [
+            ("pending", money.pending, money.pending_oldest_ms),
+            ("unknown", money.unknown, money.unknown_oldest_ms),
+        ] {
+            let labels = GroupStateLabels { group: hosted.id, state };
+            payments.get_or_create(&labels).set(count as i64);
+            let age_s = oldest_ms.map_or(0, |oldest| now_ms.saturating_sub(oldest) / 1_000);
+            payment_oldest_age.get_or_create(&labels).set(age_s as i64);
+        }
+        set(&refunds_owed, money.refunds_owed);
+        set(
+            &refund_oldest_age,
+            money.refund_oldest_ms.map_or(0, |oldest| now_ms.saturating_sub(oldest) / 1_000),
+        );
+        set(&overdue_grants, overdue.0);
+        set(&overdue_offers, overdue.1);
+        let audit = audits.get(&hosted.id).cloned().unwrap_or_default();
+        set(&invariants_ok, u64::from(audit.violation.is_none()));
+        set(&checked_index, audit.checked_index);
+        set(&digests_match, u64::from(audit.diverged_at.is_none()));
+        set(&compared_index, audit.compared_index);
         for sink in sinks {
             let labels = GroupSinkLabels { group: hosted.id, sink: sink.name };
             let set = |family: &Family<GroupSinkLabels, Gauge>, value: u64| {
@@ -312,7 +452,150 @@ fn scrape_groups<'a>(
         "Live holds (held or processing) by age",
         ages,
     );
+    registry.register(
+        "booking_proposals",
+        "Log entries this node's proposer proposed for the group while leading (each a batch)",
+        proposals,
+    );
+    registry.register(
+        "booking_proposed_commands",
+        "Commands those entries carried: over booking_proposals_total, the mean batch size",
+        proposed_commands,
+    );
+    registry.register(
+        "booking_admission_wait_seconds",
+        "Admission tickets of the group's shows by their wait from joining the line to their \
+         grant, over the shows' lives (log time)",
+        admission_waits,
+    );
+    registry.register(
+        "booking_waitlist_pooled_seats",
+        "Released seats kept for waiters and not yet offered to one",
+        pooled,
+    );
+    registry.register(
+        "booking_payments_unsettled",
+        "Payment attempts the provider has not answered for, by state (pending, unknown)",
+        payments,
+    );
+    registry.register(
+        "booking_payment_oldest_age_seconds",
+        "Age of the oldest unsettled payment attempt, by state (0: none)",
+        payment_oldest_age,
+    );
+    registry.register(
+        "booking_refunds_owed",
+        "Payment attempts whose money is owed back",
+        refunds_owed,
+    );
+    registry.register(
+        "booking_refund_oldest_age_seconds",
+        "Time since the oldest owed refund became owed (0: none)",
+        refund_oldest_age,
+    );
+    registry.register(
+        "booking_grants_overdue",
+        "Admission grants past their deadline not yet expired by a tick",
+        overdue_grants,
+    );
+    registry.register(
+        "booking_offers_overdue",
+        "Waitlist offers past their deadline not yet expired by a tick",
+        overdue_offers,
+    );
+    registry.register(
+        "booking_invariants_ok",
+        "1 while every checkpoint of the group's state on this node kept every invariant",
+        invariants_ok,
+    );
+    registry.register(
+        "booking_audit_checked_index",
+        "The last checkpoint index the auditor checked here",
+        checked_index,
+    );
+    registry.register(
+        "booking_replica_digest_matches",
+        "1 while this replica's state digests equal the leader's at every compared index",
+        digests_match,
+    );
+    registry.register(
+        "booking_audit_compared_index",
+        "The last index at which this replica's digest was compared with the leader's",
+        compared_index,
+    );
     Ok(registry)
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupStateLabels {
+    group: u64,
+    state: &'static str,
+}
+
+/// The group's money still in motion, as a scrape reads it.
+#[derive(Default)]
+struct MoneyBacklog {
+    pending: u64,
+    pending_oldest_ms: Option<u64>,
+    unknown: u64,
+    unknown_oldest_ms: Option<u64>,
+    refunds_owed: u64,
+    /// Log time the oldest owed refund became owed (its payment's last transition).
+    refund_oldest_ms: Option<u64>,
+}
+
+/// Unsettled payment attempts by state, and owed refunds, with the oldest of each.
+fn money_backlogs(group: &Group) -> MoneyBacklog {
+    let mut backlog = MoneyBacklog::default();
+    let older =
+        |oldest: &mut Option<u64>, ms: u64| *oldest = Some(oldest.map_or(ms, |o| o.min(ms)));
+    for (_, attempt) in group.unsettled_payments() {
+        let (count, oldest) = match attempt.state.status() {
+            PaymentStatus::Unknown => (&mut backlog.unknown, &mut backlog.unknown_oldest_ms),
+            _ => (&mut backlog.pending, &mut backlog.pending_oldest_ms),
+        };
+        *count += 1;
+        older(oldest, attempt.created_ms);
+    }
+    for (show, attempt) in group.refunds_owed() {
+        backlog.refunds_owed += 1;
+        let trail = group.audit_trail(show, EntityKind::Payment, attempt.id.0);
+        let since = trail.last().map_or(attempt.created_ms, |record| record.log_time_ms);
+        older(&mut backlog.refund_oldest_ms, since);
+    }
+    backlog
+}
+
+/// For every ticket that was ever granted, the time from joining the line to its grant.
+fn admission_waits_s(group: &Group) -> Vec<f64> {
+    let mut waits = Vec::new();
+    for show in group.shows() {
+        for ticket in show.lane.tickets.values().filter(|ticket| ticket.state.grant().is_some()) {
+            let trail = group.audit_trail(show.id, EntityKind::Ticket, ticket.id.0);
+            if let Some(granted) = trail.iter().find(|record| record.to == StateName::Granted) {
+                let wait_ms = granted.log_time_ms.saturating_sub(ticket.joined_ms);
+                waits.push(wait_ms as f64 / 1_000.0);
+            }
+        }
+    }
+    waits
+}
+
+/// Grants and open offers whose deadline passed by log time but that no tick expired yet.
+fn overdue_grants_and_offers(group: &Group) -> (u64, u64) {
+    let now = group.log_time_ms();
+    let mut overdue = (0, 0);
+    for show in group.shows() {
+        overdue.0 +=
+            show.lane.granted.iter().take_while(|(deadline, _)| *deadline <= now).count() as u64;
+        overdue.1 += show
+            .waitlist
+            .offer_deadlines
+            .iter()
+            .take_while(|(deadline, _)| *deadline <= now)
+            .count() as u64;
+    }
+    overdue
 }
 
 /// One tracked sink's delivery, as a scrape reads it.

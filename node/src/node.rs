@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use tonic::transport::Endpoint;
 
 use crate::api::{AdminApi, BookingApi};
+use crate::auditor::{self, Audits};
 use crate::config::{Config, ConfigError, initial_voters};
 use crate::dispatch::DispatchSettings;
 use crate::environment::{Environment, Incoming};
@@ -79,6 +80,8 @@ pub struct Shared {
     /// simulated node reads simulated time and a skewed node its skewed time, never the
     /// machine's clock behind the environment's back.
     pub clock: raft::Clock,
+    /// What the auditor found, per group (exported by the metrics).
+    pub audits: Audits,
 }
 
 impl Shared {
@@ -101,6 +104,7 @@ pub struct Node {
     stop: Option<oneshot::Sender<()>>,
     server: JoinHandle<Result<(), tonic::transport::Error>>,
     bootstrap: Option<JoinHandle<()>>,
+    auditor: Option<JoinHandle<()>>,
 }
 
 impl Node {
@@ -142,6 +146,7 @@ impl Node {
         for group in config.group_ids() {
             let state_machine = storage.state_machine(group)?;
             let reader = state_machine.reader();
+            reader.keep_checkpoints(config.audit_checkpoint_entries)?;
             let group_network = GroupNetwork::new(transport.clone(), group);
             let raft = raft::Raft::new(
                 config.id,
@@ -194,14 +199,15 @@ impl Node {
         }
         let sessions = Sessions::with_entropy(&secret, config.operator_token.clone(), entropy);
         let limits = Limits::from_config(&config);
-        let shared = Arc::new(Shared { config, groups, sessions, limits, metrics, clock });
+        let audits = Audits::default();
+        let shared = Arc::new(Shared { config, groups, sessions, limits, metrics, clock, audits });
         let (stop, stopped) = oneshot::channel::<()>();
         let grpc = tonic::service::Routes::new(RaftService::new(registry).into_server())
             .add_service(BookingApi::new(Service::new(shared.clone())).into_server())
             .add_service(AdminApi::new(shared.clone()).into_server())
             .into_axum_router();
         let rest = crate::rest::router(Service::new(shared.clone()), network.dialer.clone());
-        let router = one_port(rest, grpc, shared.limits.clone());
+        let router = one_port(rest, grpc, shared.limits.clone(), shared.metrics.clone());
         let server = match listener {
             Listener::Tcp(listener) => tokio::spawn(
                 tonic::transport::Server::builder()
@@ -221,7 +227,12 @@ impl Node {
         };
         let bootstrap =
             shared.config.bootstrap.then(|| tokio::spawn(bootstrap(shared.clone(), network)));
-        Ok(Node { shared, address, stop: Some(stop), server, bootstrap })
+        let auditor = (shared.config.audit_checkpoint_entries > 0).then(|| {
+            let groups = shared.groups.values().cloned().collect();
+            let interval = Duration::from_millis(shared.config.audit_interval_ms);
+            tokio::spawn(auditor::run(groups, shared.audits.clone(), interval))
+        });
+        Ok(Node { shared, address, stop: Some(stop), server, bootstrap, auditor })
     }
 
     /// Where the node serves.
@@ -236,7 +247,7 @@ impl Node {
 
     /// Stops serving and shuts every group down.
     pub async fn shutdown(mut self) {
-        if let Some(task) = self.bootstrap.take() {
+        for task in [self.bootstrap.take(), self.auditor.take()].into_iter().flatten() {
             task.abort();
         }
         if let Some(stop) = self.stop.take() {
@@ -323,12 +334,18 @@ fn serve_incoming(
 /// of the gRPC `BookingService` pay the same token buckets as REST calls (per session, per
 /// client address), and are refused with RESOURCE_EXHAUSTED and `retry-after` metadata; peer
 /// Raft traffic and operator `AdminService` calls are not limited.
-fn one_port(rest: axum::Router, grpc: axum::Router, limits: Limits) -> axum::Router {
+fn one_port(
+    rest: axum::Router,
+    grpc: axum::Router,
+    limits: Limits,
+    metrics: crate::metrics::Metrics,
+) -> axum::Router {
     use axum::http::StatusCode;
     use axum::response::IntoResponse;
     use tower::ServiceExt;
     rest.fallback(move |request: axum::extract::Request| {
         let grpc = grpc.clone();
+        let metrics = metrics.clone();
         async move {
             let is_grpc = request
                 .headers()
@@ -348,7 +365,23 @@ fn one_port(rest: axum::Router, grpc: axum::Router, limits: Limits) -> axum::Rou
                 return response;
             }
             if is_grpc {
-                grpc.oneshot(request).await.into_response()
+                let path = request.uri().path().to_owned();
+                let started = std::time::Instant::now();
+                let response = grpc.oneshot(request).await.into_response();
+                let timed = ["/booking.v1.BookingService/", "/booking.v1.AdminService/"];
+                if timed.iter().any(|service| path.starts_with(service)) {
+                    // An error's status is in the headers (a trailers-only answer); an OK
+                    // unary answer's is in the trailers, after these headers.
+                    let code = response
+                        .headers()
+                        .get("grpc-status")
+                        .and_then(|value| value.to_str().ok())
+                        .unwrap_or("0");
+                    // UNIMPLEMENTED: a method nobody defined, which must not become a label.
+                    let method = if code == "12" { "unimplemented" } else { path.as_str() };
+                    metrics.record_grpc(method, code, started.elapsed().as_secs_f64());
+                }
+                response
             } else {
                 let path = request.uri().path().to_owned();
                 let error = crate::error::ApiError::NotFound(format!("no route {path}"));

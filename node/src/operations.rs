@@ -454,6 +454,13 @@ fn count_hold<T>(service: &Service, decided: &Result<T, ApiError>) {
     }
 }
 
+/// Counts a decided waitlist join or offer accept, as [`count_hold`] counts holds.
+fn count_waitlist<T>(service: &Service, operation: &'static str, decided: &Result<T, ApiError>) {
+    if !matches!(decided, Err(ApiError::NotLeader { .. })) {
+        service.shared().metrics.record_waitlist(operation, decided);
+    }
+}
+
 /// Holds seats for `session`, all or nothing, and answers with the hold as made.
 ///
 /// # Errors
@@ -584,7 +591,10 @@ pub async fn join_waitlist(
     quantity: u8,
 ) -> Result<EntryWithOffer, ApiError> {
     let request = ClientRequest::JoinWaitlist { quantity, band: GUEST_BAND };
-    answer(service.client(ClientCommand { show, session, key, request }).await?, entry_view)
+    let decided = service.client(ClientCommand { show, session, key, request }).await;
+    let answered = decided.and_then(|decided| answer(decided, entry_view));
+    count_waitlist(service, "join", &answered);
+    answered
 }
 
 /// Leaves the waitlist; an open offer is declined and passed on.
@@ -616,7 +626,10 @@ pub async fn accept_offer(
     offer: OfferId,
 ) -> Result<HoldView, ApiError> {
     let request = ClientRequest::AcceptOffer { offer };
-    answer(service.client(ClientCommand { show, session, key, request }).await?, hold_view)
+    let decided = service.client(ClientCommand { show, session, key, request }).await;
+    let answered = decided.and_then(|decided| answer(decided, hold_view));
+    count_waitlist(service, "accept", &answered);
+    answered
 }
 
 /// Declines an offer: its seats go to the next waiter.

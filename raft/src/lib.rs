@@ -57,7 +57,7 @@ pub use network::{
     DialFuture, Dialer, DialerRef, GroupNetwork, GrpcTransport, HTTP2_CONNECTION_WINDOW_BYTES,
     HTTP2_STREAM_WINDOW_BYTES, MESSAGE_BYTES_MAX, NetworkConfig, PeerStream, PeerTransport,
 };
-pub use proposer::{ProposeError, Proposer, ProposerConfig};
+pub use proposer::{BatchCounts, ProposeError, Proposer, ProposerConfig};
 pub use runtime::BookingRuntime;
 pub use service::{Groups, RaftService, SNAPSHOT_BYTES_MAX};
 pub use sim_disk::SimDisk;

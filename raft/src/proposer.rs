@@ -10,6 +10,9 @@
 //! key, may propose it again (shared/DESIGN.md, "Ordering, acknowledgement and fencing",
 //! "Throughput").
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use openraft::error::ClientWriteError;
 use openraft::impls::ProgressResponder;
 use statemachine::limits::BATCH_COMMANDS_MAX;
@@ -98,6 +101,32 @@ pub struct Proposer {
     queue: mpsc::Sender<Request>,
     task: JoinHandle<()>,
     clock: Clock,
+    batches: Arc<BatchCounts>,
+}
+
+/// How many entries a proposer proposed and how many commands they carried, since it started:
+/// their ratio is the mean batch size.
+#[derive(Debug, Default)]
+pub struct BatchCounts {
+    entries: AtomicU64,
+    commands: AtomicU64,
+}
+
+impl BatchCounts {
+    /// Entries proposed (each one batch).
+    pub fn entries(&self) -> u64 {
+        self.entries.load(Ordering::Relaxed)
+    }
+
+    /// Commands those entries carried.
+    pub fn commands(&self) -> u64 {
+        self.commands.load(Ordering::Relaxed)
+    }
+
+    fn count(&self, commands: usize) {
+        self.entries.fetch_add(1, Ordering::Relaxed);
+        self.commands.fetch_add(commands as u64, Ordering::Relaxed);
+    }
 }
 
 impl Proposer {
@@ -112,8 +141,14 @@ impl Proposer {
     pub fn with_clock(raft: Raft, config: ProposerConfig, clock: Clock) -> Proposer {
         let config = config.clamped();
         let (queue, queued) = mpsc::channel(config.queue_commands_max);
-        let task = tokio::spawn(run(raft, config, clock.clone(), queued));
-        Proposer { queue, task, clock }
+        let batches = Arc::new(BatchCounts::default());
+        let task = tokio::spawn(run(raft, config, clock.clone(), queued, batches.clone()));
+        Proposer { queue, task, clock, batches }
+    }
+
+    /// The entries proposed and the commands they carried so far (the node's metrics).
+    pub fn batches(&self) -> &BatchCounts {
+        &self.batches
     }
 
     /// The clock the proposer stamps entries with (the leader-only workers read it too).
@@ -151,6 +186,7 @@ async fn run(
     config: ProposerConfig,
     clock: Clock,
     mut queued: mpsc::Receiver<Request>,
+    batches: Arc<BatchCounts>,
 ) {
     let mut in_flight = JoinSet::new();
     // A request that did not fit the previous batch opens the next one.
@@ -180,6 +216,7 @@ async fn run(
             batch_bytes = batch_bytes.saturating_add(request.encoded_bytes);
             batch.push(request);
         }
+        batches.count(batch.len());
         propose(&raft, &clock, batch, &mut in_flight).await;
     }
     while let Some(finished) = in_flight.join_next().await {

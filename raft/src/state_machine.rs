@@ -60,6 +60,13 @@ struct Applied {
     group: Arc<Group>,
     last_applied: Option<LogId>,
     last_membership: StoredMembership,
+    /// Every how many entries a checkpoint is kept (0: none).
+    checkpoint_every: u64,
+    /// The state right after the last entry whose index is a multiple of `checkpoint_every`,
+    /// until an auditor takes it: every replica keeps one at the same indexes, so their
+    /// digests can be compared. Shared like a snapshot builder's state: the next apply copies
+    /// the group while it is held.
+    checkpoint: Option<(u64, Arc<Group>)>,
 }
 
 /// The last log id of the persisted snapshot: `None` if none is persisted.
@@ -87,6 +94,8 @@ impl StateMachineStore {
                     group: Arc::new(Group::new()),
                     last_applied: None,
                     last_membership: StoredMembership::default(),
+                    checkpoint_every: 0,
+                    checkpoint: None,
                 };
                 (applied, None)
             }
@@ -97,6 +106,8 @@ impl StateMachineStore {
                     group: Arc::new(group),
                     last_applied: meta.last_log_id,
                     last_membership: meta.last_membership,
+                    checkpoint_every: 0,
+                    checkpoint: None,
                 };
                 (applied, persisted)
             }
@@ -159,6 +170,9 @@ impl StateMachineStore {
         // Every entry, of any kind, moves the group's applied index: the two positions agree.
         assert_eq!(group.applied_index(), index, "group {} applied {log_id}", self.group_id);
         applied.last_applied = Some(log_id);
+        if applied.checkpoint_every > 0 && index.is_multiple_of(applied.checkpoint_every) {
+            applied.checkpoint = Some((index, Arc::clone(&applied.group)));
+        }
         Ok(response)
     }
 }
@@ -263,6 +277,33 @@ impl GroupReader {
     pub fn read<T>(&self, read: impl FnOnce(&Group) -> T) -> Result<T, StoreError> {
         let applied = self.state.read().map_err(|_| StoreError::Poisoned)?;
         Ok(read(&applied.group))
+    }
+
+    /// Keeps a checkpoint of the state after every entry whose index is a multiple of
+    /// `entries` (0: none), for [`GroupReader::take_checkpoint`]. Each held checkpoint costs
+    /// the next apply a copy of the group, as a snapshot being built does.
+    ///
+    /// # Errors
+    ///
+    /// `Poisoned` if an apply panicked.
+    pub fn keep_checkpoints(&self, entries: u64) -> Result<(), StoreError> {
+        let mut applied = self.state.write().map_err(|_| StoreError::Poisoned)?;
+        applied.checkpoint_every = entries;
+        if entries == 0 {
+            applied.checkpoint = None;
+        }
+        Ok(())
+    }
+
+    /// Takes the latest checkpoint, if one was kept since the last take: the log index it is
+    /// the state after, and that state, to be read outside the lock (applies go on meanwhile).
+    ///
+    /// # Errors
+    ///
+    /// `Poisoned` if an apply panicked.
+    pub fn take_checkpoint(&self) -> Result<Option<(u64, Arc<Group>)>, StoreError> {
+        let mut applied = self.state.write().map_err(|_| StoreError::Poisoned)?;
+        Ok(applied.checkpoint.take())
     }
 
     /// The log id of the last applied entry.

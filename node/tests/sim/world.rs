@@ -335,6 +335,9 @@ impl World {
             sink_age_max_s: None,
             sink_concurrency: None,
             sink_rate: None,
+            // The auditor as in production, with checkpoints often enough to compare in a run.
+            audit_interval_ms: Some(500),
+            audit_checkpoint_entries: Some(64),
             rate_per_session: Some(1_000_000),
             rate_per_address: Some(1_000_000),
             config: None,

@@ -17,6 +17,9 @@ if ! compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null; then need_apt
 # The benchmark's etcd client (etcd-client's build script) compiles etcd's protos with a system
 # protoc; the benchmark runs etcd 3.4 and PostgreSQL 15 against the cluster (scripts/bench.sh).
 if ! command -v protoc >/dev/null 2>&1; then need_apt+=(protobuf-compiler); fi
+# The alert rules (node/prometheus) are checked and unit-tested with promtool, which Debian
+# ships in its prometheus package.
+if ! command -v promtool >/dev/null 2>&1; then need_apt+=(prometheus); fi
 if [ "${BOOKING_BENCH_SETUP:-0}" = 1 ]; then
   if ! command -v etcd >/dev/null 2>&1; then need_apt+=(etcd-server); fi
   if [ ! -x /usr/lib/postgresql/15/bin/postgres ]; then need_apt+=(postgresql-15); fi

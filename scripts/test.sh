@@ -21,6 +21,9 @@ echo "== clippy (warnings denied)"
 cargo clippy --workspace --all-targets --release -- -D warnings
 echo "== dependency direction"
 bash scripts/check-deps.sh
+echo "== alert rules (promtool)"
+promtool check rules node/prometheus/alerts.yml
+promtool test rules node/prometheus/alerts.test.yml
 echo "== binaries the process tests and the Jepsen smoke run"
 # The same selection as cluster.sh and demo.sh, so that features unify the same way; then the
 # test-only bookingd-unsafe (the node crate once more, with the unsafe-modes feature), which the

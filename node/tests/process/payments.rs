@@ -40,7 +40,9 @@ async fn the_payment_worker_against_paysim() -> io::Result<()> {
     report.check("a_timeout_is_reconciled", pay.timeout_is_reconciled().await);
     report.check("an_outage_charges_nothing_until_it_ends", pay.outage().await);
     report.check("late_money_is_refund_work", pay.late_money().await);
+    report.check("out_of_order_webhooks_change_nothing", pay.out_of_order_webhooks().await);
     report.check("the_leader_killed_mid_charge", pay.leader_killed_mid_charge().await);
+    report.check("the_leader_killed_mid_refund", pay.leader_killed_mid_refund().await);
     report.check("a_cancelled_booking_is_refunded", pay.cancelled_booking_is_refunded().await);
     report.check("a_cancelled_show_refunds_every_booking", pay.cancelled_show().await);
     report.check("one_charge_per_attempt", pay.one_charge_per_attempt().await);
@@ -337,6 +339,82 @@ impl Pay<'_> {
         Ok(())
     }
 
+    /// Every charge's webhook is followed by a stale `unknown` one for the same attempt (the
+    /// provider's events out of order): once it was delivered, the booking stands and the
+    /// payment's trail never went back to `unknown`.
+    async fn out_of_order_webhooks(&self) -> io::Result<()> {
+        self.behave(json!({ "out_of_order_ratio": 1.0 })).await?;
+        let show = self.api.create_show(SHOWS + 8, 20, 1, json!({})).await?;
+        let outcome = async {
+            let (buyer, hold_id, payment_id) =
+                self.checkout_settles(&show, &[11, 12], "confirmed").await?;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+            loop {
+                let (status, deliveries) =
+                    self.paysim.call(self.api, Method::GET, "/webhooks", None).await?;
+                ensure!(status == 200, "webhooks: {status} {deliveries}");
+                let stale = deliveries.as_array().into_iter().flatten().any(|delivery| {
+                    delivery["event"]["payment_id"] == payment_id.as_str()
+                        && delivery["event"]["result"] == "unknown"
+                        && delivery["delivered"] == true
+                });
+                if stale {
+                    break;
+                }
+                ensure!(tokio::time::Instant::now() < deadline, "no stale webhook delivered");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let hold = settled_hold(self.api, &show, &buyer, &hold_id).await?;
+            ensure!(hold["state"] == "confirmed", "{hold}");
+            let trail = self.payment_trail(&show, &payment_id).await?;
+            let states: Vec<&str> = trail.iter().map(|(state, _)| state.as_str()).collect();
+            ensure!(states == ["pending", "succeeded"], "{trail:?}");
+            Ok(payment_id)
+        }
+        .await;
+        self.behave(json!({})).await?;
+        let charged = self.charges_of(&outcome?).await?;
+        ensure!(charged.len() == 1, "{charged:?}");
+        Ok(())
+    }
+
+    /// Every provider call takes 1.5 s; a booked buyer cancels and the group's leader is killed
+    /// while the refund worker is on it. The next leader refunds under the same key: one refund,
+    /// of all of the charge.
+    async fn leader_killed_mid_refund(&self) -> io::Result<()> {
+        let show = self.api.create_show(SHOWS + 9, 20, 2, json!({})).await?;
+        let (buyer, hold_id, checkout) = self.api.checked_out(&show, &[13]).await?;
+        let payment_id = string_field(&checkout, "payment_id")?;
+        let hold = settled_hold(self.api, &show, &buyer, &hold_id).await?;
+        ensure!(hold["state"] == "confirmed", "{hold}");
+        let booking_id = string_field(&hold, "booking_id")?;
+        self.behave(json!({ "latency_ms": 1_500 })).await?;
+        let outcome = async {
+            let answer = self
+                .api
+                .to_leader(show.group, Method::DELETE, &format!("/v1/bookings/{booking_id}"))
+                .await?
+                .token(&buyer)
+                .key(&self.api.key("cancel-booking-mid-refund"))
+                .send()
+                .await?;
+            ensure!(answer.expect(200)?["state"] == "cancelled", "{}", answer.describe());
+            // The worker looks the charge up (1.5 s), then asks for the refund (1.5 s more):
+            // the kill lands while the refund call is on its way.
+            tokio::time::sleep(Duration::from_millis(2_000)).await;
+            let leader = self.api.leader(show.group).await?;
+            self.api.cluster.kill(leader).await?;
+            let charged = self.charges_of(&payment_id).await?;
+            ensure!(charged.len() == 1, "{charged:?}");
+            self.refunded_once(&show, &payment_id, &charged[0]).await?;
+            self.api.cluster.restart(leader).await?;
+            Ok(())
+        }
+        .await;
+        self.behave(json!({})).await?;
+        outcome
+    }
+
     /// A show with 100 confirmed bookings and one live hold is cancelled (twice: the retry is a
     /// duplicate): the hold is released, and the group leader refunds every booking's charge
     /// in full, once each.
@@ -430,7 +508,7 @@ impl Pay<'_> {
         ensure!(keys.len() == all, "an attempt charged twice: {ledger:?}");
         ensure!(
             keys.iter().all(|key| key.split_once('-').is_some_and(|(show, _)| {
-                show.parse::<u64>().is_ok_and(|show| (SHOWS..SHOWS + 8).contains(&show))
+                show.parse::<u64>().is_ok_and(|show| (SHOWS..SHOWS + 10).contains(&show))
             })),
             "{keys:?}"
         );

@@ -42,6 +42,9 @@ pub struct Plan {
     pub decline_percent: u32,
     /// Percent of waitlist offers accepted.
     pub accept_percent: u32,
+    /// Percent of confirmed bookings their buyer cancels at once (with a provider: refunded by
+    /// the group leader, which the buyer waits to see).
+    pub cancel_percent: u32,
     /// The seed of every random choice.
     pub seed: u64,
     /// The longest the buyers may run before the driver stops waiting for them.
@@ -69,8 +72,12 @@ pub struct Tally {
     pub abandoned: u64,
     /// Payments the provider declined.
     pub declined: u64,
-    /// Bookings confirmed, with their seats.
+    /// Bookings confirmed and kept, with their seats.
     pub bookings: Vec<(u64, Vec<u32>)>,
+    /// Bookings confirmed, then cancelled by their buyer.
+    pub cancelled: u64,
+    /// Of those, the ones whose payment the buyer saw refunded.
+    pub refunded: u64,
     /// Buyers who joined the waitlist.
     pub waitlist_joins: u64,
     /// Offers buyers received.
@@ -336,7 +343,11 @@ async fn pay(shared: &Shared, rng: &mut StdRng, token: &str, hold_id: u64, seats
         // only waits for the hold to settle.
         match settled(shared, token, hold_id).await {
             Some((state, booking)) if state == "confirmed" => {
-                shared.tally().bookings.push((booking, seats));
+                if rng.gen_range(0..100) < plan.cancel_percent {
+                    cancel(shared, token, booking, checkout.payment_id).await;
+                } else {
+                    shared.tally().bookings.push((booking, seats));
+                }
             }
             // A decline gives the hold back; this buyer gives up and lets it expire.
             Some((state, _)) if state == "held" => shared.tally().declined += 1,
@@ -378,6 +389,27 @@ async fn pay(shared: &Shared, rng: &mut StdRng, token: &str, hold_id: u64, seats
         }
         None => *shared.tally().errors.entry("webhook".into()).or_insert(0) += 1,
     }
+}
+
+/// Cancels a confirmed booking, then waits (at most 10 s) until its payment reads refunded:
+/// the group leader's refund worker gives the money back through the provider.
+async fn cancel(shared: &Shared, token: &str, booking: u64, payment: u64) {
+    let show = shared.plan.show_id;
+    if let Err(error) = shared.client.cancel_booking(token, show, booking, None).await {
+        shared.error(&error);
+        return;
+    }
+    shared.tally().cancelled += 1;
+    for _attempt in 0..100 {
+        match shared.client.get_payment(Some(token), show, payment).await {
+            Ok(payment) if payment.state == "refunded" => {
+                shared.tally().refunded += 1;
+                return;
+            }
+            Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    *shared.tally().errors.entry("not refunded".into()).or_insert(0) += 1;
 }
 
 /// The state hold `hold_id` settled in once the cluster's payment worker recorded the

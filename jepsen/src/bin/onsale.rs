@@ -50,6 +50,10 @@ struct Args {
     /// Percent of waitlist offers accepted.
     #[arg(long, default_value_t = 80)]
     accept_percent: u32,
+    /// Percent of confirmed bookings their buyer cancels at once (refunded through the
+    /// provider when there is one; the seats go to the waitlist).
+    #[arg(long, default_value_t = 3)]
+    cancel_percent: u32,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 7)]
     seed: u64,
@@ -92,6 +96,7 @@ async fn main() -> ExitCode {
         abandon_percent: args.abandon_percent,
         decline_percent: args.decline_percent,
         accept_percent: args.accept_percent,
+        cancel_percent: args.cancel_percent,
         seed: args.seed,
         time_limit: Duration::from_secs(args.time_limit_s),
         webhook_secret: args.webhook_secret,
@@ -161,6 +166,10 @@ async fn main() -> ExitCode {
     println!(
         "  waitlist      {} joins, {} offers, {} accepted",
         tally.waitlist_joins, tally.offers, tally.offers_accepted
+    );
+    println!(
+        "  cancelled     {} bookings by their buyers, {} seen refunded",
+        tally.cancelled, tally.refunded
     );
     println!("  hold latency  p50 {:.1} ms, p99 {:.1} ms", percentile(0.5), percentile(0.99));
     println!(

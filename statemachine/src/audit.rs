@@ -191,6 +191,10 @@ pub enum Reason {
     AdmissionConfigured,
     /// The operator configured the waitlist.
     WaitlistConfigured,
+    /// The operator set the waitlist's rules (ordering, waves).
+    WaitlistPolicySet,
+    /// The waitlist's lottery was drawn.
+    LotteryDrawn,
 }
 
 /// The order of a waitlist entry: priority band, then join time, then sequence.

@@ -13,6 +13,7 @@ use crate::ids::{
 use crate::limits::*;
 use crate::outcome::Rejection;
 use crate::snapshot::Digest;
+use crate::state::WaitlistRules;
 
 /// One committed log entry, as the raft layer hands it to `apply`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +124,7 @@ pub enum ClientRequest {
         /// Seats wanted together, 1..=10.
         quantity: u8,
         /// Priority band, set by the node from the caller's credential; 0 is served first.
+        /// Only priority-band ordering uses it (FIFO and lottery put every entry in band 0).
         band: u8,
     },
     /// Leave the waitlist; an active offer is declined.
@@ -198,6 +200,24 @@ pub enum OperatorCommand {
         event: CapacityEventId,
         /// Distinct free seats.
         seats: Vec<SeatNo>,
+    },
+    /// Sets the waitlist's serving rules (ordering and offer waves) under a new policy version.
+    ConfigureWaitlistPolicy {
+        /// The show.
+        show: ShowId,
+        /// The new version, above the current one (or the current one with its rules: a
+        /// duplicate).
+        policy_version: u32,
+        /// The rules.
+        rules: WaitlistRules,
+    },
+    /// Draws the waitlist's lottery with this seed (recorded in the log, so every replica
+    /// and every later audit draws the same).
+    DrawLottery {
+        /// The show.
+        show: ShowId,
+        /// The seed.
+        seed: u64,
     },
 }
 
@@ -317,7 +337,9 @@ impl OperatorCommand {
             | OperatorCommand::SetPrices { show, .. }
             | OperatorCommand::ConfigureAdmission { show, .. }
             | OperatorCommand::ConfigureWaitlist { show, .. }
-            | OperatorCommand::CapacityReleased { show, .. } => *show,
+            | OperatorCommand::CapacityReleased { show, .. }
+            | OperatorCommand::ConfigureWaitlistPolicy { show, .. }
+            | OperatorCommand::DrawLottery { show, .. } => *show,
         }
     }
 }

@@ -244,7 +244,7 @@ impl Show {
         for seat in seats {
             if to_pool {
                 self.set_seat(*seat, Seat::Pooled);
-                assert!(self.waitlist.pool.insert(*seat));
+                self.waitlist.pool_seat(*seat, ctx.now);
             } else {
                 self.set_seat(*seat, Seat::Free);
             }

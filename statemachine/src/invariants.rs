@@ -7,11 +7,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::audit::OrderKey;
 use crate::ids::{EntryId, SessionId};
 use crate::limits::{SEAT_CLASSES_PER_SHOW_MAX, SEATS_PER_HOLD_MAX, SEATS_PER_SHOW_MAX};
 use crate::state::{
     BookingState, Group, HoldState, OfferState, PaymentState, Seat, SeatCounts, Show, ShowStatus,
-    TicketState, WaitlistEntryState,
+    TicketState, WaitlistEntryState, WaitlistOrdering,
 };
 
 macro_rules! ensure {
@@ -375,7 +376,13 @@ impl Show {
             "the offer deadline index has stale entries"
         );
 
-        if let Some(head) = waitlist.waiting.first() {
+        ensure!(
+            waitlist.pooled_since.keys().eq(waitlist.pool.iter()),
+            "the pool's times are not those of its seats"
+        );
+        if waitlist.waiting.is_empty() {
+            ensure!(waitlist.pool.is_empty(), "seats are pooled with nobody waiting");
+        } else if let Some(head) = waitlist.next_in_line() {
             let head_quantity = waitlist
                 .entries
                 .get(&EntryId(head.seq))
@@ -386,18 +393,52 @@ impl Show {
                 "the pool ({}) could serve the head of the line ({head_quantity})",
                 waitlist.pool.len()
             );
-        } else {
-            ensure!(waitlist.pool.is_empty(), "seats are pooled with nobody waiting");
         }
+        self.check_waitlist_policy()?;
         self.check_waitlist_order()
+    }
+
+    /// The policy's draw order holds exactly the waiting entries of the draw, under their keys,
+    /// and nobody was served from a lottery not drawn.
+    fn check_waitlist_policy(&self) -> Result<(), String> {
+        let waitlist = &self.waitlist;
+        for (key, id) in &waitlist.policy.drawn {
+            let entry = waitlist.entries.get(id).ok_or(format!("drawn entry {id}: no entry"))?;
+            ensure!(entry.state == WaitlistEntryState::Waiting, "drawn entry {id} is not waiting");
+            ensure!(waitlist.drawn_key(entry) == Some(*key), "drawn entry {id}: wrong draw key");
+        }
+        let drawn_waiting = waitlist
+            .waiting
+            .iter()
+            .filter(|order| waitlist.drawn_key(&waitlist.entries[&EntryId(order.seq)]).is_some())
+            .count();
+        ensure!(
+            drawn_waiting == waitlist.policy.drawn.len(),
+            "{drawn_waiting} drawn entries wait but the draw order holds {}",
+            waitlist.policy.drawn.len()
+        );
+        // Nobody is served from a lottery before its draw.
+        for offer in waitlist.offers.values() {
+            let entry = waitlist.entries.get(&offer.entry).ok_or("an offer without entry")?;
+            let change = waitlist.policy_at(entry.policy_version);
+            ensure!(
+                !matches!(change.rules.ordering, WaitlistOrdering::Lottery { .. })
+                    || change.draw.is_some(),
+                "offer {} went to entry {} of a lottery not drawn",
+                offer.id,
+                entry.id
+            );
+        }
+        Ok(())
     }
 
     /// No offer went to an entry while an entry ordered before it was already waiting (ids come
     /// from one counter per show, so a smaller id was created earlier).
     fn check_waitlist_order(&self) -> Result<(), String> {
         let waitlist = &self.waitlist;
+        let key = |order: &OrderKey| waitlist.serving_key(&waitlist.entries[&EntryId(order.seq)]);
         let mut waiting: Vec<_> =
-            waitlist.waiting.iter().map(|order| (order.seq, *order)).collect();
+            waitlist.waiting.iter().map(|order| (order.seq, key(order))).collect();
         waiting.sort_unstable();
         let mut prefix_min = Vec::with_capacity(waiting.len());
         for (_, order) in &waiting {
@@ -405,7 +446,8 @@ impl Show {
             prefix_min.push(min);
         }
         for offer in waitlist.offers.values() {
-            let served = waitlist.entries.get(&offer.entry).ok_or("an offer without entry")?.order;
+            let served = waitlist
+                .serving_key(waitlist.entries.get(&offer.entry).ok_or("an offer without entry")?);
             let earlier = waiting.partition_point(|(seq, _)| *seq < offer.id.0);
             if earlier > 0 {
                 let best_waiting = prefix_min[earlier - 1];

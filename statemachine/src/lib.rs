@@ -37,6 +37,7 @@ mod show;
 mod snapshot;
 mod state;
 mod waitlist;
+mod waitlist_policy;
 
 pub use answer::{Answer, Written};
 pub use audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
@@ -66,11 +67,13 @@ pub use read::{
 };
 pub use snapshot::{Digest, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_FORMAT_VERSION_MIN, SnapshotError};
 pub use state::{
-    Booking, BookingState, Grant, Group, Hold, HoldPayments, HoldState, HoldStatus, Lane, Offer,
-    OfferState, OfferStatus, PaymentAttempt, PaymentState, PaymentStatus, Seat, SeatCounts, Show,
-    ShowStatus, Ticket, TicketState, TicketStatus, Waitlist, WaitlistEntry, WaitlistEntryState,
-    WaitlistEntryStatus,
+    Booking, BookingState, Grant, Group, Hold, HoldPayments, HoldState, HoldStatus, Lane,
+    LotteryDraw, Offer, OfferState, OfferStatus, PaymentAttempt, PaymentState, PaymentStatus,
+    PolicyChange, PolicyInForce, Seat, SeatCounts, Show, ShowStatus, Ticket, TicketState,
+    TicketStatus, Waitlist, WaitlistEntry, WaitlistEntryState, WaitlistEntryStatus,
+    WaitlistOrdering, WaitlistPolicy, WaitlistRules,
 };
+pub use waitlist_policy::{BAND_GUEST, ServingKey, draw_key};
 
 use limits::{BATCH_COMMANDS_MAX, TICK_EXPIRATIONS_MAX};
 use state::Ctx;
@@ -423,6 +426,10 @@ impl Show {
             OperatorCommand::CapacityReleased { event, seats, .. } => {
                 self.capacity_released(ctx, event, seats)
             }
+            OperatorCommand::ConfigureWaitlistPolicy { policy_version, rules, .. } => {
+                self.set_waitlist_policy(ctx, policy_version, rules)
+            }
+            OperatorCommand::DrawLottery { seed, .. } => self.draw_lottery(ctx, seed),
         }
     }
 }

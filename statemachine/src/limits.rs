@@ -31,6 +31,8 @@ pub const ADMISSION_WINDOW_MAX: u32 = 10_000;
 pub const WAITLIST_ENTRIES_LIVE_MAX: usize = 1_000_000;
 /// Priority bands a waitlist may order by (band 0 is served first).
 pub const WAITLIST_BANDS_MAX: u8 = 8;
+/// Open offers a waitlist's wave may allow at once (0, no limit, is also allowed).
+pub const WAITLIST_WAVE_OFFERS_MAX: u32 = 100_000;
 /// Seats named by one capacity-released event.
 pub const CAPACITY_EVENT_SEATS_MAX: usize = 1_024;
 /// Objects one `Tick` expires or prunes before it reports that more are due.

@@ -13,7 +13,9 @@ use crate::ids::{
     BookingId, CapacityEventId, EntryId, HoldId, Money, OfferId, OutboxId, PaymentId, SeatSet,
     ShowId, TicketId,
 };
-use crate::state::{HoldStatus, PaymentStatus, ShowStatus, TicketStatus, WaitlistEntryStatus};
+use crate::state::{
+    HoldStatus, PaymentStatus, ShowStatus, TicketStatus, WaitlistEntryStatus, WaitlistRules,
+};
 
 /// What one command produced: a reply, or a rejection that changed nothing.
 pub type Outcome = Result<Reply, Rejection>;
@@ -229,6 +231,28 @@ pub enum Reply {
         /// Whether a digest kept before for the index is this one.
         matches: bool,
     },
+    /// The waitlist's rules are set (or were, if `duplicate`).
+    WaitlistPolicySet {
+        /// The show.
+        show: ShowId,
+        /// The policy version now in force.
+        policy_version: u32,
+        /// Its rules.
+        rules: WaitlistRules,
+        /// Whether this version had these rules already.
+        duplicate: bool,
+    },
+    /// The lottery is drawn (or was, with this seed, if `duplicate`).
+    LotteryDrawn {
+        /// The show.
+        show: ShowId,
+        /// The seed.
+        seed: u64,
+        /// Entries in the draw.
+        entries: u32,
+        /// Whether it was drawn before.
+        duplicate: bool,
+    },
 }
 
 /// What a successful hold gives the buyer.
@@ -436,6 +460,27 @@ pub enum Rejection {
         /// The event asked for.
         event: OutboxId,
     },
+    /// The waitlist's ordering cannot change while buyers wait on it.
+    #[error("{waiting} buyers wait on the waitlist: its ordering cannot change now")]
+    WaitlistInUse {
+        /// Waiting entries.
+        waiting: u32,
+    },
+    /// The waitlist's ordering is not a lottery.
+    #[error("the waitlist's ordering is not a lottery")]
+    NotALottery,
+    /// The lottery's draw time has not come (log time).
+    #[error("the lottery may be drawn from {draw_at_ms} ms (log time)")]
+    LotteryNotDue {
+        /// The earliest log time of the draw.
+        draw_at_ms: u64,
+    },
+    /// The lottery was drawn with another seed.
+    #[error("the lottery was drawn already, with seed {seed}")]
+    LotteryAlreadyDrawn {
+        /// The seed it was drawn with.
+        seed: u64,
+    },
 }
 
 impl Rejection {
@@ -485,6 +530,10 @@ impl Rejection {
             Rejection::IdempotencyKeyReused => "idempotency_key_reused",
             Rejection::SinkNotFound => "sink_not_found",
             Rejection::DeadLetterNotFound { .. } => "dead_letter_not_found",
+            Rejection::WaitlistInUse { .. } => "waitlist_in_use",
+            Rejection::NotALottery => "not_a_lottery",
+            Rejection::LotteryNotDue { .. } => "lottery_not_due",
+            Rejection::LotteryAlreadyDrawn { .. } => "lottery_already_drawn",
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::ids::{
 use crate::outcome::Rejection;
 use crate::state::{
     Booking, Group, Hold, HoldStatus, Offer, OfferStatus, PaymentAttempt, Seat, Show, ShowStatus,
-    TicketStatus, WaitlistEntry, WaitlistEntryStatus,
+    TicketStatus, WaitlistEntry, WaitlistEntryStatus, WaitlistRules,
 };
 
 /// The log position a read reflects.
@@ -155,6 +155,15 @@ pub struct WaitlistSkip {
     pub made_index: u64,
     /// The policy version that entry joined under.
     pub policy_version: u32,
+    /// The rules of that version: the policy the answer follows.
+    pub rules: WaitlistRules,
+    /// The lottery's seed, if those rules drew one.
+    pub draw_seed: Option<u64>,
+    /// That entry's draw key, if it was in the draw (lower keys are served first; entries
+    /// that joined after the draw are served after every drawn one, FIFO).
+    pub draw_key: Option<u64>,
+    /// The asker's draw key, if it was in the draw.
+    pub your_draw_key: Option<u64>,
 }
 
 impl Group {
@@ -342,7 +351,7 @@ impl Group {
             state = WaitlistEntryStatus::Expired;
         }
         let ahead = if state == WaitlistEntryStatus::Waiting {
-            found_show.waitlist.waiting.range(..found.order).count() as u32
+            found_show.waitlist.ahead_of(found)
         } else {
             0
         };
@@ -428,8 +437,11 @@ impl Group {
             // orders an offer and a join of the same apply (their log index is equal).
             .filter(|offer| offer.id.0 > entry.0)
             .filter_map(|offer| {
-                let other = &found_show.waitlist.entries[&offer.entry];
-                let was_ahead = other.order < found.order;
+                let waitlist = &found_show.waitlist;
+                let other = &waitlist.entries[&offer.entry];
+                let was_ahead = waitlist.serving_key(other) < waitlist.serving_key(found);
+                let policy = waitlist.policy_at(other.policy_version);
+
                 // Offers of the apply that ended this entry's wait count only if made before it.
                 let during_wait = offer.made_index < stopped_waiting
                     || (offer.made_index == stopped_waiting && was_ahead);
@@ -440,6 +452,10 @@ impl Group {
                     was_ahead,
                     made_index: offer.made_index,
                     policy_version: other.policy_version,
+                    rules: policy.rules,
+                    draw_seed: policy.draw.map(|draw| draw.seed),
+                    draw_key: waitlist.drawn_key(other),
+                    your_draw_key: waitlist.drawn_key(found),
                 })
             })
             .collect())

@@ -4,12 +4,13 @@
 //! postcard. The version is ours: any change to a persisted type that changes the bytes must bump
 //! `SNAPSHOT_FORMAT_VERSION` (the golden test, `tests/golden.rs`, pins the bytes of a fixed
 //! state so such a change cannot go unnoticed) and keep decoding the version before it, by a
-//! migration to the current types (`snapshot/v2.rs`, `snapshot/v3.rs`, `snapshot/v4.rs`). Invariants are checked before encoding
+//! migration to the current types (`snapshot/v2.rs` to `snapshot/v5.rs`). Invariants are checked before encoding
 //! and again after decoding. Never trusts decoded bytes: garbage is an error, not a panic.
 
 mod v2;
 mod v3;
 mod v4;
+mod v5;
 
 use sha2::{Digest as _, Sha256};
 
@@ -22,8 +23,9 @@ use crate::state::Group;
 /// refund work, a ticket's grant, an entry's offer, an accepted offer's hold), and keeps every
 /// payment attempt of a hold; seat sets are checked on decode. Version 4 added the delivery of
 /// the outbox to its sinks (each sink's position and dead letters) at the end of the group,
-/// version 5 the leaders' state digests after it.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 5;
+/// version 5 the leaders' state digests after it, version 6 each waitlist's policy (its rules,
+/// their history, a lottery's draw) at the end of the waitlist.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 6;
 
 /// The oldest version this build decodes (migrating it to the current types).
 pub const SNAPSHOT_FORMAT_VERSION_MIN: u16 = 2;
@@ -88,8 +90,9 @@ impl Group {
         }
         let version = u16::from_le_bytes([bytes[4], bytes[5]]);
         let payload = &bytes[HEADER_LEN..];
-        let group = match version {
+        let mut group = match version {
             SNAPSHOT_FORMAT_VERSION => decode_all::<Group>(payload)?,
+            5 => decode_all::<v5::GroupV5>(payload)?.migrate(),
             4 => decode_all::<v4::GroupV4>(payload)?.migrate(),
             3 => decode_all::<v3::GroupV3>(payload)?.migrate(),
             2 => decode_all::<v2::GroupV2>(payload)?
@@ -97,6 +100,9 @@ impl Group {
                 .map_err(SnapshotError::Inconsistent)?,
             _ => return Err(SnapshotError::UnsupportedVersion(version)),
         };
+        if version < 6 {
+            date_pools(&mut group);
+        }
         group.check_invariants().map_err(SnapshotError::Inconsistent)?;
         Ok(group)
     }
@@ -104,6 +110,16 @@ impl Group {
     /// A digest of the whole state (the SHA-256 of its snapshot encoding).
     pub fn digest(&self) -> Digest {
         Sha256::digest(self.encode_unchecked()).into()
+    }
+}
+
+/// Dates the pooled seats of a group decoded from a version before 6, which kept no times: at
+/// the group's log time, so that none looks older than it is.
+fn date_pools(group: &mut Group) {
+    let now_ms = group.log_time_ms;
+    for show in group.shows.values_mut() {
+        let waitlist = &mut show.waitlist;
+        waitlist.pooled_since = waitlist.pool.iter().map(|seat| (*seat, now_ms)).collect();
     }
 }
 

@@ -636,6 +636,86 @@ pub struct Waitlist {
     pub capacity_events: BTreeMap<CapacityEventId, u64>,
     /// The same, by forget time.
     pub capacity_event_deadlines: BTreeSet<(u64, CapacityEventId)>,
+    /// How it serves: its rules, their history, and a lottery's draw.
+    pub policy: WaitlistPolicy,
+    /// The log time each pooled seat entered the pool (its keys are the pool's seats): how long
+    /// released capacity waits for an offer, the promotion lag an operator watches.
+    pub pooled_since: BTreeMap<SeatNo, u64>,
+}
+
+/// How a waitlist orders its waiters (seed 000, "fairness is a policy").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WaitlistOrdering {
+    /// Earliest join first (every entry is in band 0). The default.
+    #[default]
+    Fifo,
+    /// Priority bands (0 first), FIFO inside each band; a band comes from an operator-signed
+    /// claim, never from the buyer's own say.
+    Bands,
+    /// A lottery among the waiters, drawn by the operator at or after `draw_at_ms` (log time)
+    /// with a seed recorded in the log; nobody is served before the draw, and later joiners
+    /// are served after every drawn entry, FIFO.
+    Lottery {
+        /// The earliest log time of the draw.
+        draw_at_ms: u64,
+    },
+}
+
+/// A waitlist's serving rules: its ordering and its offer waves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitlistRules {
+    /// The ordering.
+    pub ordering: WaitlistOrdering,
+    /// Open offers at once (a wave); 0 offers every released seat that serves a waiter at once.
+    pub wave_offers_max: u32,
+}
+
+/// A lottery's draw, as the log recorded it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LotteryDraw {
+    /// The operator's seed: each entry's draw key is derived from it and the entry id.
+    pub seed: u64,
+    /// The log index of the draw.
+    pub index: u64,
+    /// The show's next id at the draw: the entries below it that were waiting are in the draw
+    /// (ids come from one counter per show, so this orders a join and the draw of one entry).
+    pub id_bound: u64,
+    /// The log time of the draw.
+    pub drawn_ms: u64,
+    /// Entries in the draw.
+    pub entries: u32,
+}
+
+/// The rules a policy version set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyChange {
+    /// The rules.
+    pub rules: WaitlistRules,
+    /// The version that set this ordering (a change of waves keeps it): a lottery's draw is
+    /// kept under it.
+    pub ordering_since: u32,
+}
+
+/// The rules in force at a policy version, and its lottery's draw if drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PolicyInForce {
+    /// The rules.
+    pub rules: WaitlistRules,
+    /// The lottery's draw, once drawn (a lottery ordering only).
+    pub draw: Option<LotteryDraw>,
+}
+
+/// A waitlist's policy state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitlistPolicy {
+    /// Every change of rules, by the policy version it took effect at. A version's rules are
+    /// those of the latest change at or before it (the defaults before any), so entries and
+    /// promotions, which carry their version, name the rules they followed.
+    pub changes: BTreeMap<u32, PolicyChange>,
+    /// Each lottery's draw, by the version that set its ordering.
+    pub draws: BTreeMap<u32, LotteryDraw>,
+    /// Drawn entries still waiting, in serving order: (draw key, entry).
+    pub drawn: BTreeSet<(u64, EntryId)>,
 }
 
 /// A show: its inventory and everything that competes for it.

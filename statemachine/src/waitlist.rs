@@ -41,23 +41,19 @@ impl Show {
         }
 
         let id = EntryId(self.allocate_id());
+        let band = self.waitlist.band_for(band);
         let order = OrderKey { band, joined_ms: ctx.now, seq: id.0 };
-        let ahead = match self.waitlist.waiting.last() {
-            Some(last) if *last > order => self.waitlist.waiting.range(..order).count(),
-            _ => self.waitlist.waiting.len(),
-        } as u32;
-        self.waitlist.entries.insert(
+        let entry = WaitlistEntry {
             id,
-            WaitlistEntry {
-                id,
-                session,
-                quantity,
-                order,
-                joined_index: ctx.index,
-                policy_version: self.waitlist.policy_version,
-                state: WaitlistEntryState::Waiting,
-            },
-        );
+            session,
+            quantity,
+            order,
+            joined_index: ctx.index,
+            policy_version: self.waitlist.policy_version,
+            state: WaitlistEntryState::Waiting,
+        };
+        let ahead = self.waitlist.ahead_of(&entry);
+        self.waitlist.entries.insert(id, entry);
         assert!(self.waitlist.waiting.insert(order));
         assert!(self.waitlist.active_by_session.insert(session, id).is_none());
         let mut transition = self.transition(
@@ -172,6 +168,8 @@ impl Show {
         assert_eq!((hold.offer, hold.state, &hold.seats), (Some(offer), HoldState::Held, &seats));
         assert_eq!(self.waitlist.offers[&offer].state, OfferState::Accepted { hold: hold.id });
         assert!(!self.waitlist.offer_deadlines.contains(&(deadline_ms, offer)));
+        // The accepted offer left the wave: the next waiter may be served.
+        self.promote(ctx);
         Ok(Reply::OfferAccepted { offer, hold: receipt })
     }
 
@@ -289,7 +287,7 @@ impl Show {
         } else {
             for seat in &seats {
                 self.set_seat(*seat, Seat::Pooled);
-                assert!(self.waitlist.pool.insert(*seat));
+                self.waitlist.pool_seat(*seat, ctx.now);
             }
             self.promote(ctx);
             seats.len() as u32
@@ -311,41 +309,42 @@ impl Show {
         Ok(Reply::CapacityReleased { event, seats_released, duplicate: false })
     }
 
-    /// Serves the waitlist: while the head entry's quantity fits in the pool, offers it the
-    /// lowest pooled seats. With nobody waiting (or the show cancelled), the pool is freed.
+    /// Serves the waitlist: while the next in line (by the policy: see `waitlist_policy.rs`)
+    /// fits in the pool, offers it the lowest pooled seats. With nobody waiting (or the show
+    /// cancelled), the pool is freed. The policy may hold serving back: a lottery not yet
+    /// drawn, or a full wave of open offers.
     pub(crate) fn promote(&mut self, ctx: &mut Ctx<'_>) {
         let actor = ctx.actor;
         ctx.actor = Actor::System;
         loop {
-            let head = match self.waitlist.waiting.first() {
-                Some(head) if self.status != crate::state::ShowStatus::Cancelled => *head,
-                _ => {
-                    while let Some(seat) = self.waitlist.pool.pop_first() {
-                        self.set_seat(seat, Seat::Free);
-                    }
-                    break;
+            if self.waitlist.waiting.is_empty()
+                || self.status == crate::state::ShowStatus::Cancelled
+            {
+                while let Some(seat) = self.waitlist.unpool_first() {
+                    self.set_seat(seat, Seat::Free);
                 }
-            };
+                break;
+            }
+            let Some(head) = self.waitlist.next_in_line() else { break };
             let entry = EntryId(head.seq);
             let quantity = usize::from(self.waitlist.entries[&entry].quantity);
             if self.waitlist.pool.len() < quantity {
                 break;
             }
             // The pool is ordered, so the lowest seats come out ascending.
-            let seats = SeatSet::from_ascending(
-                (0..quantity).filter_map(|_| self.waitlist.pool.pop_first()),
-            )
-            .expect("the head entry wants at least one seat and the pool has enough");
+            let seats =
+                SeatSet::from_ascending((0..quantity).filter_map(|_| self.waitlist.unpool_first()))
+                    .expect("the head entry wants at least one seat and the pool has enough");
             self.make_offer(ctx, entry, head, seats);
         }
         ctx.actor = actor;
-        // Nobody waits and nothing is pooled, or the pool cannot serve the head of the line.
-        match self.waitlist.waiting.first() {
-            Some(head) if self.status != crate::state::ShowStatus::Cancelled => {
-                let quantity = self.waitlist.entries[&EntryId(head.seq)].quantity;
-                assert!(self.waitlist.pool.len() < usize::from(quantity));
-            }
-            _ => assert!(self.waitlist.pool.is_empty()),
+        // Nobody waits and nothing is pooled, or the pool cannot serve the next in line, or the
+        // policy holds serving back.
+        if self.waitlist.waiting.is_empty() || self.status == crate::state::ShowStatus::Cancelled {
+            assert!(self.waitlist.pool.is_empty());
+        } else if let Some(head) = self.waitlist.next_in_line() {
+            let quantity = self.waitlist.entries[&EntryId(head.seq)].quantity;
+            assert!(self.waitlist.pool.len() < usize::from(quantity));
         }
     }
 
@@ -357,7 +356,7 @@ impl Show {
             assert_eq!(self.seats[*seat as usize], Seat::Pooled);
             self.set_seat(*seat, Seat::Offered(offer));
         }
-        assert!(self.waitlist.waiting.remove(&order));
+        self.waitlist.stop_waiting(entry);
         let waiter = self.waitlist.entries.get_mut(&entry).expect("the head entry exists");
         assert_eq!(waiter.state, WaitlistEntryState::Waiting);
         waiter.state = WaitlistEntryState::Offered { offer };
@@ -444,7 +443,7 @@ impl Show {
         for seat in &seats {
             if to_pool {
                 self.set_seat(*seat, Seat::Pooled);
-                assert!(self.waitlist.pool.insert(*seat));
+                self.waitlist.pool_seat(*seat, ctx.now);
             } else {
                 self.set_seat(*seat, Seat::Free);
             }
@@ -472,11 +471,11 @@ impl Show {
 
     /// Ends a waiting entry as left.
     pub(crate) fn end_waiting_entry(&mut self, ctx: &mut Ctx<'_>, entry: EntryId, reason: Reason) {
+        self.waitlist.stop_waiting(entry);
         let waiter = self.waitlist.entries.get_mut(&entry).expect("ending a known entry");
         assert_eq!(waiter.state, WaitlistEntryState::Waiting);
         waiter.state = WaitlistEntryState::Left { offer: None };
-        let (order, session) = (waiter.order, waiter.session);
-        assert!(self.waitlist.waiting.remove(&order));
+        let session = waiter.session;
         assert_eq!(self.waitlist.active_by_session.remove(&session), Some(entry));
         let transition = self.transition(
             EntityKind::WaitlistEntry,

@@ -132,6 +132,14 @@ fn the_golden_scenario_reaches_every_state() {
         letters.iter().any(|letter| letter.replay) && letters.iter().any(|letter| !letter.replay)
     );
     assert_eq!(group.digests().iter().count(), 1);
+    // Waitlist policies: a drawn lottery with a drawn waiter still waiting, and bands.
+    let lottery = shows.iter().find(|show| !show.waitlist.policy.draws.is_empty());
+    let lottery = lottery.expect("a drawn lottery");
+    assert!(!lottery.waitlist.policy.drawn.is_empty() && lottery.waitlist.policy.changes.len() > 1);
+    assert!(shows.iter().any(|show| {
+        show.waitlist.policy_now().rules.ordering == WaitlistOrdering::Bands
+            && show.waitlist.entries.values().any(|entry| entry.order.band == BAND_GUEST)
+    }));
 }
 
 /// Checks that `decoded` (an older fixture, migrated) is the group `expected` (the scenario as
@@ -178,6 +186,20 @@ fn a_version_4_snapshot_decodes_to_the_state_it_held() {
     group.check_invariants().expect("the migrated state keeps every invariant");
     assert_eq!(group, scenario::build_version_4().group);
     assert_eq!(group.digests().iter().count(), 0);
+}
+
+/// Version 5 snapshots (written before waitlists kept their policy) decode to the scenario as
+/// version 5 knew it, every waitlist strict FIFO with no wave limit.
+#[test]
+fn a_version_5_snapshot_decodes_to_the_state_it_held() {
+    let bytes = std::fs::read(fixture(5)).expect("the version 5 fixture exists");
+    assert_eq!(u16::from_le_bytes([bytes[4], bytes[5]]), 5);
+    let group = Group::decode_snapshot(&bytes).expect("version 5 decodes");
+    group.check_invariants().expect("the migrated state keeps every invariant");
+    assert_eq!(group, scenario::build_version_5().group);
+    for show in group.shows() {
+        assert_eq!(show.waitlist.policy, WaitlistPolicy::default());
+    }
 }
 
 /// The hold of `session` (numbered as in the scenario) on exactly `seats`.

@@ -143,6 +143,17 @@ enum Op {
         right_version: bool,
         raise: u64,
     },
+    /// The waitlist's rules: ordering 0 FIFO, 1 bands, 2 a lottery due now, 3 one due later.
+    SetWaitlistPolicy {
+        show: u8,
+        ordering: u8,
+        wave: u32,
+        version: Version,
+    },
+    DrawLottery {
+        show: u8,
+        seed: u8,
+    },
     OpenSales(u8),
     CloseSales(u8),
     CancelShow(u8),
@@ -386,7 +397,7 @@ fn op(mix: Mix) -> impl Strategy<Value = Op> {
         mix.lane => (show_pick(), prop::bool::weighted(0.6), 1u32..=3).prop_map(|(show, enabled, window)| {
             Op::ConfigureAdmission { show, enabled, window }
         }),
-        3 => (show_pick(), prop::bool::weighted(0.7), version).prop_map(|(show, enabled, version)| {
+        3 => (show_pick(), prop::bool::weighted(0.7), version.clone()).prop_map(|(show, enabled, version)| {
             Op::ConfigureWaitlist { show, enabled, version }
         }),
         2 => (show_pick(), 0u8..4, any::<u8>(), 1u8..=4).prop_map(|(show, event, first, len)| {
@@ -395,6 +406,10 @@ fn op(mix: Mix) -> impl Strategy<Value = Op> {
         1 => (show_pick(), prop::bool::weighted(0.8), 0u64..=2_000).prop_map(
             |(show, right_version, raise)| Op::SetPrices { show, right_version, raise }
         ),
+        2 => (show_pick(), 0u8..4, prop_oneof![2 => Just(0u32), 1 => 1u32..=2], version).prop_map(
+            |(show, ordering, wave, version)| Op::SetWaitlistPolicy { show, ordering, wave, version }
+        ),
+        2 => (show_pick(), 0u8..3).prop_map(|(show, seed)| Op::DrawLottery { show, seed }),
         mix.sales => show_pick().prop_map(Op::OpenSales),
         mix.sales.div_ceil(2) => show_pick().prop_map(Op::CloseSales),
         mix.sales.div_ceil(2) => rare,
@@ -768,6 +783,17 @@ impl Driver {
         }
     }
 
+    /// The waitlist policy version `version` names: the show's current one, the next, or the
+    /// one before (which the rules refuse).
+    fn waitlist_version(&self, show: ShowId, version: Version) -> u32 {
+        let current = self.h.group.show(show).map_or(1, |found| found.waitlist.policy_version);
+        match version {
+            Version::Same => current,
+            Version::Next => current + 1,
+            Version::Back => current.wrapping_sub(1),
+        }
+    }
+
     fn command(&mut self, op: &Op) -> Command {
         match *op {
             Op::Client { show, owner, session: who, key: k, req } => {
@@ -827,13 +853,7 @@ impl Driver {
             }
             Op::ConfigureWaitlist { show, enabled, version } => {
                 let show = self.show_id(show);
-                let current =
-                    self.h.group.show(show).map_or(1, |found| found.waitlist.policy_version);
-                let policy_version = match version {
-                    Version::Same => current,
-                    Version::Next => current + 1,
-                    Version::Back => current - 1,
-                };
+                let policy_version = self.waitlist_version(show, version);
                 Command::Operator(OperatorCommand::ConfigureWaitlist {
                     show,
                     enabled,
@@ -847,6 +867,27 @@ impl Driver {
                     (0..u32::from(len)).map(|n| (u32::from(first) + n) % seat_count).collect();
                 let event = CapacityEventId(u128::from(event));
                 Command::Operator(OperatorCommand::CapacityReleased { show, event, seats })
+            }
+            Op::SetWaitlistPolicy { show, ordering, wave, version } => {
+                let show = self.show_id(show);
+                let policy_version = self.waitlist_version(show, version);
+                let ordering = match ordering {
+                    0 => WaitlistOrdering::Fifo,
+                    1 => WaitlistOrdering::Bands,
+                    due => WaitlistOrdering::Lottery {
+                        draw_at_ms: self.h.now + if due == 2 { 0 } else { 60_000 },
+                    },
+                };
+                let rules = WaitlistRules { ordering, wave_offers_max: wave };
+                Command::Operator(OperatorCommand::ConfigureWaitlistPolicy {
+                    show,
+                    policy_version,
+                    rules,
+                })
+            }
+            Op::DrawLottery { show, seed } => {
+                let show = self.show_id(show);
+                Command::Operator(OperatorCommand::DrawLottery { show, seed: u64::from(seed) })
             }
             Op::SetPrices { show, right_version, raise } => {
                 let show = self.show_id(show);

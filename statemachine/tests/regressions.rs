@@ -56,6 +56,9 @@ fn an_offer_made_before_a_join_in_the_same_entry_is_not_a_skip() {
     let show = h.on_sale_show(1, 12);
     h.operator(OperatorCommand::ConfigureWaitlist { show, enabled: true, policy_version: 1 })
         .unwrap();
+    let bands = WaitlistRules { ordering: WaitlistOrdering::Bands, wave_offers_max: 0 };
+    h.operator(OperatorCommand::ConfigureWaitlistPolicy { show, policy_version: 2, rules: bands })
+        .unwrap();
     h.held(show, 10, 1, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     let released = h.held(show, 11, 1, &[10, 11]);
     let joined = h.client(show, 1, 1, ClientRequest::JoinWaitlist { quantity: 2, band: 2 });

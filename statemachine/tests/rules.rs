@@ -1164,6 +1164,9 @@ fn a_duplicate_capacity_event_is_a_no_op() {
 fn a_higher_priority_band_goes_first_and_the_audit_says_why() {
     let mut h = Harness::new();
     let (show, bookings) = sold_out_show(&mut h, 2);
+    let bands = WaitlistRules { ordering: WaitlistOrdering::Bands, wave_offers_max: 0 };
+    let set = OperatorCommand::ConfigureWaitlistPolicy { show, policy_version: 2, rules: bands };
+    h.operator(set).unwrap();
     let early = join_waitlist(&mut h, show, 1, 1, 1);
     h.advance(MINUTE);
     let vip = join_waitlist(&mut h, show, 2, 1, 0);
@@ -1179,7 +1182,8 @@ fn a_higher_priority_band_goes_first_and_the_audit_says_why() {
     let promotion = trail.last().unwrap();
     assert_eq!((promotion.to, promotion.reason), (StateName::Offered, Reason::NextInLine));
     assert_eq!(promotion.order.unwrap().band, 0);
-    assert_eq!(promotion.policy_version, 1);
+    assert_eq!(promotion.policy_version, 2);
+    assert_eq!(skips[0].rules, bands);
 }
 
 #[test]

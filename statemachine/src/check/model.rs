@@ -146,7 +146,9 @@ pub fn observe_outcome(outcome: &Outcome) -> Observed {
         | Reply::SinkRemoved { .. }
         | Reply::DeliveryRecorded { .. }
         | Reply::ReplayRequested { .. }
-        | Reply::DigestRecorded { .. } => Observed::Managed,
+        | Reply::DigestRecorded { .. }
+        | Reply::WaitlistPolicySet { .. }
+        | Reply::LotteryDrawn { .. } => Observed::Managed,
     }
 }
 

@@ -376,6 +376,8 @@ impl WaitlistV2 {
             pool: self.pool,
             capacity_events: self.capacity_events,
             capacity_event_deadlines: self.capacity_event_deadlines,
+            policy: Default::default(),
+            pooled_since: Default::default(),
         })
     }
 }

@@ -2,25 +2,26 @@
 //! sinks' delivery (version 4 added `Group::delivery` at the end) and its leaders' state
 //! digests (version 5).
 //!
-//! Owns decoding version 3 payloads into the current group: every field but the delivery is
-//! encoded as it is now, and a version 3 group tracked no sink, so its delivery is empty.
+//! Owns decoding version 3 payloads into the current group: every field but the delivery (and
+//! the digests and the waitlists' policy) is encoded as it is now, and a version 3 group tracked no sink, so its delivery is empty.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::v5::{ShowV5, migrate_shows};
 use crate::audit::Audit;
 use crate::ids::ShowId;
 use crate::outbox::Outbox;
 use crate::placement::Placement;
-use crate::state::{Group, Show};
+use crate::state::Group;
 
 /// A group as version 3 encoded it.
 #[derive(Deserialize)]
 pub(super) struct GroupV3 {
     applied_index: u64,
     log_time_ms: u64,
-    shows: BTreeMap<ShowId, Show>,
+    shows: BTreeMap<ShowId, ShowV5>,
     outbox: Outbox,
     audit: Audit,
     placement: Placement,
@@ -32,7 +33,7 @@ impl GroupV3 {
         Group {
             applied_index: self.applied_index,
             log_time_ms: self.log_time_ms,
-            shows: self.shows,
+            shows: migrate_shows(self.shows),
             outbox: self.outbox,
             audit: self.audit,
             placement: self.placement,

@@ -55,7 +55,11 @@ fn join_queue(h: &mut Harness, show: ShowId, who: u64, k: u64) -> TicketId {
 }
 
 fn join_waitlist(h: &mut Harness, show: ShowId, who: u64, k: u64, quantity: u8) -> EntryId {
-    let request = ClientRequest::JoinWaitlist { quantity, band: 0 };
+    join_band(h, show, who, k, quantity, 0)
+}
+
+fn join_band(h: &mut Harness, show: ShowId, who: u64, k: u64, quantity: u8, band: u8) -> EntryId {
+    let request = ClientRequest::JoinWaitlist { quantity, band };
     match ok(h.client(show, who, k, request)) {
         Reply::WaitlistJoined { entry, .. } => entry,
         other => panic!("expected an entry, got {other:?}"),
@@ -78,6 +82,55 @@ fn offer_of(h: &Harness, entry: EntryId) -> OfferId {
 /// Builds the golden group. Every step is checked to succeed (or to end in the state intended),
 /// and the harness checks every invariant after every entry.
 pub fn build() -> Harness {
+    let mut h = build_version_5();
+    policies(&mut h);
+    h
+}
+
+/// Version 6: waitlist policies. Show 5 runs a lottery, drawn, in waves of one and then two,
+/// with seats pooled behind a full wave and a drawn waiter still waiting; show 6 orders by
+/// priority bands, a claimed band ahead of a guest who joined first.
+fn policies(h: &mut Harness) {
+    let (five, six) = (ShowId(5), ShowId(6));
+    h.on_sale_show(5, 4);
+    h.on_sale_show(6, 1);
+    for show in [five, six] {
+        let on = OperatorCommand::ConfigureWaitlist { show, enabled: true, policy_version: 1 };
+        ok(h.operator(on));
+    }
+    let lottery = WaitlistRules {
+        ordering: WaitlistOrdering::Lottery { draw_at_ms: h.group.log_time_ms() },
+        wave_offers_max: 1,
+    };
+    let set = |policy_version, rules| OperatorCommand::ConfigureWaitlistPolicy {
+        show: five,
+        policy_version,
+        rules,
+    };
+    ok(h.operator(set(2, lottery)));
+    let sold_out = held(h, five, 1, 1, &[0, 1, 2, 3]);
+    for who in [2, 3, 4] {
+        join_waitlist(h, five, who, 1, 1);
+    }
+    cancel_hold(h, five, 1, 2, sold_out);
+    assert_eq!(h.show(five).waitlist.offers.len(), 0, "nobody is served before the draw");
+    ok(h.operator(OperatorCommand::DrawLottery { show: five, seed: 42 }));
+    ok(h.operator(set(3, WaitlistRules { wave_offers_max: 2, ..lottery })));
+    assert_eq!(h.show(five).waitlist.offers.len(), 2);
+    assert_eq!(h.show(five).waitlist.policy.drawn.len(), 1);
+    assert_eq!(h.show(five).waitlist.pool.len(), 2);
+
+    let bands = WaitlistRules { ordering: WaitlistOrdering::Bands, wave_offers_max: 0 };
+    let set =
+        OperatorCommand::ConfigureWaitlistPolicy { show: six, policy_version: 2, rules: bands };
+    ok(h.operator(set));
+    held(h, six, 1, 1, &[0]);
+    join_band(h, six, 2, 1, 1, BAND_GUEST);
+    join_band(h, six, 3, 1, 1, 0);
+}
+
+/// The scenario as snapshot format 5 knew it: everything but the waitlists' policies.
+pub fn build_version_5() -> Harness {
     let mut h = build_version_4();
     // Version 5: a leader's state digest of an earlier entry, for the replicas to compare
     // theirs with.

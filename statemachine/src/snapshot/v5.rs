@@ -1,0 +1,149 @@
+//! Version 5 of the snapshot format: the current types, before the waitlist kept its policy
+//! (version 6 added `Waitlist::policy` at the end of each show's waitlist: its rules, their
+//! history, a lottery's draw).
+//!
+//! Owns decoding version 5 payloads (and, through `ShowV5`, versions 3 and 4, which encoded
+//! shows the same way) into the current group: a waitlist before version 6 ran the default
+//! rules, strict FIFO with no wave limit, and had drawn nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+
+use crate::audit::{Audit, OrderKey};
+use crate::command::ShowPolicy;
+use crate::delivery::Delivery;
+use crate::digests::Digests;
+use crate::idempotency::IdempotencyRecord;
+use crate::ids::{
+    BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, OfferId, PaymentId,
+    ProviderEventId, SeatNo, SessionId, ShowId,
+};
+use crate::outbox::Outbox;
+use crate::placement::Placement;
+use crate::state::{
+    Booking, Group, Hold, Lane, Offer, PaymentAttempt, Seat, SeatCounts, Show, ShowStatus,
+    Waitlist, WaitlistEntry,
+};
+
+/// A group as version 5 encoded it.
+#[derive(Deserialize)]
+pub(super) struct GroupV5 {
+    applied_index: u64,
+    log_time_ms: u64,
+    shows: BTreeMap<ShowId, ShowV5>,
+    outbox: Outbox,
+    audit: Audit,
+    placement: Placement,
+    delivery: Delivery,
+    digests: Digests,
+}
+
+impl GroupV5 {
+    /// The same state in the current types.
+    pub(super) fn migrate(self) -> Group {
+        Group {
+            applied_index: self.applied_index,
+            log_time_ms: self.log_time_ms,
+            shows: migrate_shows(self.shows),
+            outbox: self.outbox,
+            audit: self.audit,
+            placement: self.placement,
+            delivery: self.delivery,
+            digests: self.digests,
+        }
+    }
+}
+
+/// Shows as versions 3 to 5 encoded them, in the current types.
+pub(super) fn migrate_shows(shows: BTreeMap<ShowId, ShowV5>) -> BTreeMap<ShowId, Show> {
+    shows.into_iter().map(|(id, show)| (id, show.migrate())).collect()
+}
+
+/// A show as versions 3 to 5 encoded it.
+#[derive(Deserialize)]
+pub(super) struct ShowV5 {
+    id: ShowId,
+    status: ShowStatus,
+    currency: Currency,
+    prices_minor: Vec<u64>,
+    price_version: u32,
+    policy: ShowPolicy,
+    seat_classes: Vec<u8>,
+    seats: Vec<Seat>,
+    counts: SeatCounts,
+    next_id: u64,
+    holds: BTreeMap<HoldId, Hold>,
+    hold_deadlines: BTreeSet<(u64, HoldId)>,
+    live_holds_by_session: BTreeMap<SessionId, u32>,
+    bookings: BTreeMap<BookingId, Booking>,
+    payments: BTreeMap<PaymentId, PaymentAttempt>,
+    provider_events: BTreeMap<ProviderEventId, PaymentId>,
+    idempotency: BTreeMap<(SessionId, IdempotencyKey), IdempotencyRecord>,
+    idempotency_deadlines: BTreeSet<(u64, SessionId, IdempotencyKey)>,
+    lane: Lane,
+    waitlist: WaitlistV5,
+}
+
+impl ShowV5 {
+    fn migrate(self) -> Show {
+        Show {
+            id: self.id,
+            status: self.status,
+            currency: self.currency,
+            prices_minor: self.prices_minor,
+            price_version: self.price_version,
+            policy: self.policy,
+            seat_classes: self.seat_classes,
+            seats: self.seats,
+            counts: self.counts,
+            next_id: self.next_id,
+            holds: self.holds,
+            hold_deadlines: self.hold_deadlines,
+            live_holds_by_session: self.live_holds_by_session,
+            bookings: self.bookings,
+            payments: self.payments,
+            provider_events: self.provider_events,
+            idempotency: self.idempotency,
+            idempotency_deadlines: self.idempotency_deadlines,
+            lane: self.lane,
+            waitlist: self.waitlist.migrate(),
+        }
+    }
+}
+
+/// A waitlist as versions 3 to 5 encoded it: no policy.
+#[derive(Deserialize)]
+struct WaitlistV5 {
+    enabled: bool,
+    policy_version: u32,
+    entries: BTreeMap<EntryId, WaitlistEntry>,
+    waiting: BTreeSet<OrderKey>,
+    active_by_session: BTreeMap<SessionId, EntryId>,
+    offers: BTreeMap<OfferId, Offer>,
+    offer_deadlines: BTreeSet<(u64, OfferId)>,
+    pool: BTreeSet<SeatNo>,
+    capacity_events: BTreeMap<CapacityEventId, u64>,
+    capacity_event_deadlines: BTreeSet<(u64, CapacityEventId)>,
+}
+
+impl WaitlistV5 {
+    fn migrate(self) -> Waitlist {
+        Waitlist {
+            enabled: self.enabled,
+            policy_version: self.policy_version,
+            entries: self.entries,
+            waiting: self.waiting,
+            active_by_session: self.active_by_session,
+            offers: self.offers,
+            offer_deadlines: self.offer_deadlines,
+            pool: self.pool,
+            capacity_events: self.capacity_events,
+            capacity_event_deadlines: self.capacity_event_deadlines,
+            policy: Default::default(),
+            // A pool kept before version 6 recorded no times: `date_pools` dates its seats at
+            // the group's log time, so none looks older than it is.
+            pooled_since: Default::default(),
+        }
+    }
+}

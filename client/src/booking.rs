@@ -395,7 +395,25 @@ impl Client {
         quantity: u32,
         key: Option<&str>,
     ) -> Result<WaitlistEntryReply> {
-        let message = JoinWaitlistRequest { show_id, quantity };
+        self.join_waitlist_with_claim(token, show_id, quantity, None, key).await
+    }
+
+    /// As [`Client::join_waitlist`], with a priority-band claim the operator issued for this
+    /// session and show ([`Client::issue_band_claim`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::join_waitlist`]; `forbidden` for a claim not issued for this session and
+    /// show, or expired.
+    pub async fn join_waitlist_with_claim(
+        &self,
+        token: &str,
+        show_id: u64,
+        quantity: u32,
+        claim: Option<&str>,
+        key: Option<&str>,
+    ) -> Result<WaitlistEntryReply> {
+        let message = JoinWaitlistRequest { show_id, quantity, claim: claim.map(str::to_owned) };
         self.buyer_mutation(token, show_id, key, message, |mut c, r| async move {
             c.join_waitlist(r).await
         })

@@ -79,9 +79,10 @@ pub use crate::shows::NewShow;
 /// The wire messages the client returns (`booking.v1`), re-exported so that callers need not
 /// depend on `proto`.
 pub use proto::booking::{
-    AdmissionConfig, AdmissionReply, AuditRecord, AuditReply, BookingReply, CapacityReleasedReply,
-    CheckoutReply, GroupStatus, HoldReply, MembershipReply, OfferReply, OrderKey, PaymentReply,
-    PricesReply, SalesReply, SeatMapReply, SeatStatus, ShowCancelledReply, ShowPlacement,
-    ShowPolicy, ShowReply, StatusReply, TicketReply, WaitlistConfig, WaitlistEntryReply,
-    WaitlistReply, WaitlistSkip,
+    AdmissionConfig, AdmissionReply, AuditRecord, AuditReply, BandClaimReply, BookingReply,
+    CapacityReleasedReply, CheckoutReply, GroupStatus, HoldReply, LotteryDraw, LotteryReply,
+    MembershipReply, OfferReply, OrderKey, PaymentReply, PricesReply, SalesReply, SeatMapReply,
+    SeatStatus, ShowCancelledReply, ShowPlacement, ShowPolicy, ShowReply, StatusReply, TicketReply,
+    WaitlistConfig, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply, WaitlistRules,
+    WaitlistSkip,
 };

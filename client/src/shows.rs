@@ -13,11 +13,13 @@ use std::future::Future;
 
 use proto::booking::booking_service_client::BookingServiceClient;
 use proto::booking::{
-    AdmissionConfig, AdmissionReply, AuditReply, CapacityReleasedReply, CapacityReleasedRequest,
-    ConfigureAdmissionRequest, ConfigureWaitlistRequest, CreateShowRequest, GetAuditRequest,
-    ListShowsRequest, PricesReply, SalesReply, SeatMapReply, SeatMapRequest, SeatRange,
-    SetPricesRequest, ShowCancelledReply, ShowPlacement, ShowPolicy, ShowRef, ShowReply,
-    WaitlistConfig, WaitlistReply,
+    AdmissionConfig, AdmissionReply, AuditReply, BandClaimReply, CapacityReleasedReply,
+    CapacityReleasedRequest, ConfigureAdmissionRequest, ConfigureWaitlistRequest,
+    CreateShowRequest, DrawLotteryRequest, GetAuditRequest, IssueBandClaimRequest,
+    ListShowsRequest, LotteryReply, PricesReply, SalesReply, SeatMapReply, SeatMapRequest,
+    SeatRange, SetPricesRequest, SetWaitlistPolicyRequest, ShowCancelledReply, ShowPlacement,
+    ShowPolicy, ShowRef, ShowReply, WaitlistConfig, WaitlistPolicyReply, WaitlistReply,
+    WaitlistRules,
 };
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -407,6 +409,88 @@ impl Client {
             })
             .await?;
         self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
+    }
+
+    /// Sets a show's waitlist rules (operator call): `ordering` "fifo", "bands" or "lottery"
+    /// (with `draw_at_ms`), and the offers open at once (0 for no limit). A change of rules
+    /// bumps the policy version; the rules in force set again answer `duplicate`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::open_sales`]; [`Error::Rejected`] `waitlist_in_use` when the ordering would
+    /// change while buyers wait.
+    pub async fn set_waitlist_policy(
+        &self,
+        show_id: u64,
+        rules: WaitlistRules,
+    ) -> Result<WaitlistPolicyReply> {
+        let message = SetWaitlistPolicyRequest { show_id, rules: Some(rules) };
+        let (reply, address) =
+            self.operator_control(show_id, message, |mut c, r| async move {
+                c.set_waitlist_policy(r).await
+            })
+            .await?;
+        self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
+    }
+
+    /// Reads a show's waitlist rules and its lottery's draw, linearizably (operator call).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::open_sales`].
+    pub async fn get_waitlist_policy(&self, show_id: u64) -> Result<WaitlistPolicyReply> {
+        let message = ShowRef { show_id };
+        let (reply, address) =
+            self.operator_control(show_id, message, |mut c, r| async move {
+                c.get_waitlist_policy(r).await
+            })
+            .await?;
+        self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
+    }
+
+    /// Draws a show's lottery now (operator call), with `seed` or one the node picks.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::open_sales`]; [`Error::Rejected`] `not_a_lottery`, `lottery_not_due`,
+    /// `lottery_already_drawn`.
+    pub async fn draw_lottery(&self, show_id: u64, seed: Option<u64>) -> Result<LotteryReply> {
+        let message = DrawLotteryRequest { show_id, seed };
+        let (reply, _) = self
+            .operator_control(show_id, message, |mut c, r| async move { c.draw_lottery(r).await })
+            .await?;
+        Ok(reply)
+    }
+
+    /// Issues a priority-band claim (operator call) for the buyer whose session token is
+    /// `session_token`, on one show: band 0..=6, valid for `valid_for_s` (default a day). The
+    /// buyer attaches it with [`Client::join_waitlist_with_claim`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::open_sales`]; [`Error::InvalidArgument`] for a band or validity out of
+    /// bounds, or a token this cluster did not issue.
+    pub async fn issue_band_claim(
+        &self,
+        show_id: u64,
+        session_token: &str,
+        band: u32,
+        valid_for_s: Option<u64>,
+    ) -> Result<BandClaimReply> {
+        let message = IssueBandClaimRequest {
+            show_id,
+            session_token: session_token.to_owned(),
+            band,
+            valid_for_s,
+        };
+        let (reply, _) =
+            self.operator_control(show_id, message, |mut c, r| async move {
+                c.issue_band_claim(r).await
+            })
+            .await?;
         Ok(reply)
     }
 

@@ -19,15 +19,17 @@ use proto::booking::admin_service_server::{AdminService, AdminServiceServer};
 use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
 use proto::booking::hold_item_result::Result::{Failed, Held};
 use proto::booking::{
-    AddLearnerRequest, AdmissionReply, AuditReply, BookingRef, BookingReply, CapacityReleasedReply,
-    CapacityReleasedRequest, CheckoutReply, ConfigureAdmissionRequest, ConfigureWaitlistRequest,
-    CreateSessionRequest, CreateShowRequest, EntryRef, GetAuditRequest, GetHoldRequest,
-    GroupStatus, HoldItemResult, HoldManyReply, HoldManyRequest, HoldRef, HoldReply, HoldRequest,
-    ItemStatus, JoinWaitlistRequest, ListShowsReply, ListShowsRequest, MembershipReply,
+    AddLearnerRequest, AdmissionReply, AuditReply, BandClaimReply, BookingRef, BookingReply,
+    CapacityReleasedReply, CapacityReleasedRequest, CheckoutReply, ConfigureAdmissionRequest,
+    ConfigureWaitlistRequest, CreateSessionRequest, CreateShowRequest, DrawLotteryRequest,
+    EntryRef, GetAuditRequest, GetHoldRequest, GroupStatus, HoldItemResult, HoldManyReply,
+    HoldManyRequest, HoldRef, HoldReply, HoldRequest, IssueBandClaimRequest, ItemStatus,
+    JoinWaitlistRequest, ListShowsReply, ListShowsRequest, LotteryReply, MembershipReply,
     MoveReplicaRequest, NodesRequest, OfferRef, OfferReply, PaymentRef, PaymentReply, PricesReply,
-    SalesReply, SeatMapReply, SeatMapRequest, SessionReply, SetPricesRequest, ShowCancelledReply,
-    ShowPlacement, ShowRef, ShowReply, StatusReply, StatusRequest, TicketRef, TicketReply,
-    TransferLeaderRequest, WaitlistEntryReply, WaitlistReply,
+    SalesReply, SeatMapReply, SeatMapRequest, SessionReply, SetPricesRequest,
+    SetWaitlistPolicyRequest, ShowCancelledReply, ShowPlacement, ShowRef, ShowReply, StatusReply,
+    StatusRequest, TicketRef, TicketReply, TransferLeaderRequest, WaitlistEntryReply,
+    WaitlistPolicyReply, WaitlistReply,
 };
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
 use tokio::sync::mpsc;
@@ -402,7 +404,7 @@ impl BookingService for Service {
         request: Request<JoinWaitlistRequest>,
     ) -> Result<Response<WaitlistEntryReply>, Status> {
         self.0.answer("join_waitlist", request.metadata()).await?;
-        let JoinWaitlistRequest { show_id, quantity } = request.into_inner();
+        let JoinWaitlistRequest { show_id, quantity, .. } = request.into_inner();
         Ok(Response::new(WaitlistEntryReply {
             show_id,
             entry_id: 1,
@@ -562,6 +564,49 @@ impl BookingService for Service {
         self.0.answer("configure_waitlist", request.metadata()).await?;
         let ConfigureWaitlistRequest { show_id, enabled } = request.into_inner();
         Ok(Response::new(WaitlistReply { show_id, group_id: 1, enabled, policy_version: 1 }))
+    }
+
+    async fn set_waitlist_policy(
+        &self,
+        request: Request<SetWaitlistPolicyRequest>,
+    ) -> Result<Response<WaitlistPolicyReply>, Status> {
+        self.0.answer("set_waitlist_policy", request.metadata()).await?;
+        let SetWaitlistPolicyRequest { show_id, rules } = request.into_inner();
+        Ok(Response::new(WaitlistPolicyReply {
+            show_id,
+            group_id: 1,
+            policy_version: 2,
+            rules,
+            ..WaitlistPolicyReply::default()
+        }))
+    }
+
+    async fn get_waitlist_policy(
+        &self,
+        request: Request<ShowRef>,
+    ) -> Result<Response<WaitlistPolicyReply>, Status> {
+        self.0.answer("get_waitlist_policy", request.metadata()).await?;
+        let ShowRef { show_id } = request.into_inner();
+        Ok(Response::new(WaitlistPolicyReply { show_id, group_id: 1, ..Default::default() }))
+    }
+
+    async fn draw_lottery(
+        &self,
+        request: Request<DrawLotteryRequest>,
+    ) -> Result<Response<LotteryReply>, Status> {
+        self.0.answer("draw_lottery", request.metadata()).await?;
+        let DrawLotteryRequest { show_id, seed } = request.into_inner();
+        let seed = seed.unwrap_or(7);
+        Ok(Response::new(LotteryReply { show_id, seed, entries: 0, duplicate: false }))
+    }
+
+    async fn issue_band_claim(
+        &self,
+        request: Request<IssueBandClaimRequest>,
+    ) -> Result<Response<BandClaimReply>, Status> {
+        self.0.answer("issue_band_claim", request.metadata()).await?;
+        let IssueBandClaimRequest { band, .. } = request.into_inner();
+        Ok(Response::new(BandClaimReply { claim: "c1_test".into(), band, expires_at_s: 1 }))
     }
 
     async fn get_payment(

@@ -139,6 +139,13 @@ impl ApiError {
             ApiError::Rejected(Rejection::PriceVersionMismatch { current }) => {
                 json!({ "current_price_version": current })
             }
+            ApiError::Rejected(Rejection::WaitlistInUse { waiting }) => {
+                json!({ "waiting": waiting })
+            }
+            ApiError::Rejected(Rejection::LotteryNotDue { draw_at_ms }) => {
+                json!({ "draw_at_ms": draw_at_ms })
+            }
+            ApiError::Rejected(Rejection::LotteryAlreadyDrawn { seed }) => json!({ "seed": seed }),
             ApiError::NotLeader { group, leader } => json!({
                 "group": group,
                 "leader_id": leader.as_ref().map(|hint| hint.id),
@@ -184,7 +191,11 @@ pub fn grpc_code(code: ErrorCode) -> Code {
         | WaitlistDisabled
         | NotSoldOut
         | AlreadyOnWaitlist
-        | EntryNotActive => Code::FailedPrecondition,
+        | EntryNotActive
+        | WaitlistInUse
+        | NotALottery
+        | LotteryNotDue
+        | LotteryAlreadyDrawn => Code::FailedPrecondition,
         Internal | Unspecified => Code::Internal,
     }
 }
@@ -253,6 +264,10 @@ fn rejection_code(rejection: &Rejection) -> ErrorCode {
         IdempotencyKeyReused => ErrorCode::IdempotencyKeyReused,
         SinkNotFound => ErrorCode::SinkNotFound,
         DeadLetterNotFound { .. } => ErrorCode::DeadLetterNotFound,
+        WaitlistInUse { .. } => ErrorCode::WaitlistInUse,
+        NotALottery => ErrorCode::NotALottery,
+        LotteryNotDue { .. } => ErrorCode::LotteryNotDue,
+        LotteryAlreadyDrawn { .. } => ErrorCode::LotteryAlreadyDrawn,
     }
 }
 
@@ -365,6 +380,10 @@ mod tests {
             Rejection::IdempotencyKeyReused,
             Rejection::SinkNotFound,
             Rejection::DeadLetterNotFound { event: statemachine::OutboxId(1) },
+            Rejection::WaitlistInUse { waiting: 1 },
+            Rejection::NotALottery,
+            Rejection::LotteryNotDue { draw_at_ms: 1 },
+            Rejection::LotteryAlreadyDrawn { seed: 1 },
         ]
     }
 

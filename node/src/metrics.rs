@@ -33,7 +33,10 @@
 //!   waiting room and waitlist: `booking_admission_wait_seconds` (a histogram of every granted
 //!   ticket's wait from joining to its grant, by log time), `booking_grants_overdue` and
 //!   `booking_offers_overdue` (past their deadline, not yet expired by a tick),
-//!   `booking_waitlist_pooled_seats` (released seats not yet offered); the proposer's
+//!   `booking_waitlist_pooled_seats` (released seats not yet offered) and
+//!   `booking_waitlist_oldest_pooled_age_seconds` (the promotion lag: how long the longest-kept
+//!   of them has waited for an offer, by log time; a lottery not drawn or a full wave of offers
+//!   makes it grow by design, a stuck promotion by accident); the proposer's
 //!   `booking_proposals_total` and `booking_proposed_commands_total` (their ratio is the mean
 //!   batch size); the auditor's findings (`crate::auditor`): `booking_invariants_ok`,
 //!   `booking_audit_checked_index`, `booking_replica_digest_matches` and
@@ -344,7 +347,7 @@ fn scrape_groups<'a>(
     let (overdue_grants, overdue_offers) = (gauge(), gauge());
     let (invariants_ok, checked_index) = (gauge(), gauge());
     let (digests_match, compared_index) = (gauge(), gauge());
-    let pooled = gauge();
+    let (pooled, pooled_oldest_age) = (gauge(), gauge());
     let counter = Family::<GroupLabels, Counter>::default;
     let (proposals, proposed_commands) = (counter(), counter());
     let admission_waits: Histograms<GroupLabels> =
@@ -376,15 +379,20 @@ fn scrape_groups<'a>(
                 overdue_grants_and_offers(group),
             )
         })?;
-        let (waits, pool) = hosted.read_local(|group| {
+        let (waits, pool, pooled_oldest_ms) = hosted.read_local(|group| {
             let pool: usize = group.shows().map(|show| show.waitlist.pool.len()).sum();
-            (admission_waits_s(group), pool as u64)
+            let oldest = group.shows().filter_map(|show| show.waitlist.oldest_pooled_ms()).min();
+            (admission_waits_s(group), pool as u64, oldest)
         })?;
         let waited = admission_waits.get_or_create(&labels);
         for wait_s in waits {
             waited.observe(wait_s);
         }
         set(&pooled, pool);
+        set(
+            &pooled_oldest_age,
+            pooled_oldest_ms.map_or(0, |oldest| now_ms.saturating_sub(oldest) / 1_000),
+        );
         set(&backlog, pending);
         for (state, count, oldest_ms) in [
             ("pending", money.pending, money.pending_oldest_ms),
@@ -472,6 +480,12 @@ fn scrape_groups<'a>(
         "booking_waitlist_pooled_seats",
         "Released seats kept for waiters and not yet offered to one",
         pooled,
+    );
+    registry.register(
+        "booking_waitlist_oldest_pooled_age_seconds",
+        "How long the longest-kept released seat has waited for an offer (0: none pooled): the \
+         promotion lag",
+        pooled_oldest_age,
     );
     registry.register(
         "booking_payments_unsettled",

@@ -262,6 +262,10 @@ names!(
         AdmissionConfigured = "admission_configured",
         /// The operator configured the waitlist.
         WaitlistConfigured = "waitlist_configured",
+        /// The operator set the waitlist's rules.
+        WaitlistPolicySet = "waitlist_policy_set",
+        /// The waitlist's lottery was drawn.
+        LotteryDrawn = "lottery_drawn",
     }
 );
 

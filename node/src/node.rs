@@ -161,7 +161,13 @@ impl Node {
             // Payments live in the data groups only.
             let provider = provider.clone().filter(|_| group != METADATA_GROUP);
             let dispatch = dispatch.clone().filter(|_| group != METADATA_GROUP);
-            let workers = WorkerSettings { tick, provider, dispatch, metrics: metrics.clone() };
+            let workers = WorkerSettings {
+                tick,
+                provider,
+                dispatch,
+                metrics: metrics.clone(),
+                entropy: entropy.clone(),
+            };
             let hosted = HostedGroup::new(group, raft, reader, workers, clock.clone());
             groups.insert(group, Arc::new(hosted));
         }

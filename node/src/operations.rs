@@ -10,11 +10,12 @@
 //! service does) and never judges a rule (the state machine does).
 
 use statemachine::{
-    AuditRecord, BookingId, BookingView, CapacityEventId, ClientCommand, ClientRequest, DeadLetter,
-    DeliveryCommand, EntityKind, EntryId, Group, HoldId, HoldView, IdempotencyKey, METADATA_GROUP,
-    Money, OfferId, OfferView, OperatorCommand, OutboxId, PaymentEffect, PaymentId, PaymentOutcome,
-    Rejection, Reply, SeatMap, SeatNo, SeatStatus, SessionId, ShowId, ShowPolicy, ShowStatus,
-    SinkName, TicketId, TicketView, WaitlistSkip, Written,
+    AuditRecord, BAND_GUEST, BookingId, BookingView, CapacityEventId, ClientCommand, ClientRequest,
+    DeadLetter, DeliveryCommand, EntityKind, EntryId, Group, HoldId, HoldView, IdempotencyKey,
+    LotteryDraw, METADATA_GROUP, Money, OfferId, OfferView, OperatorCommand, OutboxId,
+    PaymentEffect, PaymentId, PaymentOutcome, Rejection, Reply, SeatMap, SeatNo, SeatStatus,
+    SessionId, ShowId, ShowPolicy, ShowStatus, SinkName, TicketId, TicketView, WaitlistRules,
+    WaitlistSkip, Written,
 };
 
 pub use statemachine::EntryWithOffer;
@@ -340,6 +341,162 @@ pub async fn configure_waitlist(
     Ok(WaitlistConfigured { show, group, enabled, policy_version })
 }
 
+/// A show's waitlist rules, as in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitlistPolicyView {
+    /// The show.
+    pub show: ShowId,
+    /// Its data group.
+    pub group: u64,
+    /// The policy version in force.
+    pub policy_version: u32,
+    /// Its rules.
+    pub rules: WaitlistRules,
+    /// The lottery's draw, once drawn.
+    pub draw: Option<LotteryDraw>,
+    /// Whether these rules were in force already (a retry changed nothing).
+    pub duplicate: bool,
+}
+
+/// Reads a show's waitlist rules linearizably on its group's leader.
+///
+/// # Errors
+///
+/// `show_not_found`, or a routing error.
+pub async fn waitlist_policy(
+    service: &Service,
+    show: ShowId,
+) -> Result<WaitlistPolicyView, ApiError> {
+    let (policy_version, policy) = service
+        .read_linearizable(show, |state| {
+            let found = state.show(show).ok_or(Rejection::ShowNotFound)?;
+            Ok((found.waitlist.policy_version, found.waitlist.policy_now()))
+        })
+        .await?;
+    let group = service.group_of(show).await?.id;
+    Ok(WaitlistPolicyView {
+        show,
+        group,
+        policy_version,
+        rules: policy.rules,
+        draw: policy.draw,
+        duplicate: false,
+    })
+}
+
+/// Sets a show's waitlist rules: the version in force is read linearizably first, and the
+/// command names the next one (or the same one, when these rules are in force: a retry, which
+/// changes nothing). Two operators changing the rules at once: one of them is refused
+/// `invalid_argument` (its version is no longer above the current one) and may retry.
+///
+/// # Errors
+///
+/// `show_not_found`, `show_cancelled`, `waitlist_in_use` (the ordering cannot change while
+/// anyone waits), `invalid_argument`, or a routing error.
+pub async fn set_waitlist_policy(
+    service: &Service,
+    show: ShowId,
+    rules: WaitlistRules,
+) -> Result<WaitlistPolicyView, ApiError> {
+    let current = waitlist_policy(service, show).await?;
+    let policy_version =
+        if current.rules == rules { current.policy_version } else { current.policy_version + 1 };
+    let command = OperatorCommand::ConfigureWaitlistPolicy { show, policy_version, rules };
+    let (policy_version, rules, duplicate) = match service.operator(command).await? {
+        Reply::WaitlistPolicySet { policy_version, rules, duplicate, .. } => {
+            (policy_version, rules, duplicate)
+        }
+        other => return Err(ApiError::unexpected(other)),
+    };
+    let draw = if rules.ordering == current.rules.ordering { current.draw } else { None };
+    Ok(WaitlistPolicyView { show, group: current.group, policy_version, rules, draw, duplicate })
+}
+
+/// What a lottery's draw did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LotteryDrawn {
+    /// The show.
+    pub show: ShowId,
+    /// The seed, recorded in the log.
+    pub seed: u64,
+    /// Entries in the draw.
+    pub entries: u32,
+    /// Whether it was drawn before with this seed (a retry).
+    pub duplicate: bool,
+}
+
+/// Draws a show's lottery with `seed`, or with a random one when none is given.
+///
+/// # Errors
+///
+/// `show_not_found`, `show_cancelled`, `not_a_lottery`, `lottery_not_due`,
+/// `lottery_already_drawn`, or a routing error.
+pub async fn draw_lottery(
+    service: &Service,
+    show: ShowId,
+    seed: Option<u64>,
+) -> Result<LotteryDrawn, ApiError> {
+    let seed = match seed {
+        Some(seed) => seed,
+        None => service.shared().sessions.random_seed()?,
+    };
+    match service.operator(OperatorCommand::DrawLottery { show, seed }).await? {
+        Reply::LotteryDrawn { seed, entries, duplicate, .. } => {
+            Ok(LotteryDrawn { show, seed, entries, duplicate })
+        }
+        other => Err(ApiError::unexpected(other)),
+    }
+}
+
+/// A priority-band claim, issued.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BandClaim {
+    /// The claim, for the buyer to attach when joining.
+    pub claim: String,
+    /// Its band.
+    pub band: u8,
+    /// When it stops being accepted (Unix seconds).
+    pub expires_at_s: u64,
+}
+
+/// Issues a claim of `band` (0..=6; guests are band 7) on `show`'s waitlist for the session of
+/// `session_token`, valid for `valid_for_s` (default a day, at most a week).
+///
+/// # Errors
+///
+/// `invalid_argument` for a band, validity or token out of bounds, `show_not_found`, or a
+/// routing error.
+pub async fn issue_band_claim(
+    service: &Service,
+    show: ShowId,
+    session_token: &str,
+    band: u32,
+    valid_for_s: Option<u64>,
+) -> Result<BandClaim, ApiError> {
+    if band >= u32::from(BAND_GUEST) {
+        return Err(ApiError::InvalidArgument(format!(
+            "band: must be 0..={} (guests are band {BAND_GUEST})",
+            BAND_GUEST - 1
+        )));
+    }
+    let valid_for_s = valid_for_s.unwrap_or(crate::sessions::CLAIM_VALID_S_DEFAULT);
+    if valid_for_s == 0 || valid_for_s > crate::sessions::CLAIM_VALID_S_MAX {
+        return Err(ApiError::InvalidArgument(format!(
+            "valid_for_s: must be 1..={}",
+            crate::sessions::CLAIM_VALID_S_MAX
+        )));
+    }
+    let shared = service.shared();
+    let session = shared.sessions.session_of_token(session_token).map_err(|_| {
+        ApiError::InvalidArgument("session_token: not a session token of this cluster".into())
+    })?;
+    service.group_of(show).await?;
+    let expires_at_s = shared.clock.now_ms() / 1_000 + valid_for_s;
+    let band = band as u8;
+    let claim = shared.sessions.issue_claim(show, session, band, expires_at_s);
+    Ok(BandClaim { claim, band, expires_at_s })
+}
+
 /// What cancelling a show did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cancelled {
@@ -573,11 +730,27 @@ pub async fn leave_queue(
     answer(service.client(ClientCommand { show, session, key, request }).await?, ticket_view)
 }
 
-/// The priority band of a guest session: 0, served first. Bands come from credentials, never
-/// from a request.
-pub const GUEST_BAND: u8 = 0;
+/// The priority band a session joins a show's waitlist in: the band of its claim, checked
+/// (see `sessions.rs`), or without one the guest band, served after every claimed band. Bands
+/// come from operator-signed claims, never from a buyer's own say; only priority-band ordering
+/// uses them.
+///
+/// # Errors
+///
+/// The claim's error (`invalid_argument`, `forbidden`).
+pub fn waitlist_band(
+    service: &Service,
+    show: ShowId,
+    session: SessionId,
+    claim: Option<&str>,
+) -> Result<u8, ApiError> {
+    let Some(claim) = claim else { return Ok(BAND_GUEST) };
+    let shared = service.shared();
+    shared.sessions.claimed_band(claim, show, session, shared.clock.now_ms() / 1_000)
+}
 
-/// Joins a sold-out show's waitlist with a party of `quantity` (in the guest band).
+/// Joins a sold-out show's waitlist with a party of `quantity` in `band` (from
+/// [`waitlist_band`]).
 ///
 /// # Errors
 ///
@@ -589,8 +762,9 @@ pub async fn join_waitlist(
     session: SessionId,
     key: IdempotencyKey,
     quantity: u8,
+    band: u8,
 ) -> Result<EntryWithOffer, ApiError> {
-    let request = ClientRequest::JoinWaitlist { quantity, band: GUEST_BAND };
+    let request = ClientRequest::JoinWaitlist { quantity, band };
     let decided = service.client(ClientCommand { show, session, key, request }).await;
     let answered = decided.and_then(|decided| answer(decided, entry_view));
     count_waitlist(service, "join", &answered);

@@ -5,11 +5,15 @@
 //! node verifies a token any node issued without shared state, and a client cannot pick a weak
 //! token of its own. The session id the state machine sees is a hash of the token: a session can
 //! never be named in a request body. Also owns the operator credential and idempotency keys
-//! (the state machine sees a 128-bit hash of the client's key).
+//! (the state machine sees a 128-bit hash of the client's key), and priority-band claims: an
+//! operator issues `c1_<show>_<band>_<expires_at_s>_<32 hex tag>` for one session, the tag an
+//! HMAC-SHA256 (cut to 128 bits) of the show, band, expiry and session id under the same
+//! secret, so a claim is good only for that buyer and show, until it expires, and a buyer
+//! cannot name a band of their own.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
-use statemachine::{IdempotencyKey, SessionId};
+use statemachine::{IdempotencyKey, SessionId, ShowId};
 
 use crate::environment::Entropy;
 use crate::error::ApiError;
@@ -23,6 +27,13 @@ pub const TOKEN_RANDOM_BYTES: usize = 16;
 pub const DEVELOPMENT_SECRET: &str = "booking-cluster-development-session-secret";
 
 const TOKEN_PREFIX: &str = "g1_";
+const CLAIM_PREFIX: &str = "c1_";
+/// The largest integer every JSON reader carries exactly (2^53 - 1).
+pub const JSON_SAFE_MAX: u64 = (1 << 53) - 1;
+/// The longest a band claim may be valid for.
+pub const CLAIM_VALID_S_MAX: u64 = 7 * 24 * 3_600;
+/// How long a band claim is valid when the operator does not say.
+pub const CLAIM_VALID_S_DEFAULT: u64 = 24 * 3_600;
 
 /// Issues and verifies guest session tokens, and checks the operator credential.
 #[derive(Clone)]
@@ -63,6 +74,83 @@ impl Sessions {
         let random = hex(&random);
         let tag = self.tag(&random);
         Ok(format!("{TOKEN_PREFIX}{random}_{tag}"))
+    }
+
+    /// A claim of priority `band` on `show`'s waitlist for `session`, good until
+    /// `expires_at_s` (Unix seconds).
+    pub fn issue_claim(
+        &self,
+        show: ShowId,
+        session: SessionId,
+        band: u8,
+        expires_at_s: u64,
+    ) -> String {
+        let body = format!("{}_{band}_{expires_at_s}", show.0);
+        let tag = self.claim_tag(&body, session);
+        format!("{CLAIM_PREFIX}{body}_{tag}")
+    }
+
+    /// The band a claim gives `session` on `show` at `now_s` (Unix seconds).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for a string that is not a claim; `Forbidden` for a claim this cluster
+    /// did not issue for this session and show, or one that expired.
+    pub fn claimed_band(
+        &self,
+        claim: &str,
+        show: ShowId,
+        session: SessionId,
+        now_s: u64,
+    ) -> Result<u8, ApiError> {
+        let malformed = || ApiError::InvalidArgument("claim: not a band claim".into());
+        let rest = claim.strip_prefix(CLAIM_PREFIX).ok_or_else(malformed)?;
+        let (body, tag) = rest.rsplit_once('_').ok_or_else(malformed)?;
+        let mut fields = body.split('_');
+        let (Some(claimed_show), Some(band), Some(expires_at_s), None) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            return Err(malformed());
+        };
+        let (Ok(claimed_show), Ok(band), Ok(expires_at_s)) =
+            (claimed_show.parse::<u64>(), band.parse::<u8>(), expires_at_s.parse::<u64>())
+        else {
+            return Err(malformed());
+        };
+        if !constant_time_eq(tag, &self.claim_tag(body, session)) {
+            return Err(ApiError::Forbidden(
+                "claim: not issued by this cluster for this session".into(),
+            ));
+        }
+        if claimed_show != show.0 {
+            return Err(ApiError::Forbidden(format!("claim: issued for show {claimed_show}")));
+        }
+        if expires_at_s <= now_s {
+            return Err(ApiError::Forbidden("claim: expired".into()));
+        }
+        Ok(band)
+    }
+
+    fn claim_tag(&self, body: &str, session: SessionId) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key");
+        mac.update(b"band-claim\0");
+        mac.update(body.as_bytes());
+        mac.update(&session.0.to_be_bytes());
+        hex(&mac.finalize().into_bytes()[..16])
+    }
+
+    /// A random seed (for a lottery drawn without the operator's), below 2^53 so that every JSON
+    /// reader carries it exactly.
+    ///
+    /// # Errors
+    ///
+    /// `Internal` if the entropy source has no randomness to give.
+    pub fn random_seed(&self) -> Result<u64, ApiError> {
+        let mut random = [0u8; 8];
+        self.entropy
+            .fill(&mut random)
+            .map_err(|error| ApiError::Internal(format!("no randomness: {error}")))?;
+        Ok(u64::from_le_bytes(random) & JSON_SAFE_MAX)
     }
 
     fn tag(&self, random: &str) -> String {
@@ -204,6 +292,28 @@ mod tests {
         assert!(one.session(Some("Bearer test-session-token-a")).is_err());
         assert!(one.session(None).is_err());
         assert!(one.session(Some(&format!("Basic {token}"))).is_err());
+    }
+
+    #[test]
+    fn a_band_claim_is_good_for_its_session_and_show_until_it_expires() {
+        let sessions = Sessions::new("secret", None);
+        let (show, buyer, other) = (ShowId(7), SessionId(11), SessionId(12));
+        let claim = sessions.issue_claim(show, buyer, 2, 1_000);
+        let another_node = Sessions::new("secret", None);
+        assert_eq!(another_node.claimed_band(&claim, show, buyer, 999).unwrap(), 2);
+        let refused = |result: Result<u8, ApiError>| result.unwrap_err().code().name();
+        assert_eq!(refused(sessions.claimed_band(&claim, show, other, 999)), "forbidden");
+        assert_eq!(refused(sessions.claimed_band(&claim, ShowId(8), buyer, 999)), "forbidden");
+        assert_eq!(refused(sessions.claimed_band(&claim, show, buyer, 1_000)), "forbidden");
+        let foreign = Sessions::new("another secret", None);
+        assert_eq!(refused(foreign.claimed_band(&claim, show, buyer, 999)), "forbidden");
+        // A buyer who edits the band (or the expiry) breaks the tag.
+        let edited = claim.replacen("_2_", "_0_", 1);
+        assert_eq!(refused(sessions.claimed_band(&edited, show, buyer, 999)), "forbidden");
+        for malformed in ["", "c1_", "c1_7_2_tag", "g1_7_2_1000_tag", "c1_7_x_1000_tag"] {
+            let error = refused(sessions.claimed_band(malformed, show, buyer, 999));
+            assert_eq!(error, "invalid_argument", "{malformed}");
+        }
     }
 
     #[test]

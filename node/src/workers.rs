@@ -22,12 +22,13 @@ use std::time::Duration;
 use openraft::ReadPolicy;
 use raft::{GroupId, GroupReader, ProposeError, Proposer, Raft};
 use statemachine::{
-    Command, Group, PaymentAttempt, PaymentId, PaymentOutcome, PaymentResult, PaymentState,
-    ProviderEventId, Reply, ShowId,
+    Command, Group, OperatorCommand, PaymentAttempt, PaymentId, PaymentOutcome, PaymentResult,
+    PaymentState, ProviderEventId, Reply, ShowId,
 };
 use tokio::task::JoinSet;
 
 use crate::dispatch::{self, DispatchSettings};
+use crate::environment::Entropy;
 use crate::metrics::Metrics;
 use crate::provider::{Charged, Provider, ProviderError, charge_key};
 use crate::sessions::hash128;
@@ -45,6 +46,8 @@ pub struct WorkerSettings {
     pub dispatch: Option<Arc<DispatchSettings>>,
     /// What the workers count.
     pub metrics: Metrics,
+    /// Where a lottery's seed comes from when the draw worker draws it.
+    pub entropy: Entropy,
 }
 
 /// How long one confirmation of leadership may take before it is asked again.
@@ -88,8 +91,10 @@ pub async fn run(
             dispatch::run(group, proposer.clone(), reader.clone(), dispatch, metrics, period).await;
         }
     };
+    let entropy = settings.entropy.clone();
+    let ticking = tick_worker(group, &proposer, &reader, period, &entropy);
     let Some(provider) = settings.provider else {
-        tokio::join!(tick_worker(group, &proposer, &reader, period), dispatcher);
+        tokio::join!(ticking, dispatcher);
         return;
     };
     let charging = |show, attempt| {
@@ -101,19 +106,29 @@ pub async fn run(
         async move { refund(group, &proposer, &provider, show, attempt).await }
     };
     tokio::join!(
-        tick_worker(group, &proposer, &reader, period),
+        ticking,
         dispatcher,
         attempts_worker(group, "payments", &reader, period, Group::unsettled_payments, charging),
         attempts_worker(group, "refunds", &reader, period, Group::refunds_owed, refunding),
     );
 }
 
-/// Every `period`, proposes `Tick` entries for as long as something is due.
-async fn tick_worker(group: GroupId, proposer: &Proposer, reader: &GroupReader, period: Duration) {
+/// Every `period`, proposes `Tick` entries for as long as something is due, and draws every
+/// lottery whose draw time has come (with a seed from `entropy`, recorded in the log; a repeat
+/// by a later leader with another seed is refused `lottery_already_drawn`, so a lottery is
+/// drawn once).
+async fn tick_worker(
+    group: GroupId,
+    proposer: &Proposer,
+    reader: &GroupReader,
+    period: Duration,
+    entropy: &Entropy,
+) {
     let mut interval = tokio::time::interval(period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
+        draw_lotteries(group, proposer, reader, entropy).await;
         loop {
             let now_ms = proposer.clock().now_ms();
             let due = match reader.read(|state| state.has_due(now_ms)) {
@@ -142,6 +157,40 @@ async fn tick_worker(group: GroupId, proposer: &Proposer, reader: &GroupReader, 
                     tracing::debug!(group, %error, "tick not committed; trying again next period");
                     break;
                 }
+            }
+        }
+    }
+}
+
+/// Proposes `DrawLottery` for every show whose lottery is due by this leader's clock.
+async fn draw_lotteries(
+    group: GroupId,
+    proposer: &Proposer,
+    reader: &GroupReader,
+    entropy: &Entropy,
+) {
+    let now_ms = proposer.clock().now_ms();
+    let Ok(due) = reader.read(|state| state.lotteries_due(now_ms)) else { return };
+    for show in due {
+        let mut seed = [0u8; 8];
+        if let Err(error) = entropy.fill(&mut seed) {
+            tracing::error!(group, show = show.0, %error, "no randomness for a lottery's seed");
+            return;
+        }
+        // Below 2^53, so that every JSON reader of the draw carries the seed exactly.
+        let seed = u64::from_le_bytes(seed) & crate::sessions::JSON_SAFE_MAX;
+        let command = Command::Operator(OperatorCommand::DrawLottery { show, seed });
+        match proposer.propose(command).await.map(|answer| answer.outcome) {
+            Ok(Ok(Reply::LotteryDrawn { entries, duplicate, .. })) => {
+                tracing::info!(group, show = show.0, seed, entries, duplicate, "lottery drawn");
+            }
+            Ok(Err(rejection)) => {
+                tracing::debug!(group, show = show.0, %rejection, "lottery not drawn");
+            }
+            Ok(outcome) => tracing::warn!(group, ?outcome, "unexpected draw outcome"),
+            Err(error) => {
+                tracing::debug!(group, %error, "draw not committed; trying again next period");
+                return;
             }
         }
     }

@@ -15,14 +15,15 @@ use proto::booking::booking_service_server::{BookingService, BookingServiceServe
 use proto::booking::hold_item_result::Result as ItemResult;
 use proto::booking::metadata as keys;
 use proto::booking::{
-    AdmissionReply, AuditReply, BookingRef, BookingReply, CapacityReleasedReply,
+    AdmissionReply, AuditReply, BandClaimReply, BookingRef, BookingReply, CapacityReleasedReply,
     CapacityReleasedRequest, CheckoutReply, ConfigureAdmissionRequest, ConfigureWaitlistRequest,
-    CreateSessionRequest, CreateShowRequest, EntryRef, GetAuditRequest, GetHoldRequest, HoldItem,
-    HoldItemResult, HoldManyReply, HoldManyRequest, HoldRef, HoldReply, HoldRequest, ItemStatus,
-    JoinWaitlistRequest, ListShowsReply, ListShowsRequest, OfferRef, OfferReply, PaymentRef,
-    PaymentReply, PricesReply, SalesReply, SeatMapReply, SeatMapRequest, SessionReply,
-    SetPricesRequest, ShowCancelledReply, ShowPlacement, ShowRef, ShowReply, TicketRef,
-    TicketReply, WaitlistEntryReply, WaitlistReply,
+    CreateSessionRequest, CreateShowRequest, DrawLotteryRequest, EntryRef, GetAuditRequest,
+    GetHoldRequest, HoldItem, HoldItemResult, HoldManyReply, HoldManyRequest, HoldRef, HoldReply,
+    HoldRequest, IssueBandClaimRequest, ItemStatus, JoinWaitlistRequest, ListShowsReply,
+    ListShowsRequest, LotteryReply, OfferRef, OfferReply, PaymentRef, PaymentReply, PricesReply,
+    SalesReply, SeatMapReply, SeatMapRequest, SessionReply, SetPricesRequest,
+    SetWaitlistPolicyRequest, ShowCancelledReply, ShowPlacement, ShowRef, ShowReply, TicketRef,
+    TicketReply, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
 };
 use statemachine::{
     BookingId, ClientCommand, EntryId, Group, HoldId, IdempotencyKey, OfferId, OperatorCommand,
@@ -348,7 +349,10 @@ impl BookingService for BookingApi {
         let request = request.into_inner();
         let show = input::show_id("show_id", request.show_id)?;
         let quantity = input::quantity("quantity", request.quantity)?;
-        let entry = operations::join_waitlist(&self.service, show, session, key, quantity).await?;
+        let band =
+            operations::waitlist_band(&self.service, show, session, request.claim.as_deref())?;
+        let entry =
+            operations::join_waitlist(&self.service, show, session, key, quantity, band).await?;
         Ok(Response::new(convert::entry_reply(show, &entry)))
     }
 
@@ -541,6 +545,66 @@ impl BookingService for BookingApi {
             group_id: configured.group,
             enabled: configured.enabled,
             policy_version: configured.policy_version,
+        }))
+    }
+
+    async fn set_waitlist_policy(
+        &self,
+        request: Request<SetWaitlistPolicyRequest>,
+    ) -> Result<Response<WaitlistPolicyReply>, Status> {
+        self.operator_mutation(request.metadata())?;
+        let request = request.into_inner();
+        let show = input::show_id("show_id", request.show_id)?;
+        let rules = convert::rules_of(request.rules)?;
+        let view = operations::set_waitlist_policy(&self.service, show, rules).await?;
+        Ok(Response::new(convert::waitlist_policy_reply(&view)))
+    }
+
+    async fn get_waitlist_policy(
+        &self,
+        request: Request<ShowRef>,
+    ) -> Result<Response<WaitlistPolicyReply>, Status> {
+        self.operator(request.metadata())?;
+        let show = input::show_id("show_id", request.into_inner().show_id)?;
+        let view = operations::waitlist_policy(&self.service, show).await?;
+        Ok(Response::new(convert::waitlist_policy_reply(&view)))
+    }
+
+    async fn draw_lottery(
+        &self,
+        request: Request<DrawLotteryRequest>,
+    ) -> Result<Response<LotteryReply>, Status> {
+        self.operator_mutation(request.metadata())?;
+        let request = request.into_inner();
+        let show = input::show_id("show_id", request.show_id)?;
+        let drawn = operations::draw_lottery(&self.service, show, request.seed).await?;
+        Ok(Response::new(LotteryReply {
+            show_id: show.0,
+            seed: drawn.seed,
+            entries: drawn.entries,
+            duplicate: drawn.duplicate,
+        }))
+    }
+
+    async fn issue_band_claim(
+        &self,
+        request: Request<IssueBandClaimRequest>,
+    ) -> Result<Response<BandClaimReply>, Status> {
+        self.operator_mutation(request.metadata())?;
+        let request = request.into_inner();
+        let show = input::show_id("show_id", request.show_id)?;
+        let claim = operations::issue_band_claim(
+            &self.service,
+            show,
+            &request.session_token,
+            request.band,
+            request.valid_for_s,
+        )
+        .await?;
+        Ok(Response::new(BandClaimReply {
+            claim: claim.claim,
+            band: u32::from(claim.band),
+            expires_at_s: claim.expires_at_s,
         }))
     }
 

@@ -9,7 +9,7 @@ use proto::booking as pb;
 use statemachine::{
     Actor, AuditRecord, BookingView, ClientRequest, HoldView, OfferView, OrderKey, PaymentView,
     SeatMap, SeatRange, SeatStatus, ShowId, ShowPolicy, ShowSpec, TicketId, TicketStatus,
-    TicketView, WaitlistSkip,
+    TicketView, WaitlistOrdering, WaitlistRules, WaitlistSkip,
 };
 
 use crate::error::ApiError;
@@ -18,7 +18,9 @@ use crate::names::{
     AuditStateName, BookingStateName, EntityKindName, EntryStateName, HoldStateName,
     OfferStateName, PaymentStateName, ReasonName, ShowStatusName, TicketStateName,
 };
-use crate::operations::{AuditTrail, EntryWithOffer, SalesChanged, ShowSummary};
+use crate::operations::{
+    AuditTrail, EntryWithOffer, SalesChanged, ShowSummary, WaitlistPolicyView,
+};
 use crate::service::{ShowSetup, checked_spec};
 
 /// The show and the hold request of a `Hold` message (or of a `HoldMany` item): its seats
@@ -356,6 +358,72 @@ pub fn waitlist_skip(skip: &WaitlistSkip) -> pb::WaitlistSkip {
         was_ahead: skip.was_ahead,
         made_index: skip.made_index,
         policy_version: skip.policy_version,
+        rules: Some(waitlist_rules(skip.rules)),
+        draw_seed: skip.draw_seed,
+        draw_key: skip.draw_key,
+        your_draw_key: skip.your_draw_key,
+    }
+}
+
+/// The wire shape of a waitlist's rules.
+pub fn waitlist_rules(rules: WaitlistRules) -> pb::WaitlistRules {
+    let (ordering, draw_at_ms) = match rules.ordering {
+        WaitlistOrdering::Fifo => ("fifo", None),
+        WaitlistOrdering::Bands => ("bands", None),
+        WaitlistOrdering::Lottery { draw_at_ms } => ("lottery", Some(draw_at_ms)),
+    };
+    pb::WaitlistRules {
+        ordering: ordering.into(),
+        draw_at_ms,
+        wave_offers_max: rules.wave_offers_max,
+    }
+}
+
+/// A waitlist's rules from the wire, checked.
+///
+/// # Errors
+///
+/// `InvalidArgument` for missing rules, an unknown ordering, a lottery without its draw time or
+/// a draw time on another ordering.
+pub fn rules_of(rules: Option<pb::WaitlistRules>) -> Result<WaitlistRules, ApiError> {
+    let rules = rules.ok_or_else(|| ApiError::InvalidArgument("rules: required".into()))?;
+    let ordering = match (rules.ordering.as_str(), rules.draw_at_ms) {
+        ("fifo", None) => WaitlistOrdering::Fifo,
+        ("bands", None) => WaitlistOrdering::Bands,
+        ("lottery", Some(draw_at_ms)) => WaitlistOrdering::Lottery { draw_at_ms },
+        ("lottery", None) => {
+            return Err(ApiError::InvalidArgument(
+                "rules.draw_at_ms: a lottery needs its draw time".into(),
+            ));
+        }
+        ("fifo" | "bands", Some(_)) => {
+            return Err(ApiError::InvalidArgument(
+                "rules.draw_at_ms: only a lottery has a draw time".into(),
+            ));
+        }
+        (other, _) => {
+            return Err(ApiError::InvalidArgument(format!(
+                "rules.ordering: `{other}` is not fifo, bands or lottery"
+            )));
+        }
+    };
+    Ok(WaitlistRules { ordering, wave_offers_max: rules.wave_offers_max })
+}
+
+/// The wire shape of a show's waitlist policy.
+pub fn waitlist_policy_reply(view: &WaitlistPolicyView) -> pb::WaitlistPolicyReply {
+    pb::WaitlistPolicyReply {
+        show_id: view.show.0,
+        group_id: view.group,
+        policy_version: view.policy_version,
+        rules: Some(waitlist_rules(view.rules)),
+        draw: view.draw.map(|draw| pb::LotteryDraw {
+            seed: draw.seed,
+            log_index: draw.index,
+            drawn_ms: draw.drawn_ms,
+            entries: draw.entries,
+        }),
+        duplicate: view.duplicate,
     }
 }
 

@@ -100,6 +100,19 @@ pub struct Skip {
     pub made_index: u64,
     /// The policy version that entry joined under.
     pub policy_version: u32,
+    /// The rules of that version: the policy this answer follows.
+    pub rules: crate::rest::waitlist_policy::Rules,
+    /// For a lottery: its seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw_seed: Option<u64>,
+    /// That entry's draw key, if it was in the draw, as 16 hex digits (a 64-bit number, which
+    /// JSON numbers do not carry exactly): lower keys are served first; an entry that joined
+    /// after the draw has none and is served after every drawn one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw_key: Option<String>,
+    /// This entry's draw key, if it was in the draw, the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub your_draw_key: Option<String>,
 }
 
 impl Skip {
@@ -111,6 +124,10 @@ impl Skip {
             was_ahead: skip.was_ahead,
             made_index: skip.made_index,
             policy_version: skip.policy_version,
+            rules: crate::rest::waitlist_policy::Rules::of(skip.rules),
+            draw_seed: skip.draw_seed,
+            draw_key: skip.draw_key.map(|key| format!("{key:016x}")),
+            your_draw_key: skip.your_draw_key.map(|key| format!("{key:016x}")),
         }
     }
 }

@@ -38,6 +38,7 @@ pub mod sessions;
 pub mod shows;
 pub mod types;
 pub mod waitlist;
+pub mod waitlist_policy;
 pub mod webhook;
 
 use axum::Router;
@@ -145,6 +146,10 @@ pub fn routes() -> Routes {
         .add(M::PUT, "/v1/shows/{show_id}/prices", controls::set_prices)
         .add(M::PUT, "/v1/shows/{show_id}/admission", controls::configure_admission)
         .add(M::PUT, "/v1/shows/{show_id}/waitlist", controls::configure_waitlist)
+        .add(M::GET, "/v1/shows/{show_id}/waitlist/policy", waitlist_policy::get_policy)
+        .add(M::PUT, "/v1/shows/{show_id}/waitlist/policy", waitlist_policy::set_policy)
+        .add(M::POST, "/v1/shows/{show_id}/waitlist/draw", waitlist_policy::draw)
+        .add(M::POST, "/v1/shows/{show_id}/waitlist/claims", waitlist_policy::issue_claim)
         .add(M::POST, "/v1/shows/{show_id}/holds", holds::create_hold)
         .add(M::GET, "/v1/holds/{hold_id}", holds::get_hold)
         .add(M::DELETE, "/v1/holds/{hold_id}", holds::cancel_hold)

@@ -14,7 +14,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{OpenApi as Document, PathItem};
 use utoipa::{Modify, OpenApi};
 
-use crate::rest::{audit, bookings, controls, holds, payments, queue, sessions, shows, waitlist};
+use crate::rest::{
+    audit, bookings, controls, holds, payments, queue, sessions, shows, waitlist, waitlist_policy,
+};
 
 /// The document's paths and metadata.
 #[derive(OpenApi)]
@@ -39,6 +41,10 @@ use crate::rest::{audit, bookings, controls, holds, payments, queue, sessions, s
         controls::set_prices,
         controls::configure_admission,
         controls::configure_waitlist,
+        waitlist_policy::get_policy,
+        waitlist_policy::set_policy,
+        waitlist_policy::draw,
+        waitlist_policy::issue_claim,
         holds::create_hold,
         holds::get_hold,
         holds::cancel_hold,

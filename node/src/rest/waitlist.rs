@@ -3,8 +3,8 @@
 //!
 //! Owns the waitlist, offer and capacity JSON shapes and the offer action path
 //! (`/v1/offers/{offer_id}:accept` and `:decline`: the router has no parameters with a static
-//! suffix, so one route takes the last segment and splits it at its last `:`). The priority
-//! band of a guest is always 0 and never comes from the body. Never decides who is offered
+//! suffix, so one route takes the last segment and splits it at its last `:`). A priority band
+//! never comes from the body: only from an operator-signed claim (see `sessions.rs`). Never decides who is offered
 //! what: the state machine's waitlist does.
 
 use axum::Json;
@@ -28,11 +28,16 @@ use crate::rest::ids::{format_id, parse_id, parse_show_id};
 use crate::rest::types::{AsOf, Hold};
 
 /// A request to join a waitlist.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JoinWaitlistRequest {
     /// Seats wanted together, 1..=10.
     pub quantity: u8,
+    /// A priority-band claim the operator issued for this session and show
+    /// (`POST /v1/shows/{show_id}/waitlist/claims`); without one the buyer joins as a guest,
+    /// served after every claimed band under priority bands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
 }
 
 impl JoinWaitlistRequest {
@@ -41,7 +46,7 @@ impl JoinWaitlistRequest {
     /// # Errors
     ///
     /// `InvalidArgument` for a quantity outside 1..=10.
-    pub fn quantity(self) -> Result<u8, ApiError> {
+    pub fn quantity(&self) -> Result<u8, ApiError> {
         input::quantity("quantity", u32::from(self.quantity))
     }
 }
@@ -202,8 +207,9 @@ pub fn split_offer_action(segment: &str) -> Result<(&str, OfferAction), ApiError
     security(("session" = [])),
     responses(
         (status = 201, description = "The entry and the waiters ahead of it", body = WaitlistEntry),
-        (status = 400, description = "Bad quantity, JSON or key", body = ErrorBody),
+        (status = 400, description = "Bad quantity, JSON, key or claim", body = ErrorBody),
         (status = 401, description = "No session token", body = ErrorBody),
+        (status = 403, description = "A claim not issued for this session and show, or expired", body = ErrorBody),
         (status = 404, description = "`show_not_found`", body = ErrorBody),
         (status = 409, description = "`waitlist_disabled`, `not_sold_out`, `already_on_waitlist`, `show_cancelled`, `idempotency_key_reused`", body = ErrorBody),
         (status = 429, description = "`queue_full`", body = ErrorBody),
@@ -219,7 +225,9 @@ pub async fn join_waitlist(
 ) -> Result<(StatusCode, Json<WaitlistEntry>), ApiError> {
     let show = parse_show_id("resource_id", &resource_id)?;
     let quantity = request.quantity()?;
-    let joined = operations::join_waitlist(&state.service, show, session, key, quantity).await?;
+    let band = operations::waitlist_band(&state.service, show, session, request.claim.as_deref())?;
+    let joined =
+        operations::join_waitlist(&state.service, show, session, key, quantity, band).await?;
     Ok((StatusCode::CREATED, Json(WaitlistEntry::from_view(show, &joined))))
 }
 
@@ -412,12 +420,13 @@ mod tests {
     }
 
     #[test]
-    fn a_join_takes_only_a_quantity_and_the_guest_band() {
+    fn a_join_takes_a_quantity_and_a_claim_but_never_a_band() {
         let parse = |value: serde_json::Value| {
             serde_json::from_value::<JoinWaitlistRequest>(value)
                 .map_err(|error| ApiError::InvalidArgument(error.to_string()))
-                .and_then(JoinWaitlistRequest::quantity)
+                .and_then(|request| request.quantity())
         };
+        assert_eq!(parse(json!({"quantity": 2, "claim": "c1_x"})).unwrap(), 2);
         assert_eq!(parse(json!({"quantity": 2})).unwrap(), 2);
         for bad in [
             json!({"quantity": 0}),

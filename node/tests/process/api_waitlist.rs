@@ -13,6 +13,7 @@ use axum::http::Method;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
+use crate::api_waitlist_policies as policies;
 use crate::options;
 use crate::rest::{Api, OPERATOR_TOKEN, Report, Show, ensure, seats_of, string_field};
 
@@ -26,6 +27,14 @@ async fn rest_waitlist_and_offers() -> io::Result<()> {
     report.check(
         "released_seats_are_offered_in_line_and_accepted_once",
         released_seats_are_offered_in_line_and_accepted_once(&api).await,
+    );
+    report.check(
+        "bands_serve_a_claimed_member_before_an_earlier_guest",
+        policies::bands_serve_a_claimed_member_before_an_earlier_guest(&api, SHOWS + 1).await,
+    );
+    report.check(
+        "the_leader_draws_a_lottery_at_its_time",
+        policies::the_leader_draws_a_lottery_at_its_time(&api, SHOWS + 2).await,
     );
     let all_passed = report.all_passed();
     let result = report.finish();

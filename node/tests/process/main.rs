@@ -27,6 +27,7 @@ mod api_payments;
 mod api_queue;
 mod api_shows;
 mod api_waitlist;
+mod api_waitlist_policies;
 mod client;
 mod convergence;
 mod failover;

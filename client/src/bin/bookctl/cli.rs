@@ -265,6 +265,9 @@ pub enum WaitlistCommand {
         /// Seats wanted together, 1..=10.
         #[arg(long, value_name = "N", default_value_t = 1)]
         quantity: u32,
+        /// A priority-band claim the operator issued for this session (`show claim`).
+        #[arg(long, value_name = "CLAIM")]
+        claim: Option<String>,
         /// The idempotency key.
         #[command(flatten)]
         key: KeyArg,
@@ -612,6 +615,54 @@ pub enum ShowCommand {
         #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
         enabled: bool,
     },
+    /// Read a show's waitlist rules, or set them with `--ordering` (a change of rules bumps the
+    /// policy version; the ordering cannot change while anyone waits).
+    ///
+    /// Example: `bookctl show waitlist-policy --show 7 --ordering lottery --draw-at-ms
+    /// 1767225600000 --wave 20`.
+    WaitlistPolicy {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+        /// fifo, bands or lottery; without it the rules in force are printed.
+        #[arg(long, value_name = "ORDERING", value_parser = ["fifo", "bands", "lottery"])]
+        ordering: Option<String>,
+        /// A lottery's earliest draw time (Unix ms, log time); a lottery needs it.
+        #[arg(long, value_name = "MS", requires = "ordering")]
+        draw_at_ms: Option<u64>,
+        /// Offers open at once; 0 for no limit.
+        #[arg(long, value_name = "N", default_value_t = 0, requires = "ordering")]
+        wave: u32,
+    },
+    /// Draw a show's lottery now, with `--seed` or one the node picks (recorded in the log).
+    ///
+    /// Example: `bookctl show draw --show 7 --seed 42`.
+    Draw {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+        /// The seed.
+        #[arg(long, value_name = "N")]
+        seed: Option<u64>,
+    },
+    /// Issue a priority-band claim for one buyer's session on a show; the buyer passes it to
+    /// `waitlist join --claim`.
+    ///
+    /// Example: `bookctl show claim --show 7 --session-token g1_... --band 1`.
+    Claim {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+        /// The buyer's session token.
+        #[arg(long, value_name = "TOKEN")]
+        session_token: String,
+        /// 0..=6; 0 is served first (guests are band 7).
+        #[arg(long, value_name = "BAND")]
+        band: u32,
+        /// How long it may be used, in seconds (default a day, at most a week).
+        #[arg(long, value_name = "S")]
+        valid_for_s: Option<u64>,
+    },
 }
 
 /// `bookctl hold` (place a hold) or `bookctl hold get|cancel|watch`.
@@ -875,6 +926,20 @@ mod tests {
             Command::Show(ShowCommand::Waitlist { show: 7, enabled: false })
         ));
         assert!(parse("show waitlist --show 7 --enabled").is_err());
+        assert!(matches!(
+            parse("show waitlist-policy --show 7").unwrap().command,
+            Command::Show(ShowCommand::WaitlistPolicy { show: 7, ordering: None, .. })
+        ));
+        let lottery = "show waitlist-policy --show 7 --ordering lottery --draw-at-ms 9 --wave 2";
+        assert!(matches!(
+            parse(lottery).unwrap().command,
+            Command::Show(ShowCommand::WaitlistPolicy { draw_at_ms: Some(9), wave: 2, .. })
+        ));
+        assert!(parse("show waitlist-policy --show 7 --ordering random").is_err());
+        assert!(parse("show waitlist-policy --show 7 --wave 2").is_err());
+        assert!(parse("show draw --show 7 --seed 42").is_ok());
+        assert!(parse("show claim --show 7 --session-token t --band 1").is_ok());
+        assert!(parse("show claim --show 7 --band 1").is_err());
     }
 
     /// `--token` comes from the command line here: these tests never set `BOOKCTL_TOKEN`.

@@ -18,7 +18,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use client::{Client, Config, Error, MembershipReply, NewShow, ShowPlacement, Watch};
+use client::{
+    Client, Config, Error, MembershipReply, NewShow, ShowPlacement, WaitlistRules, Watch,
+};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -408,6 +410,23 @@ async fn show(client: &Client, json: bool, command: ShowCommand) -> ExitCode {
             let result = client.configure_waitlist(show, enabled).await;
             return report(json, result, render::waitlist_json, render::waitlist_text);
         }
+        ShowCommand::WaitlistPolicy { show, ordering: None, .. } => {
+            let result = client.get_waitlist_policy(show).await;
+            return report(json, result, render::policy_json, render::policy_text);
+        }
+        ShowCommand::WaitlistPolicy { show, ordering: Some(ordering), draw_at_ms, wave } => {
+            let rules = WaitlistRules { ordering, draw_at_ms, wave_offers_max: wave };
+            let result = client.set_waitlist_policy(show, rules).await;
+            return report(json, result, render::policy_json, render::policy_text);
+        }
+        ShowCommand::Draw { show, seed } => {
+            let result = client.draw_lottery(show, seed).await;
+            return report(json, result, render::drawn_json, render::drawn_text);
+        }
+        ShowCommand::Claim { show, session_token, band, valid_for_s } => {
+            let result = client.issue_band_claim(show, &session_token, band, valid_for_s).await;
+            return report(json, result, render::claim_json, render::claim_text);
+        }
     };
     match result {
         Ok((what, ShowPlacement { show_id, group_id })) => {
@@ -546,8 +565,9 @@ async fn queue(client: &Client, json: bool, command: QueueCommand) -> ExitCode {
 /// `bookctl waitlist ...`.
 async fn waitlist(client: &Client, json: bool, command: WaitlistCommand) -> ExitCode {
     let result = match &command {
-        WaitlistCommand::Join { buyer, quantity, key } => {
-            client.join_waitlist(&buyer.token, buyer.show, *quantity, key.key.as_deref()).await
+        WaitlistCommand::Join { buyer, quantity, claim, key } => {
+            let (token, show, key) = (&buyer.token, buyer.show, key.key.as_deref());
+            client.join_waitlist_with_claim(token, show, *quantity, claim.as_deref(), key).await
         }
         WaitlistCommand::Get(args) => {
             client.get_waitlist_entry(&args.buyer.token, args.buyer.show, args.entry).await

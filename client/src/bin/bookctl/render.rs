@@ -9,9 +9,10 @@
 use std::fmt::Write as _;
 
 use client::{
-    AdmissionReply, AuditRecord, AuditReply, BookingReply, CapacityReleasedReply, CheckoutReply,
-    HoldReply, OfferReply, OrderKey, PaymentReply, PricesReply, SalesReply, ShowCancelledReply,
-    ShowReply, TicketReply, WaitlistEntryReply, WaitlistReply, WaitlistSkip,
+    AdmissionReply, AuditRecord, AuditReply, BandClaimReply, BookingReply, CapacityReleasedReply,
+    CheckoutReply, HoldReply, LotteryReply, OfferReply, OrderKey, PaymentReply, PricesReply,
+    SalesReply, ShowCancelledReply, ShowReply, TicketReply, WaitlistEntryReply,
+    WaitlistPolicyReply, WaitlistReply, WaitlistRules, WaitlistSkip,
 };
 use serde_json::{Value, json};
 
@@ -316,6 +317,98 @@ pub fn waitlist_text(reply: &WaitlistReply) -> String {
     )
 }
 
+fn rules_json(rules: Option<&WaitlistRules>) -> Value {
+    rules.map_or(Value::Null, |rules| {
+        json!({
+            "ordering": rules.ordering,
+            "draw_at_ms": rules.draw_at_ms,
+            "wave_offers_max": rules.wave_offers_max,
+        })
+    })
+}
+
+fn rules_text(rules: Option<&WaitlistRules>) -> String {
+    let Some(rules) = rules else { return "no rules".into() };
+    let mut text = rules.ordering.clone();
+    if let Some(draw_at_ms) = rules.draw_at_ms {
+        text.push_str(&format!(" drawn from {draw_at_ms} ms"));
+    }
+    match rules.wave_offers_max {
+        0 => text.push_str(", every offer at once"),
+        wave => text.push_str(&format!(", waves of {wave} offers")),
+    }
+    text
+}
+
+/// A show's waitlist policy after `show waitlist-policy`, as JSON.
+pub fn policy_json(reply: &WaitlistPolicyReply) -> Value {
+    json!({
+        "show_id": reply.show_id,
+        "group_id": reply.group_id,
+        "policy_version": reply.policy_version,
+        "rules": rules_json(reply.rules.as_ref()),
+        "draw": reply.draw.as_ref().map(|draw| json!({
+            "seed": draw.seed,
+            "log_index": draw.log_index,
+            "drawn_ms": draw.drawn_ms,
+            "entries": draw.entries,
+        })),
+        "duplicate": reply.duplicate,
+    })
+}
+
+/// A show's waitlist policy, as one line of text.
+pub fn policy_text(reply: &WaitlistPolicyReply) -> String {
+    let mut text = format!(
+        "show {} (group {}): waitlist policy version {}: {}",
+        reply.show_id,
+        reply.group_id,
+        reply.policy_version,
+        rules_text(reply.rules.as_ref())
+    );
+    if let Some(draw) = &reply.draw {
+        text.push_str(&format!(
+            "; drawn with seed {} at log index {} ({} entries)",
+            draw.seed, draw.log_index, draw.entries
+        ));
+    }
+    if reply.duplicate {
+        text.push_str(" (already so)");
+    }
+    text
+}
+
+/// A lottery's draw, as JSON.
+pub fn drawn_json(reply: &LotteryReply) -> Value {
+    json!({
+        "show_id": reply.show_id,
+        "seed": reply.seed,
+        "entries": reply.entries,
+        "duplicate": reply.duplicate,
+    })
+}
+
+/// A lottery's draw, as one line of text.
+pub fn drawn_text(reply: &LotteryReply) -> String {
+    format!(
+        "show {}: lottery drawn with seed {} among {} entries{}",
+        reply.show_id,
+        reply.seed,
+        reply.entries,
+        if reply.duplicate { " (drawn before)" } else { "" }
+    )
+}
+
+/// A band claim, as JSON.
+pub fn claim_json(reply: &BandClaimReply) -> Value {
+    json!({ "claim": reply.claim, "band": reply.band, "expires_at_s": reply.expires_at_s })
+}
+
+/// A band claim, as text: the claim alone on its line, for scripts.
+pub fn claim_text(reply: &BandClaimReply) -> String {
+    format!("{}\n(band {}, valid until {} s)", reply.claim, reply.band, reply.expires_at_s)
+}
+
 /// A payment attempt as JSON.
 pub fn payment_json(payment: &PaymentReply) -> Value {
     json!({
@@ -604,6 +697,10 @@ fn skip_json(skip: &WaitlistSkip) -> Value {
         "was_ahead": skip.was_ahead,
         "made_index": skip.made_index,
         "policy_version": skip.policy_version,
+        "rules": rules_json(skip.rules.as_ref()),
+        "draw_seed": skip.draw_seed,
+        "draw_key": skip.draw_key,
+        "your_draw_key": skip.your_draw_key,
     })
 }
 
@@ -649,15 +746,27 @@ pub fn audit_text(audit: &AuditReply) -> String {
         out.push_str("offers made to other entries while this one waited:\n");
         for skip in &audit.skips {
             let order = skip.order.unwrap_or_default();
+            let draw = match (skip.draw_seed, skip.draw_key, skip.your_draw_key) {
+                (Some(seed), Some(theirs), Some(yours)) => {
+                    format!(", draw seed {seed}: key {theirs:#018x} vs yours {yours:#018x}")
+                }
+                (Some(seed), Some(theirs), None) => {
+                    format!(", draw seed {seed}: key {theirs:#018x}, you joined after the draw")
+                }
+                _ => String::new(),
+            };
             let _ = writeln!(
                 out,
-                "  offer {} to entry {} (band {}, joined {}, seq {}) at log index {}: {}",
+                "  offer {} to entry {} (band {}, joined {}, seq {}) at log index {} under \
+                 policy {} ({}{draw}): {}",
                 skip.offer_id,
                 skip.entry_id,
                 order.band,
                 time(order.joined_ms),
                 order.seq,
                 skip.made_index,
+                skip.policy_version,
+                rules_text(skip.rules.as_ref()),
                 if skip.was_ahead { "it was ahead in line" } else { "NOT ahead (a bug)" }
             );
         }

@@ -1,6 +1,6 @@
-//! The CI smoke of the Jepsen suite (about two and a half minutes): a few workloads under a
-//! few nemeses against real 3-node clusters must be judged valid (the `payments` workload,
-//! with the provider's faults, against the provider's ledger), and the deliberately unsafe node
+//! The CI smoke of the Jepsen suite (about 90 s): a few workloads under a few nemeses against
+//! real 3-node clusters must be judged valid (the `payments` workload, with the provider's
+//! faults, against the provider's ledger), and the deliberately unsafe node
 //! (`bookingd-unsafe --unsafe-stale-reads`) must be judged invalid.
 //!
 //! Runs the `jepsen` binary as a user would. Needs `bookingd`, `paysim` and `bookingd-unsafe`

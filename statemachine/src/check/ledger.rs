@@ -31,7 +31,8 @@ use crate::state::{BookingState, PaymentStatus};
 use super::Verdict;
 use super::booking::CheckReport;
 
-/// What became of a charge at the provider.
+/// What became of a charge at the provider. (The provider's own copy lives in `node`'s
+/// `paysim`, which this crate may not import; the two meet only on the wire, as JSON.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChargeStatus {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The full Jepsen matrix: every nemesis x every workload x each seed, against real bookingd
-# processes on loopback, one test at a time; prints a table of valid / invalid / unknown with the
+# processes on loopback, one test at a time (the payments workload always with the provider
+# nemesis, --provider-faults, beside the node nemesis, judged against paysim's ledger); prints a table of valid / invalid / unknown with the
 # path of each report, and writes it to <out>/matrix.md. The 5-node partitions (bridge, ring) run
 # on 5 nodes, everything else on 3. Each test is bounded (its time limit plus recovery, final
 # reads and checks, killed after --test-timeout seconds); the whole matrix stops starting new
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 time_limit=60
 seeds="1 2"
-workloads="holds admission waitlist register"
+workloads="holds admission waitlist register payments"
 nemeses="none kill-one kill-minority kill-leader kill-all pause-one pause-leader partition-leader partition-halves partition-bridge partition-ring transfer-leader membership clock-skew combined"
 out="jepsen-reports/matrix-$(date -u +%Y%m%dT%H%M%SZ)"
 budget=240
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     --budget) budget="$2"; shift 2 ;;
     --test-timeout) test_timeout="$2"; shift 2 ;;
     --port-base) port_base="$2"; shift 2 ;;
-    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -62,11 +63,13 @@ for seed in $seeds; do
         worst=2
         continue
       fi
+      extra=()
+      [ "$workload" != payments ] || extra=(--provider-faults)
       began=$(date +%s)
       status=0
       timeout --signal=INT --kill-after=30 "$test_timeout" "$jepsen" test --nodes "$nodes" \
         --workload "$workload" --nemesis "$nemesis" --time-limit "$time_limit" --seed "$seed" \
-        --port-base "$port" --report "$out/$name" >"$out/$name.log" 2>&1 || status=$?
+        --port-base "$port" --report "$out/$name" "${extra[@]}" >"$out/$name.log" 2>&1 || status=$?
       case "$status" in
         0) verdict="valid" ;;
         1) verdict="**INVALID**"; worst=1 ;;

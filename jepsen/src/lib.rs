@@ -10,9 +10,11 @@
 //! - [`nemesis`]: the faults and their schedule, on a `testkit::Cluster` (real `bookingd`
 //!   processes on 127.0.0.x with a fault proxy per link, kept in `jepsen/testkit` with the rest
 //!   of the test support the node's tests and the simulator share).
-//! - [`workload`]: the suite's four workloads: which operations each client process draws, run
+//! - [`workload`]: the suite's five workloads: which operations each client process draws, run
 //!   through the kit's `testkit::workload::Buyer`, which records the history with
 //!   `statemachine::check::recorder` (whose checkers, shared with the simulator, judge it).
+//! - [`payments`]: the `payments` workload's provider (`paysim` as a real process), the
+//!   provider nemesis, and the end of a run judged against the provider's ledger.
 //! - [`runner`]: one test end to end; [`report`]: its folder and timeline.
 //! - [`bench`]: the on-sale benchmark against this cluster, PostgreSQL and etcd (the `bench`
 //!   binary, `scripts/bench.sh`).
@@ -20,6 +22,7 @@
 pub mod bench;
 pub mod nemesis;
 pub mod onsale;
+pub mod payments;
 pub mod report;
 pub mod runner;
 pub mod workload;

@@ -1,7 +1,8 @@
 //! `jepsen`: runs one test of the suite against real `bookingd` processes and prints its verdict.
 //!
 //! `cargo run -p jepsen --release -- test --nodes 3 --workload holds --nemesis kill-leader
-//! --time-limit 30 --rate 50 --seed 7`. Exit codes: 0 valid, 1 invalid, 2 unknown, 3 the test
+//! --time-limit 30 --rate 50 --seed 7`; `--workload payments --provider-faults` adds the
+//! payment provider (`paysim`, built with the workspace) and its faults. Exit codes: 0 valid, 1 invalid, 2 unknown, 3 the test
 //! could not run (a harness problem). Builds nothing: `cargo build --release --workspace --bins`
 //! first (and `cargo build --release -p node --features unsafe-modes --bin bookingd-unsafe` for
 //! the unsafe mode).
@@ -15,6 +16,7 @@ use jepsen::nemesis::Nemesis;
 use jepsen::runner::{self, TestOptions};
 use jepsen::workload::Workload;
 use statemachine::check::Verdict;
+use statemachine::check::ledger::{ClusterState, LedgerRecord, LedgerReport, check_ledger};
 
 #[derive(Parser)]
 #[command(name = "jepsen", about = "The booking cluster's fault-injection suite")]
@@ -45,7 +47,7 @@ struct TestArgs {
     /// Nodes in the cluster (3 or 5).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..=5))]
     nodes: u64,
-    /// holds, admission, waitlist or register.
+    /// holds, admission, waitlist, register or payments.
     #[arg(long, default_value = "holds")]
     workload: Workload,
     /// none, kill-one, kill-minority, kill-leader, kill-all, pause-one, pause-leader,
@@ -83,6 +85,10 @@ struct TestArgs {
     /// Seconds the linearizability checker may search before answering unknown.
     #[arg(long, default_value_t = 120)]
     check_time: u64,
+    /// With `--workload payments`: fault the payment provider too (outages, slowness,
+    /// duplicate, late and out-of-order webhooks, timeouts), beside the node nemesis.
+    #[arg(long)]
+    provider_faults: bool,
 }
 
 fn main() -> ExitCode {
@@ -122,14 +128,31 @@ fn check(args: &CheckArgs) -> ExitCode {
     let history = statemachine::check::history::History { events };
     let began = std::time::Instant::now();
     let checked = runner::check(&history, workload, seed, Duration::from_secs(args.check_time));
-    println!(
-        "linearizability {} ({:.1} s): {}",
-        verdict_name(checked.linearizable),
-        began.elapsed().as_secs_f64(),
-        checked.linearizability
-    );
+    match checked.linearizable {
+        Some(verdict) => println!(
+            "linearizability {} ({:.1} s): {}",
+            verdict_name(verdict),
+            began.elapsed().as_secs_f64(),
+            checked.linearizability
+        ),
+        None => println!("linearizability not applicable: {}", checked.linearizability),
+    }
     println!("booking {}: {}", verdict_name(checked.booking), checked.bookings);
-    let verdict = Verdict::combine([checked.linearizable, checked.booking]);
+    let mut verdicts = vec![checked.booking];
+    verdicts.extend(checked.linearizable);
+    if workload == Workload::Payments {
+        let ledger = check_ledger_again(&args.report);
+        match &ledger {
+            Ok(report) => println!(
+                "ledger {}: {}",
+                verdict_name(report.verdict),
+                serde_json::to_string(report).unwrap_or_default()
+            ),
+            Err(problem) => println!("ledger unknown: {problem}"),
+        }
+        verdicts.push(ledger.map_or(Verdict::Unknown, |report| report.verdict));
+    }
+    let verdict = Verdict::combine(verdicts);
     ExitCode::from(match verdict {
         Verdict::Valid => 0,
         Verdict::Invalid => 1,
@@ -137,11 +160,33 @@ fn check(args: &CheckArgs) -> ExitCode {
     })
 }
 
+/// The ledger checker on a report's `ledger.json` and `cluster-state.json`.
+fn check_ledger_again(report: &std::path::Path) -> Result<LedgerReport, String> {
+    let read = |name: &str| {
+        let path = report.join(name);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+        Ok::<_, String>((path, text))
+    };
+    let (path, text) = read(runner::LEDGER_FILE)?;
+    let ledger: Vec<LedgerRecord> =
+        serde_json::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+    let (path, text) = read(runner::CLUSTER_STATE_FILE)?;
+    let state: ClusterState =
+        serde_json::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+    check_ledger(&ledger, &state).map_err(|error| error.to_string())
+}
+
 async fn test(args: TestArgs) -> ExitCode {
+    if args.provider_faults && args.workload != Workload::Payments {
+        eprintln!("--provider-faults needs --workload payments");
+        return ExitCode::from(3);
+    }
     let name = format!(
-        "{}-{}-n{}-s{}{}",
+        "{}-{}{}-n{}-s{}{}",
         args.workload,
         args.nemesis,
+        if args.provider_faults { "+provider" } else { "" },
         args.nodes,
         args.seed,
         if args.unsafe_stale_reads { "-unsafe" } else { "" }
@@ -183,10 +228,11 @@ async fn test(args: TestArgs) -> ExitCode {
         node_args,
         port_base: args.port_base,
         check_time: Duration::from_secs(args.check_time),
+        provider_faults: args.provider_faults,
     };
     let reproduce = format!(
         "cargo run -p jepsen --release -- test --nodes {} --workload {} --nemesis {} \
-         --time-limit {} --rate {} --concurrency {} --seed {}{}",
+         --time-limit {} --rate {} --concurrency {} --seed {}{}{}",
         args.nodes,
         args.workload,
         args.nemesis,
@@ -194,6 +240,7 @@ async fn test(args: TestArgs) -> ExitCode {
         args.rate,
         args.concurrency,
         args.seed,
+        if args.provider_faults { " --provider-faults" } else { "" },
         if args.unsafe_stale_reads { " --unsafe-stale-reads" } else { "" }
     );
     // On Ctrl-C (or the matrix script's timeout) the test's future is dropped, and with it the
@@ -208,8 +255,24 @@ async fn test(args: TestArgs) -> ExitCode {
     match outcome {
         Ok(result) => {
             let verdict = result.verdict;
+            let ledger = match result.results.get("ledger") {
+                Some(ledger) => {
+                    let summary = &ledger["report"]["summary"];
+                    format!(
+                        ", ledger {} ({} charges succeeded, {} declined, {} refunds, {} bookings \
+                         confirmed, settled in {:.1} s)",
+                        ledger["verdict"],
+                        summary["charges_succeeded"],
+                        summary["charges_declined"],
+                        summary["refunds"],
+                        summary["bookings_confirmed"],
+                        ledger["quiesce"]["waited_s"].as_f64().unwrap_or(f64::NAN)
+                    )
+                }
+                None => String::new(),
+            };
             println!(
-                "{name}: {} (linearizability {}, booking {}, convergence {}); report: {}",
+                "{name}: {} (linearizability {}, booking {}, convergence {}{ledger}); report: {}",
                 verdict_name(verdict),
                 result.results["linearizability"]["verdict"],
                 result.results["booking"]["verdict"],

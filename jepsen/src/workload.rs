@@ -1,11 +1,14 @@
 //! Workloads: concurrent client processes that drive the cluster through the SDK and record
 //! every operation in the history, and the final read phase after the faults are healed.
 //!
-//! Owns the four workloads of the suite: `holds` (all-or-nothing holds of 1-4 seats racing on a
+//! Owns the five workloads of the suite: `holds` (all-or-nothing holds of 1-4 seats racing on a
 //! few small shows, with cancels, checkouts, payment webhooks and reads), `admission` (joins,
 //! grants, holds with grants, leaves), `waitlist` (a sold-out show: joins, releases, offers,
-//! accepts, declines) and `register` (single-seat holds and cancels against linearizable
-//! seat-map reads, the purest linearizability test; half its processes only read): which
+//! accepts, declines), `register` (single-seat holds and cancels against linearizable
+//! seat-map reads, the purest linearizability test; half its processes only read) and
+//! `payments` (holds, checkouts the cluster's own payment worker charges through the real
+//! provider, reads of checked-out holds that find the bookings, and cancelled bookings that
+//! the refund worker refunds; judged against the provider's ledger, see `payments.rs`): which
 //! operation each client process draws from the seed, its deliberate idempotent retries, and
 //! how the payment provider's webhook reaches a node (plain HTTP to a random one, once). The
 //! SDK calls themselves, what a process knows, and how an answer becomes a history completion
@@ -44,12 +47,20 @@ pub enum Workload {
     Waitlist,
     /// Single-seat holds and cancels against linearizable seat-map reads.
     Register,
+    /// Holds, checkouts paid by the cluster's payment worker through the provider, cancelled
+    /// bookings refunded by its refund worker.
+    Payments,
 }
 
 impl Workload {
     /// Every workload.
-    pub const ALL: [Workload; 4] =
-        [Workload::Holds, Workload::Admission, Workload::Waitlist, Workload::Register];
+    pub const ALL: [Workload; 5] = [
+        Workload::Holds,
+        Workload::Admission,
+        Workload::Waitlist,
+        Workload::Register,
+        Workload::Payments,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -57,6 +68,7 @@ impl Workload {
             Workload::Admission => "admission",
             Workload::Waitlist => "waitlist",
             Workload::Register => "register",
+            Workload::Payments => "payments",
         }
     }
 }
@@ -91,6 +103,7 @@ pub fn shows_of(workload: Workload, first_show: u64) -> Vec<TestShow> {
         Workload::Admission => vec![show(0, 12, Some(2), false)],
         Workload::Waitlist => vec![show(0, 4, None, true)],
         Workload::Register => vec![show(0, 3, None, false)],
+        Workload::Payments => vec![show(0, 16, None, false), show(1, 16, None, false)],
     }
 }
 
@@ -123,7 +136,8 @@ struct Process {
 
 /// Runs one client process per client in `clients` until `stop` turns true, at about `rate`
 /// operations per second in all; then, once `final_phase` turns true, each reads back
-/// everything it knows.
+/// everything it knows. Returns the buyers, with what they know (the `payments` workload reads
+/// the cluster's final state through them).
 pub async fn run(
     context: Arc<Context>,
     clients: Vec<Client>,
@@ -131,7 +145,7 @@ pub async fn run(
     seed: u64,
     stop: watch::Receiver<bool>,
     final_phase: watch::Receiver<bool>,
-) -> Result<(), Error> {
+) -> Result<Vec<Buyer>, Error> {
     let mut tasks = Vec::new();
     let processes = clients.len() as u64;
     for (id, client) in (0..).zip(clients) {
@@ -150,11 +164,12 @@ pub async fn run(
             final_phase.clone(),
         )));
     }
+    let mut buyers = Vec::new();
     for task in tasks {
         // A panicking client is a harness bug: surface it.
-        task.await.expect("client task panicked");
+        buyers.push(task.await.expect("client task panicked"));
     }
-    Ok(())
+    Ok(buyers)
 }
 
 async fn drive(
@@ -163,7 +178,7 @@ async fn drive(
     pause: Duration,
     stop: watch::Receiver<bool>,
     mut final_phase: watch::Receiver<bool>,
-) {
+) -> Buyer {
     while !*stop.borrow() {
         let began = Instant::now();
         step(&context, &mut process).await;
@@ -174,6 +189,7 @@ async fn drive(
     let _ = final_phase.wait_for(|go| *go).await;
     let shows: Vec<u64> = context.shows.iter().map(|show| show.show).collect();
     process.buyer.read_back(&shows).await;
+    process.buyer
 }
 
 /// One operation of the workload, chosen at random from what the process can do now.
@@ -243,12 +259,47 @@ async fn step(context: &Context, process: &mut Process) {
                 process.buyer.read(Read::SeatMap { show: ShowId(show) }).await;
             }
         }
+        Workload::Payments => payments_step(process, show, seats, roll).await,
         Workload::Admission => {
             process.buyer.admission_step(show, seats, roll, &mut process.rng).await;
         }
         Workload::Waitlist => {
             process.buyer.waitlist_step(show, seats, roll, &mut process.rng).await;
         }
+    }
+}
+
+/// One operation of the `payments` workload on `show` (of `seats` seats), drawn from `roll`:
+/// hold 1-2 seats (35%), check a live hold out (20%: the cluster's payment worker charges the
+/// provider, nobody in the history pays), read a checked-out hold (20%: it learns the booking
+/// the hold became, or that a declined payment gave it back), cancel one of its bookings (10%:
+/// the refund worker gives the money back), cancel a live hold (7%), else read the seat map.
+async fn payments_step(process: &mut Process, show: u64, seats: u32, roll: u32) {
+    let buyer = &mut process.buyer;
+    let rng = &mut process.rng;
+    if roll < 35 {
+        let count = rng.gen_range(1..=2).min(seats);
+        let start = rng.gen_range(0..=seats - count);
+        let wanted = (start..start + count).collect();
+        buyer.mutate_fresh(Mutation::Hold { show, seats: wanted, grant: None }).await;
+    } else if roll < 55 {
+        if let Some(hold) = buyer.known().live_hold(show, rng) {
+            buyer.mutate_fresh(Mutation::Checkout { show, hold }).await;
+        }
+    } else if roll < 75 {
+        if let Some(hold) = buyer.known().checked_out_hold(show, rng) {
+            buyer.read_checked_out_hold(show, hold).await;
+        }
+    } else if roll < 85 {
+        if let Some(booking) = buyer.known().uncancelled_booking(show, rng) {
+            buyer.mutate_fresh(Mutation::CancelBooking { show, booking }).await;
+        }
+    } else if roll < 92 {
+        if let Some(hold) = buyer.known().live_hold(show, rng) {
+            buyer.mutate_fresh(Mutation::CancelHold { show, hold }).await;
+        }
+    } else {
+        buyer.read(Read::SeatMap { show: ShowId(show) }).await;
     }
 }
 

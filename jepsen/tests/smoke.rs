@@ -1,9 +1,11 @@
-//! The CI smoke of the Jepsen suite (about two minutes): a few workloads under a few nemeses
-//! against real 3-node clusters must be judged valid, and the deliberately unsafe node
+//! The CI smoke of the Jepsen suite (about 90 s): a few workloads under a few nemeses against
+//! real 3-node clusters must be judged valid (the `payments` workload, with the provider's
+//! faults, against the provider's ledger), and the deliberately unsafe node
 //! (`bookingd-unsafe --unsafe-stale-reads`) must be judged invalid.
 //!
-//! Runs the `jepsen` binary as a user would. Needs `bookingd` and `bookingd-unsafe` built next
-//! to it (`scripts/test.sh` builds both before the tests); fails, never skips, without them.
+//! Runs the `jepsen` binary as a user would. Needs `bookingd`, `paysim` and `bookingd-unsafe`
+//! built next to it (`scripts/test.sh` builds them before the tests); fails, never skips,
+//! without them.
 //! The `bookingd` must be a verify build (every invariant checked after every applied entry),
 //! as `cargo test --workspace` builds it.
 
@@ -18,7 +20,7 @@ fn bin_dir() -> PathBuf {
 
 /// Runs one test; returns its exit code and its output.
 fn jepsen(args: &[&str], report: &Path) -> (i32, String) {
-    for binary in ["bookingd", "bookingd-unsafe"] {
+    for binary in ["bookingd", "paysim", "bookingd-unsafe"] {
         assert!(
             bin_dir().join(binary).exists(),
             "{binary} is not built in {}: run `cargo build --release --workspace --bins` and \
@@ -66,7 +68,7 @@ fn last_lines(text: &str) -> String {
 #[test]
 fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
     let reports = tempfile::tempdir().expect("a temporary folder");
-    let runs: [(&str, &[&str], i32); 5] = [
+    let runs: [(&str, &[&str], i32); 6] = [
         (
             "holds under kill-leader",
             &[
@@ -132,6 +134,23 @@ fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
             0,
         ),
         (
+            "payments under kill-leader with provider faults",
+            &[
+                "--workload",
+                "payments",
+                "--nemesis",
+                "kill-leader",
+                "--provider-faults",
+                "--time-limit",
+                "15",
+                "--seed",
+                "16",
+                "--port-base",
+                "7900",
+            ],
+            0,
+        ),
+        (
             "register on bookingd-unsafe --unsafe-stale-reads",
             &[
                 "--workload",
@@ -161,6 +180,11 @@ fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
         );
         for file in ["history.jsonl", "nemesis.jsonl", "results.json", "timeline.html"] {
             assert!(report.join(file).exists(), "{what}: the report lacks {file}");
+        }
+        if args.contains(&"payments") {
+            for file in ["ledger.json", "cluster-state.json", "provider.jsonl"] {
+                assert!(report.join(file).exists(), "{what}: the report lacks {file}");
+            }
         }
     }
 }

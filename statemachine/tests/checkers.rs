@@ -9,8 +9,9 @@ use statemachine::check::booking::{CheckReport, check_bookings};
 use statemachine::check::history::{Call, Event, EventKind, History, Observed, Read};
 use statemachine::check::linearizable::{Budget, ShowLinearizability, check_history};
 use statemachine::{
-    ClientCommand, ClientRequest, Command, Currency, HoldId, IdempotencyKey, OperatorCommand,
-    SeatRange, SeatSet, SeatStatus, SessionId, ShowId, ShowPolicy, ShowSpec, StateName, TicketId,
+    BookingId, ClientCommand, ClientRequest, Command, Currency, HoldId, IdempotencyKey,
+    OperatorCommand, PaymentId, SeatRange, SeatSet, SeatStatus, SessionId, ShowId, ShowPolicy,
+    ShowSpec, StateName, TicketId,
 };
 
 const SHOW: ShowId = ShowId(7);
@@ -184,6 +185,44 @@ fn a_seat_released_by_a_cancel_may_be_held_again() {
     let history = history.history();
     assert_eq!(linearizability(&history, false).verdict, Verdict::Valid);
     assert_eq!(booking_check(&history, "no_double_allocation").verdict, Verdict::Valid);
+}
+
+/// A booking paid by the cluster's own payment worker (no payment in the history) and then
+/// cancelled by its owner releases the owner's checked-out hold: its seat may be held and booked
+/// again, and the two bookings, both once read confirmed, are not a double allocation. Without
+/// the cancel, the same history is one.
+#[test]
+fn a_cancelled_bookings_seats_may_be_booked_again() {
+    let booking_read = |session: u128, booking: u64| {
+        Call::Read(Read::Booking {
+            show: SHOW,
+            session: SessionId(session),
+            booking: BookingId(booking),
+        })
+    };
+    let confirmed = || {
+        Outcome::Ok(Observed::Entity { state: StateName::Confirmed, seats: vec![1], offer: None })
+    };
+    let build = |cancel: bool| {
+        let mut history = Builder::default();
+        history.op(1, hold(1, 1, &[1]), 10, 20, Outcome::Ok(held(1, &[1])));
+        let checkout = client(1, 2, ClientRequest::Checkout { hold: HoldId(1) });
+        let started = Observed::CheckoutStarted { hold: HoldId(1), payment: PaymentId(2) };
+        history.op(1, checkout, 30, 40, Outcome::Ok(started));
+        history.op(1, booking_read(1, 3), 50, 60, confirmed());
+        if cancel {
+            let cancel = client(1, 3, ClientRequest::CancelBooking { booking: BookingId(3) });
+            history.op(1, cancel, 70, 80, Outcome::Ok(Observed::Done));
+        }
+        history.op(2, hold(2, 4, &[1]), 90, 100, Outcome::Ok(held(4, &[1])));
+        history.op(2, booking_read(2, 6), 150, 160, confirmed());
+        history.history()
+    };
+    let report = booking_check(&build(true), "no_double_allocation");
+    assert_eq!(report.verdict, Verdict::Valid, "{report:?}");
+    let report = booking_check(&build(false), "no_double_allocation");
+    assert_eq!(report.verdict, Verdict::Invalid, "{report:?}");
+    assert_eq!(report.problems.len(), 2, "the hold and the two bookings: {report:?}");
 }
 
 #[test]

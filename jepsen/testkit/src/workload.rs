@@ -141,8 +141,12 @@ pub struct Known {
     pub payments: BTreeMap<(u64, u64), u64>,
     /// Payments already answered by the provider (not to pay twice with different outcomes).
     pub paid: BTreeSet<(u64, u64)>,
-    /// Bookings the provider's answers named.
+    /// Bookings the provider's answers (or reads of checked-out holds) named.
     pub bookings: BTreeSet<(u64, u64)>,
+    /// Bookings a cancel was sent for (whatever came of it).
+    pub cancelled_bookings: BTreeSet<(u64, u64)>,
+    /// Holds checked out: hold → its latest payment attempt.
+    pub checkouts: BTreeMap<(u64, u64), u64>,
     /// Admission tickets, and whether each was last seen granted.
     pub tickets: BTreeMap<(u64, u64), bool>,
     /// Tickets used up (consumed by a hold, left, or no longer active): only read at the end.
@@ -170,6 +174,24 @@ impl Known {
         let all: Vec<u64> =
             self.holds.keys().filter(|(s, _)| *s == show).map(|(_, hold)| *hold).collect();
         all.choose(rng).copied()
+    }
+
+    /// One of the checked-out holds of `show`, chosen with `rng`.
+    pub fn checked_out_hold(&self, show: u64, rng: &mut impl Rng) -> Option<u64> {
+        let holds: Vec<u64> =
+            self.checkouts.keys().filter(|(s, _)| *s == show).map(|(_, hold)| *hold).collect();
+        holds.choose(rng).copied()
+    }
+
+    /// One of the bookings of `show` not cancelled yet, chosen with `rng`.
+    pub fn uncancelled_booking(&self, show: u64, rng: &mut impl Rng) -> Option<u64> {
+        let bookings: Vec<u64> = self
+            .bookings
+            .iter()
+            .filter(|key| key.0 == show && !self.cancelled_bookings.contains(key))
+            .map(|(_, booking)| *booking)
+            .collect();
+        bookings.choose(rng).copied()
     }
 
     /// The newest ticket of `show`, and whether it was last seen granted.
@@ -254,6 +276,16 @@ impl Buyer {
     /// Its session, as the model numbers it.
     pub fn session(&self) -> SessionId {
         self.session
+    }
+
+    /// Its SDK client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Its session token.
+    pub fn token(&self) -> &str {
+        &self.token
     }
 
     /// What it knows of its own entities.
@@ -377,10 +409,17 @@ impl Buyer {
             Mutation::Checkout { show, hold } => {
                 client.checkout(token, show, hold, key_ref).await.map(|reply| {
                     known.holds.insert((show, hold), false);
+                    known.checkouts.insert((show, hold), reply.payment_id);
                     known.payments.insert((show, reply.payment_id), reply.amount_minor);
                     let payment = PaymentId(reply.payment_id);
                     Observed::CheckoutStarted { hold: HoldId(hold), payment }
                 })
+            }
+            Mutation::CancelBooking { show, booking } => {
+                // Sent: whatever comes of it, the booking is not to be cancelled again with a
+                // fresh key (an unknown outcome is retried with this one).
+                known.cancelled_bookings.insert((show, booking));
+                client.cancel_booking(token, show, booking, key_ref).await.map(|_| Observed::Done)
             }
             Mutation::JoinQueue { show } => {
                 client.join_queue(token, show, key_ref).await.map(|reply| {
@@ -485,6 +524,34 @@ impl Buyer {
         };
         match answer {
             Ok(value) => self.recorder.ok(pending, value),
+            Err(error) => {
+                complete_error(&self.recorder, pending, &error, false);
+            }
+        }
+    }
+
+    /// Reads one of its checked-out holds, `hold` of `show`, as [`Buyer::read`] does, and learns
+    /// from the answer what the payment worker made of it: the booking it became (to be
+    /// cancelled, and read back at the end), or that it is held again (its payment declined), so
+    /// that it may be checked out again or cancelled.
+    pub async fn read_checked_out_hold(&mut self, show: u64, hold: u64) {
+        let what = Read::Hold { show: ShowId(show), session: self.session, hold: HoldId(hold) };
+        let pending = self.recorder.invoke(self.id, Call::Read(what));
+        match self.client.get_hold(&self.token, show, hold).await {
+            Ok(reply) => {
+                if reply.booking_id != 0 {
+                    self.known.bookings.insert((show, reply.booking_id));
+                }
+                if reply.state == "held" {
+                    self.known.holds.insert((show, hold), true);
+                }
+                let observed = StateName::from_wire(&reply.state)
+                    .map(|state| Observed::Entity { state, seats: reply.seats, offer: None })
+                    .unwrap_or_else(|| {
+                        Observed::rejected(format!("unknown_state:{}", reply.state))
+                    });
+                self.recorder.ok(pending, observed);
+            }
             Err(error) => {
                 complete_error(&self.recorder, pending, &error, false);
             }

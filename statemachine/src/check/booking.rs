@@ -10,13 +10,15 @@
 //! Assumption shared by all: deadlines (hold, grant, offer) lie beyond the end of the test, so
 //! nothing expires by time during it (the workloads configure it so).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::audit::StateName;
 use crate::command::{ClientRequest, Command};
-use crate::ids::{EntryId, HoldId, OfferId, PaymentId, SeatNo, SessionId, ShowId, TicketId};
+use crate::ids::{
+    BookingId, EntryId, HoldId, OfferId, PaymentId, SeatNo, SessionId, ShowId, TicketId,
+};
 
 use super::Verdict;
 use super::history::{Call, Completion, History, HistoryError, Observed, Operation, Read};
@@ -88,10 +90,35 @@ struct Ownership {
 /// from the answer of the hold (or offer acceptance) until the invocation of anything that could
 /// release it: a cancel of it, a payment on its checkout, a cancel of its booking (ok or unknown
 /// alike), or the completion of a read that saw it no longer live. Confirmed bookings read at
-/// any time must not share a seat either.
+/// any time must not share a seat either, unless one of them was cancelled (a cancel invoked,
+/// whatever came of it: its seats may have been booked again).
+///
+/// A booking the history cannot tie to its hold (it was paid by the cluster's own payment
+/// worker, not by a webhook in the history) is taken to be of any hold its owner checked out
+/// before the cancel was invoked: the owner could only name the booking after it existed, so
+/// its hold is among those, and releasing them all only shortens what counts as certain.
 pub fn no_double_allocation(operations: &[Operation]) -> CheckReport {
     let mut owners: BTreeMap<(ShowId, HoldId), Ownership> = BTreeMap::new();
     let mut payment_hold: BTreeMap<(ShowId, PaymentId), HoldId> = BTreeMap::new();
+    let mut checked_out: BTreeMap<(ShowId, SessionId), Vec<(HoldId, u64)>> = BTreeMap::new();
+    let mut cancelled_bookings: BTreeSet<(ShowId, BookingId)> = BTreeSet::new();
+    for operation in operations {
+        if matches!(operation.completion, Completion::Fail { .. }) {
+            continue;
+        }
+        if let Call::Write(Command::Client(client)) = &operation.call {
+            match client.request {
+                ClientRequest::Checkout { hold } => checked_out
+                    .entry((client.show, client.session))
+                    .or_default()
+                    .push((hold, operation.invoke_ns)),
+                ClientRequest::CancelBooking { booking } => {
+                    cancelled_bookings.insert((client.show, booking));
+                }
+                _ => {}
+            }
+        }
+    }
     for operation in operations {
         let Some((show, request)) = request(operation) else { continue };
         match (request, operation.value()) {
@@ -143,6 +170,13 @@ pub fn no_double_allocation(operations: &[Operation]) -> CheckReport {
                 ClientRequest::CancelBooking { booking } => {
                     if let Some(&hold) = booking_hold.get(&(client.show, booking)) {
                         release(client.show, hold, operation.invoke_ns);
+                    } else {
+                        let owned = checked_out.get(&(client.show, client.session));
+                        for &(hold, checkout_ns) in owned.into_iter().flatten() {
+                            if checkout_ns < operation.invoke_ns {
+                                release(client.show, hold, operation.invoke_ns);
+                            }
+                        }
                     }
                 }
                 _ => {}
@@ -198,6 +232,7 @@ pub fn no_double_allocation(operations: &[Operation]) -> CheckReport {
         if let Call::Read(Read::Booking { show, booking, .. }) = operation.call
             && let Some(Observed::Entity { state: StateName::Confirmed, seats, .. }) =
                 operation.value()
+            && !cancelled_bookings.contains(&(show, booking))
         {
             for &seat in seats {
                 confirmed.entry((show, seat)).or_default().insert(booking.0, operation.op);

@@ -6,7 +6,7 @@
 //! Never judges anything: the checkers do.
 
 use crate::{
-    ClientCommand, ClientRequest, Command, Currency, HoldId, IdempotencyKey, OfferId,
+    BookingId, ClientCommand, ClientRequest, Command, Currency, HoldId, IdempotencyKey, OfferId,
     OperatorCommand, SeatRange, SeatSet, SessionId, ShowId, ShowPolicy, ShowSpec, TicketId,
 };
 
@@ -91,6 +91,13 @@ pub enum Mutation {
         /// The hold.
         hold: u64,
     },
+    /// Cancel a confirmed booking (its money is then owed back).
+    CancelBooking {
+        /// The show.
+        show: u64,
+        /// The booking.
+        booking: u64,
+    },
     /// Join the admission lane.
     JoinQueue {
         /// The show.
@@ -144,6 +151,9 @@ impl Mutation {
             }
             Mutation::Checkout { show, hold } => {
                 (*show, ClientRequest::Checkout { hold: HoldId(*hold) })
+            }
+            Mutation::CancelBooking { show, booking } => {
+                (*show, ClientRequest::CancelBooking { booking: BookingId(*booking) })
             }
             Mutation::JoinQueue { show } => (*show, ClientRequest::JoinQueue),
             Mutation::LeaveQueue { show, ticket } => {

@@ -324,7 +324,7 @@ impl Config {
         }
         let provider_url = args.provider_url.or(file.provider_url);
         if let Some(url) = &provider_url {
-            crate::provider::Provider::new(url).map_err(invalid)?;
+            crate::provider::Provider::new(url, None).map_err(invalid)?;
         }
         let heartbeat_ms = args.heartbeat_ms.or(file.heartbeat_ms).unwrap_or(150);
         let election_min_ms = args.election_min_ms.or(file.election_min_ms).unwrap_or(600);
@@ -350,7 +350,7 @@ impl Config {
             if sinks.iter().any(|(known, _)| *known == name) {
                 return Err(invalid(format!("--sink: {name} named twice")));
             }
-            crate::sink::Sink::new(name.clone(), &url, "").map_err(invalid)?;
+            crate::sink::Sink::new(name.clone(), &url, "", None).map_err(invalid)?;
             sinks.push((name, url));
         }
         if sinks.len() > SINKS_PER_GROUP_MAX {

@@ -7,7 +7,8 @@
 //! `node.rs` (start-up, bootstrap, serving, shutdown), `group.rs` (one hosted group: writes
 //! with a deadline, ReadIndex reads, leader hints, leadership watch), `workers.rs` (leader-only
 //! workers: the tick proposer and the payment worker), `provider.rs` (the payment provider's
-//! HTTP API as the node calls it).
+//! HTTP API as the node calls it), `http_client.rs` (the pooled HTTP client every outgoing call
+//! uses, over TCP or the environment's dialer).
 //!
 //! What both APIs share, beside each other: `service.rs` (routing by placement, proposing on
 //! the leader, reading), `operations.rs` (one function per API operation: the command a
@@ -26,8 +27,9 @@
 //! the test-only `src/bin/bookingd-unsafe.rs` shares (the `unsafe-modes` feature).
 //!
 //! Beside the node, `paysim/` is the simulated payment provider the project ships (its own
-//! process, `src/bin/paysim.rs`): it imports only the webhook contract (`rest/webhook.rs` and
-//! `signature.rs`), and nothing of the node imports it.
+//! process, `src/bin/paysim.rs`, or a host of the simulator): it imports only the webhook
+//! contract (`rest/webhook.rs` and `signature.rs`) and the HTTP client, and nothing of the node
+//! imports it.
 
 pub mod api;
 pub mod auditor;
@@ -37,6 +39,7 @@ pub mod dispatch;
 pub mod environment;
 pub mod error;
 pub mod group;
+pub mod http_client;
 pub mod input;
 pub mod limits;
 pub mod metrics;

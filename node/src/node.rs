@@ -14,7 +14,9 @@ use std::time::Duration;
 use openraft::BasicNode;
 use proto::booking::StatusRequest;
 use proto::booking::admin_service_client::AdminServiceClient;
-use raft::{GroupId, GroupNetwork, Groups, GrpcTransport, NetworkConfig, NodeId, RaftService};
+use raft::{
+    DialerRef, GroupId, GroupNetwork, Groups, GrpcTransport, NetworkConfig, NodeId, RaftService,
+};
 use statemachine::METADATA_GROUP;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -138,11 +140,13 @@ impl Node {
         let mut groups = BTreeMap::new();
         let tick = Duration::from_millis(config.tick_ms);
         let provider = match &config.provider_url {
-            Some(url) => Some(Provider::new(url).map_err(ConfigError::Invalid)?),
+            Some(url) => {
+                Some(Provider::new(url, network.dialer.clone()).map_err(ConfigError::Invalid)?)
+            }
             None => None,
         };
         let metrics = Metrics::new();
-        let dispatch = Some(Arc::new(dispatch_settings(&config)?));
+        let dispatch = Some(Arc::new(dispatch_settings(&config, network.dialer.as_ref())?));
         for group in config.group_ids() {
             let state_machine = storage.state_machine(group)?;
             let reader = state_machine.reader();
@@ -285,7 +289,7 @@ enum Listener {
 /// the machine's real time, which a simulator cannot control: it would change the bytes (and,
 /// through HPACK, the sizes) of messages from one replay of a seed to the next. Nothing here
 /// reads it.
-fn serve_incoming(
+pub fn serve_incoming(
     mut incoming: Incoming,
     router: axum::Router,
     mut stopped: oneshot::Receiver<()>,
@@ -486,7 +490,10 @@ async fn advertised_address(peer: NodeId, route: &str, network: &NetworkConfig) 
 
 /// The outbox dispatcher's settings from the node's: its sinks, signing with the sink secret
 /// (the development one, with a warning, when a sink is configured without it).
-fn dispatch_settings(config: &Config) -> Result<DispatchSettings, StartError> {
+fn dispatch_settings(
+    config: &Config,
+    dialer: Option<&DialerRef>,
+) -> Result<DispatchSettings, StartError> {
     let secret = match &config.sink_secret {
         Some(secret) => secret.clone(),
         None => {
@@ -500,7 +507,8 @@ fn dispatch_settings(config: &Config) -> Result<DispatchSettings, StartError> {
     };
     let mut sinks = Vec::new();
     for (name, url) in &config.sinks {
-        sinks.push(Sink::new(name.clone(), url, &secret).map_err(ConfigError::Invalid)?);
+        let sink = Sink::new(name.clone(), url, &secret, dialer.cloned());
+        sinks.push(sink.map_err(ConfigError::Invalid)?);
     }
     Ok(DispatchSettings {
         sinks,

@@ -25,12 +25,10 @@ use axum::http::{HeaderName, HeaderValue, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use http_body_util::Full;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use raft::{DialerRef, PeerStream};
+use raft::DialerRef;
 
 use crate::error::{ApiError, LeaderHint};
+use crate::http_client::HttpClient;
 use crate::rest::extract::BODY_BYTES_MAX;
 
 /// The header marking a request one node forwarded to another (never forwarded again).
@@ -58,7 +56,7 @@ const HOP_BY_HOP: [HeaderName; 7] = [
 /// Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Forwarder {
-    client: Client<LeaderConnector, Full<Bytes>>,
+    client: HttpClient,
 }
 
 impl Default for Forwarder {
@@ -71,11 +69,7 @@ impl Forwarder {
     /// A forwarder with its own connection pool, connecting over TCP, or through `dialer` (the
     /// node's peer network, simulated under the simulator) when one is given.
     pub fn new(dialer: Option<DialerRef>) -> Forwarder {
-        let mut tcp = HttpConnector::new();
-        tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        tcp.set_nodelay(true);
-        let connector = LeaderConnector { tcp, dialer };
-        Forwarder { client: Client::builder(TokioExecutor::new()).build(connector) }
+        Forwarder { client: HttpClient::new(dialer, CONNECT_TIMEOUT) }
     }
 
     /// Sends the request described by `parts` and `body` to `leader` (`host:port`), marked
@@ -101,7 +95,7 @@ impl Forwarder {
         let host = HeaderValue::from_str(leader).map_err(|error| format!("host: {error}"))?;
         headers.insert(header::HOST, host);
         headers.insert(FORWARDED_HEADER, HeaderValue::from_static("1"));
-        let response = tokio::time::timeout(FORWARD_TIMEOUT, self.client.request(request))
+        let response = tokio::time::timeout(FORWARD_TIMEOUT, self.client.pooled().request(request))
             .await
             .map_err(|_elapsed| format!("no answer within {FORWARD_TIMEOUT:?}"))?
             .map_err(|error| error.to_string())?;
@@ -176,95 +170,6 @@ fn head_of(parts: &axum::http::request::Parts) -> axum::http::request::Parts {
 /// through `dialer`.
 pub fn layer(router: Router, dialer: Option<DialerRef>) -> Router {
     router.layer(middleware::from_fn_with_state(Forwarder::new(dialer), forward))
-}
-
-/// Opens the connections forwarded requests travel on: TCP, or the node's dialer.
-#[derive(Clone, Debug)]
-pub struct LeaderConnector {
-    tcp: HttpConnector,
-    dialer: Option<DialerRef>,
-}
-
-/// A connection to a leader, however it was opened.
-pub struct LeaderStream(TokioIo<Box<dyn PeerStream>>);
-
-impl tower::Service<Uri> for LeaderConnector {
-    type Response = LeaderStream;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
-    type Future = std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<LeaderStream, Self::Error>> + Send>,
-    >;
-
-    fn poll_ready(
-        &mut self,
-        context: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        self.tcp.poll_ready(context).map_err(Into::into)
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        match &self.dialer {
-            None => {
-                let connecting = self.tcp.call(uri);
-                Box::pin(async move {
-                    let stream = connecting.await?.into_inner();
-                    Ok(LeaderStream(TokioIo::new(Box::new(stream) as Box<dyn PeerStream>)))
-                })
-            }
-            Some(DialerRef(dialer)) => {
-                let address = uri.authority().map(|authority| authority.to_string());
-                let dialer = std::sync::Arc::clone(dialer);
-                Box::pin(async move {
-                    let address = address.ok_or("a forwarding address without host")?;
-                    let dialing = dialer.dial(&address);
-                    let stream = tokio::time::timeout(CONNECT_TIMEOUT, dialing)
-                        .await
-                        .map_err(|_elapsed| "connect timed out")??;
-                    Ok(LeaderStream(TokioIo::new(stream)))
-                })
-            }
-        }
-    }
-}
-
-impl Connection for LeaderStream {
-    fn connected(&self) -> Connected {
-        Connected::new()
-    }
-}
-
-impl hyper::rt::Read for LeaderStream {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        context: &mut std::task::Context<'_>,
-        buffer: hyper::rt::ReadBufCursor<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_read(context, buffer)
-    }
-}
-
-impl hyper::rt::Write for LeaderStream {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        context: &mut std::task::Context<'_>,
-        buffer: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.0).poll_write(context, buffer)
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        context: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_flush(context)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        context: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_shutdown(context)
-    }
 }
 
 #[cfg(test)]
@@ -347,7 +252,7 @@ mod tests {
     async fn a_refused_request_is_replayed_to_the_leader_once() {
         let leader = echo_server().await;
         let follower_address = serve(follower(Some(leader.to_string()))).await;
-        let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+        let client = HttpClient::new(None, CONNECT_TIMEOUT);
         let request =
             axum::http::Request::post(format!("http://{follower_address}/v1/shows/4/holds?dry=1"))
                 .header("authorization", "Bearer t")
@@ -355,7 +260,7 @@ mod tests {
                 .header("content-type", "application/json")
                 .body(Full::new(Bytes::from_static(br#"{"seats":[1,2]}"#)))
                 .unwrap();
-        let response = client.request(request).await.unwrap();
+        let response = client.pooled().request(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(response.headers()[FORWARDED_TO_HEADER], leader.to_string());
         let body = response.into_body().collect().await.unwrap().to_bytes();

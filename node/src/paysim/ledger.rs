@@ -3,7 +3,8 @@
 //! Owns the file `ledger.jsonl` in the data folder: one JSON record per line, appended and
 //! synced (`sync_data`) before the call that made it is answered, so a charge the provider
 //! acknowledged survives `kill -9`. On open, every line is read back; a torn last line (a crash
-//! mid-append, never acknowledged) is cut off. Never decides whether to charge (`mod.rs` does):
+//! mid-append, never acknowledged) is cut off. [`Ledger::in_memory`] keeps no file, for the
+//! simulator, whose provider never loses power. Never decides whether to charge (`mod.rs` does):
 //! it only records and looks up.
 
 use std::collections::HashMap;
@@ -73,7 +74,8 @@ pub enum Record {
 /// The ledger, in memory and on disk.
 #[derive(Debug)]
 pub struct Ledger {
-    file: File,
+    /// Where records are appended; `None` in memory only.
+    file: Option<File>,
     records: Vec<Record>,
     charges_by_key: HashMap<String, usize>,
     charges_by_id: HashMap<String, usize>,
@@ -92,15 +94,7 @@ impl Ledger {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(LEDGER_FILE);
         let mut file = OpenOptions::new().read(true).append(true).create(true).open(&path)?;
-        let mut ledger = Ledger {
-            file: file.try_clone()?,
-            records: Vec::new(),
-            charges_by_key: HashMap::new(),
-            charges_by_id: HashMap::new(),
-            refunds_by_key: HashMap::new(),
-            charges: 0,
-            refunds: 0,
-        };
+        let mut ledger = Ledger { file: Some(file.try_clone()?), ..Ledger::in_memory() };
         let mut whole = 0u64;
         let mut reader = BufReader::new(&mut file);
         let mut line = String::new();
@@ -130,6 +124,19 @@ impl Ledger {
         Ok(ledger)
     }
 
+    /// An empty ledger kept in memory only.
+    pub fn in_memory() -> Ledger {
+        Ledger {
+            file: None,
+            records: Vec::new(),
+            charges_by_key: HashMap::new(),
+            charges_by_id: HashMap::new(),
+            refunds_by_key: HashMap::new(),
+            charges: 0,
+            refunds: 0,
+        }
+    }
+
     fn index(&mut self, record: Record) {
         let at = self.records.len();
         match &record {
@@ -146,12 +153,14 @@ impl Ledger {
         self.records.push(record);
     }
 
-    /// Appends `record` and syncs it to disk before returning.
+    /// Appends `record` and syncs it to disk (if it has a file) before returning.
     fn append(&mut self, record: Record) -> io::Result<()> {
-        let mut line = serde_json::to_vec(&record).map_err(io::Error::other)?;
-        line.push(b'\n');
-        self.file.write_all(&line)?;
-        self.file.sync_data()?;
+        if let Some(file) = &mut self.file {
+            let mut line = serde_json::to_vec(&record).map_err(io::Error::other)?;
+            line.push(b'\n');
+            file.write_all(&line)?;
+            file.sync_data()?;
+        }
         self.index(record);
         Ok(())
     }

@@ -31,16 +31,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Request, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use raft::{Clock, DialerRef};
 use serde::{Deserialize, Serialize};
 
+use crate::http_client::{HttpClient, SendError};
 use crate::rest::webhook::{DEVELOPMENT_WEBHOOK_SECRET, WebhookEvent, WebhookResult};
 use crate::signature::{SIGNATURE_HEADER, sign};
 use behaviour::{Behaviour, Draws};
@@ -50,6 +52,10 @@ use ledger::{Charge, ChargeStatus, Ledger, Record, Refund};
 pub const SECRET_ENV: &str = "PAYSIM_WEBHOOK_SECRET";
 /// The longest idempotency key, payment id or charge id accepted, in bytes.
 pub const ID_BYTES_MAX: usize = 128;
+/// How long one webhook request may take before the node counts as not answering.
+pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long connecting to a node for a webhook may take.
+const WEBHOOK_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// `paysim`: a simulated payment provider for the booking cluster.
 #[derive(Clone, Debug, clap::Parser)]
@@ -97,29 +103,123 @@ pub struct Delivery {
     pub delivered: bool,
 }
 
-struct Webhooks {
-    /// Every node's webhook endpoint; never empty.
-    urls: Vec<String>,
-    /// Where the next delivery starts in `urls` (taken modulo their number).
-    next: AtomicUsize,
-    secret: String,
-    attempts: u32,
-    client: reqwest::Client,
+/// Where and how webhooks go.
+#[derive(Clone, Debug)]
+pub struct WebhookSettings {
+    /// Every node's webhook endpoint (`http://HOST:PORT/v1/payments/webhook`); at least one.
+    pub urls: Vec<String>,
+    /// The secret they are signed with.
+    pub secret: String,
+    /// Delivery attempts per webhook (each tries every URL once); at least one.
+    pub attempts: u32,
+    /// The network they travel on: TCP, or the simulator's when given.
+    pub dialer: Option<DialerRef>,
 }
 
-struct Paysim {
+impl WebhookSettings {
+    /// Checks the settings.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the first unusable setting.
+    pub fn check(&self) -> Result<(), String> {
+        if self.urls.is_empty() {
+            return Err("--webhook-url: at least one".into());
+        }
+        for url in &self.urls {
+            let parsed: Uri =
+                url.parse().map_err(|_| format!("--webhook-url: not a URL: {url}"))?;
+            if parsed.scheme_str() != Some("http") || parsed.host().is_none() {
+                return Err(format!("--webhook-url: expected http://HOST:PORT/PATH, got {url}"));
+            }
+        }
+        if self.attempts == 0 {
+            return Err("--webhook-attempts: at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+struct Webhooks {
+    settings: WebhookSettings,
+    /// Where the next delivery starts in `urls` (taken modulo their number).
+    next: AtomicUsize,
+    client: HttpClient,
+}
+
+/// The provider: its ledger, its behaviour and draws, its webhooks and their deliveries, and
+/// the clock it stamps and signs by. Shared by its HTTP handlers ([`Paysim::router`]) and,
+/// in the simulator, by the run that steers it and reads its ledger.
+pub struct Paysim {
     ledger: Mutex<Ledger>,
     behaviour: Mutex<(Behaviour, Draws)>,
     webhooks: Option<Webhooks>,
     deliveries: Mutex<Vec<Delivery>>,
+    clock: Clock,
+}
+
+impl Paysim {
+    /// A provider on `ledger`, behaving as `behaviour` with draws seeded by `seed`, sending
+    /// webhooks as `webhooks` says (none without), reading time from `clock`.
+    ///
+    /// # Errors
+    ///
+    /// A message when the behaviour or the webhook settings are unusable.
+    pub fn new(
+        ledger: Ledger,
+        behaviour: Behaviour,
+        seed: u64,
+        webhooks: Option<WebhookSettings>,
+        clock: Clock,
+    ) -> Result<Arc<Paysim>, String> {
+        behaviour.check()?;
+        let webhooks = match webhooks {
+            Some(settings) => {
+                settings.check()?;
+                let client = HttpClient::new(settings.dialer.clone(), WEBHOOK_CONNECT_TIMEOUT);
+                Some(Webhooks { settings, next: AtomicUsize::new(0), client })
+            }
+            None => None,
+        };
+        Ok(Arc::new(Paysim {
+            ledger: Mutex::new(ledger),
+            behaviour: Mutex::new((behaviour, Draws::new(seed))),
+            webhooks,
+            deliveries: Mutex::new(Vec::new()),
+            clock,
+        }))
+    }
+
+    /// The HTTP API, served on whatever listener the caller has.
+    pub fn router(self: &Arc<Paysim>) -> Router {
+        router(Arc::clone(self))
+    }
+
+    /// Changes the behaviour, as `PUT /control` does.
+    ///
+    /// # Errors
+    ///
+    /// The first setting out of range; nothing changes then.
+    pub fn set_behaviour(&self, behaviour: Behaviour) -> Result<(), String> {
+        behaviour.check()?;
+        tracing::info!(?behaviour, "behaviour changed");
+        lock(&self.behaviour).0 = behaviour;
+        Ok(())
+    }
+
+    /// Every record of the ledger, oldest first (what `GET /ledger` lists).
+    pub fn records(&self) -> Vec<Record> {
+        lock(&self.ledger).records().to_vec()
+    }
+
+    /// Every webhook delivery so far (what `GET /webhooks` lists).
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        lock(&self.deliveries).clone()
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64)
 }
 
 /// An error answer: `{code, message}`.
@@ -237,7 +337,7 @@ async fn create_charge(
                     amount_minor: request.amount_minor,
                     currency: request.currency,
                     status: if declined { ChargeStatus::Declined } else { ChargeStatus::Succeeded },
-                    at_ms: now_ms(),
+                    at_ms: sim.clock.now_ms(),
                 };
                 ledger.record_charge(charge.clone()).map_err(|error| storage(&error))?;
                 (charge, true, times_out)
@@ -341,7 +441,7 @@ async fn create_refund(
         key,
         charge_id: request.charge_id,
         amount_minor: request.amount_minor,
-        at_ms: now_ms(),
+        at_ms: sim.clock.now_ms(),
     };
     ledger.record_refund(refund.clone()).map_err(|error| storage(&error))?;
     Ok(Json(RefundReply { refund, replayed: false }))
@@ -353,11 +453,11 @@ struct LedgerReply {
 }
 
 async fn get_ledger(State(sim): State<Arc<Paysim>>) -> Json<LedgerReply> {
-    Json(LedgerReply { records: lock(&sim.ledger).records().to_vec() })
+    Json(LedgerReply { records: sim.records() })
 }
 
 async fn get_webhooks(State(sim): State<Arc<Paysim>>) -> Json<Vec<Delivery>> {
-    Json(lock(&sim.deliveries).clone())
+    Json(sim.deliveries())
 }
 
 async fn get_control(State(sim): State<Arc<Paysim>>) -> Json<Behaviour> {
@@ -369,9 +469,7 @@ async fn put_control(
     body: Bytes,
 ) -> Result<Json<Behaviour>, Refusal> {
     let behaviour: Behaviour = parse(&body)?;
-    behaviour.check().map_err(invalid)?;
-    tracing::info!(?behaviour, "behaviour changed");
-    lock(&sim.behaviour).0 = behaviour.clone();
+    sim.set_behaviour(behaviour.clone()).map_err(invalid)?;
     Ok(Json(behaviour))
 }
 
@@ -429,15 +527,16 @@ async fn deliver(sim: &Paysim, webhooks: &Webhooks, event: WebhookEvent) {
     let body = serde_json::to_vec(&event).expect("an event encodes");
     let mut delivery =
         Delivery { event, attempts: 0, requests: 0, url: None, status: None, delivered: false };
-    let count = webhooks.urls.len();
+    let (urls, attempts) = (&webhooks.settings.urls, webhooks.settings.attempts);
+    let count = urls.len();
     let start = webhooks.next.fetch_add(1, Ordering::Relaxed) % count;
     let mut backoff = Duration::from_millis(50);
-    'attempts: while delivery.attempts < webhooks.attempts {
+    'attempts: while delivery.attempts < attempts {
         delivery.attempts += 1;
         for offset in 0..count {
-            let url = &webhooks.urls[(start + offset) % count];
+            let url = &urls[(start + offset) % count];
             delivery.requests += 1;
-            match send(webhooks, url, &body, &mut delivery).await {
+            match send(sim, webhooks, url, &body, &mut delivery).await {
                 Answered::Accepted => {
                     delivery.delivered = true;
                     break 'attempts;
@@ -446,7 +545,7 @@ async fn deliver(sim: &Paysim, webhooks: &Webhooks, event: WebhookEvent) {
                 Answered::Retry => {}
             }
         }
-        if delivery.attempts < webhooks.attempts {
+        if delivery.attempts < attempts {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(2));
         }
@@ -464,24 +563,33 @@ async fn deliver(sim: &Paysim, webhooks: &Webhooks, event: WebhookEvent) {
 
 /// Sends `body` to `url` once, signed now by paysim's clock (so that a delivery retried for a
 /// while is never refused as stale), and records the answer in `delivery`.
-async fn send(webhooks: &Webhooks, url: &str, body: &[u8], delivery: &mut Delivery) -> Answered {
-    let signature = sign(&webhooks.secret, now_ms() / 1_000, body);
-    let sent = webhooks
-        .client
-        .post(url)
+async fn send(
+    sim: &Paysim,
+    webhooks: &Webhooks,
+    url: &str,
+    body: &[u8],
+    delivery: &mut Delivery,
+) -> Answered {
+    let signature = sign(&webhooks.settings.secret, sim.clock.now_ms() / 1_000, body);
+    let request = Request::post(url)
         .header(SIGNATURE_HEADER, signature)
         .header("content-type", "application/json")
-        .body(body.to_vec())
-        .send()
-        .await;
-    let response = match sent {
-        Ok(response) => response,
+        .body(Bytes::copy_from_slice(body));
+    let request = match request {
+        Ok(request) => request,
         Err(error) => {
+            tracing::warn!(url, %error, "webhook URL unusable");
+            return Answered::Refused;
+        }
+    };
+    let response = match webhooks.client.send(request, WEBHOOK_TIMEOUT).await {
+        Ok(response) => response,
+        Err(SendError::NotSent(error) | SendError::Unknown(error)) => {
             tracing::debug!(event = delivery.event.event_id, url, %error, "webhook not taken");
             return Answered::Retry;
         }
     };
-    let status = response.status();
+    let status = response.status;
     delivery.status = Some(status.as_u16());
     delivery.url = Some(url.to_owned());
     if status.is_success() {
@@ -534,26 +642,19 @@ pub async fn run(args: Args) -> ExitCode {
         .map(|url| url.trim().to_owned())
         .filter(|url| !url.is_empty())
         .collect();
-    if let Some(bad) = urls.iter().find(|url| reqwest::Url::parse(url).is_err()) {
-        eprintln!("paysim: --webhook-url: not a URL: {bad}");
-        return ExitCode::from(2);
-    }
-    let webhooks = (!urls.is_empty()).then(|| Webhooks {
+    let webhooks = (!urls.is_empty()).then(|| WebhookSettings {
         urls,
-        next: AtomicUsize::new(0),
         secret,
         attempts: args.webhook_attempts.max(1),
-        client: reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .expect("an HTTP client builds"),
+        dialer: None,
     });
-    let sim = Arc::new(Paysim {
-        ledger: Mutex::new(ledger),
-        behaviour: Mutex::new((args.behaviour, Draws::new(args.seed))),
-        webhooks,
-        deliveries: Mutex::new(Vec::new()),
-    });
+    let sim = match Paysim::new(ledger, args.behaviour, args.seed, webhooks, Clock::system()) {
+        Ok(sim) => sim,
+        Err(problem) => {
+            eprintln!("paysim: {problem}");
+            return ExitCode::from(2);
+        }
+    };
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -563,7 +664,7 @@ pub async fn run(args: Args) -> ExitCode {
     };
     let address = listener.local_addr().map_or(args.listen, |address| address);
     println!("paysim listening={address}");
-    let served = axum::serve(listener, router(sim)).with_graceful_shutdown(stopped()).await;
+    let served = axum::serve(listener, sim.router()).with_graceful_shutdown(stopped()).await;
     if let Err(error) = served {
         eprintln!("paysim: {error}");
         return ExitCode::FAILURE;

@@ -307,7 +307,7 @@ impl SinkWorker {
                     let wait = RETRY_FIRST
                         .saturating_mul(1 << state.failures.min(16).saturating_sub(1))
                         .min(RETRY_MAX);
-                    state.retry_at = Some(Instant::now() + crate::workers::jittered(wait));
+                    state.retry_at = Some(Instant::now() + crate::workers::jittered(wait, name));
                 }
             }
         }

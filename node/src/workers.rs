@@ -327,7 +327,7 @@ async fn settle(
                 return;
             }
         }
-        tokio::time::sleep(jittered(wait)).await;
+        tokio::time::sleep(jittered(wait, &key)).await;
         wait = (wait * 2).min(RETRY_MAX);
     }
 }
@@ -384,7 +384,7 @@ async fn refund(
             }
             Err(error) => tracing::info!(group, payment = key, %error, "refund not confirmed"),
         }
-        tokio::time::sleep(jittered(wait)).await;
+        tokio::time::sleep(jittered(wait, &key)).await;
         wait = (wait * 2).min(RETRY_MAX);
     };
     tracing::info!(group, payment = key, refund = refunded, "refunded");
@@ -400,7 +400,7 @@ async fn refund(
             Err(ProposeError::NotLeader { .. }) => return,
             Err(error) => tracing::debug!(group, %error, "refund not committed; proposing again"),
         }
-        tokio::time::sleep(jittered(wait)).await;
+        tokio::time::sleep(jittered(wait, &key)).await;
         wait = (wait * 2).min(RETRY_MAX);
     }
 }
@@ -439,16 +439,18 @@ async fn record(
                 tracing::debug!(group, %error, "payment outcome not committed; proposing again");
             }
         }
-        tokio::time::sleep(jittered(wait)).await;
+        tokio::time::sleep(jittered(wait, &charge_key(show, payment))).await;
         wait = (wait * 2).min(RETRY_MAX);
     }
     Recorded::Retry
 }
 
-/// `wait` less up to a quarter, so that retries after one outage do not arrive together.
-pub(crate) fn jittered(wait: Duration) -> Duration {
-    let mut byte = [0u8; 1];
-    // Without entropy the wait is simply not shortened.
-    let _ = getrandom::fill(&mut byte);
-    wait.mul_f64(1.0 - f64::from(byte[0]) / 1_024.0)
+/// `wait` less up to a quarter, by what waits (`what`: an attempt's key, a sink's name), so that
+/// retries after one outage do not arrive together. Derived rather than drawn: the same `what`
+/// and `wait` always give the same jitter, which keeps a simulated run replayable from its seed.
+pub(crate) fn jittered(wait: Duration, what: &str) -> Duration {
+    let mut bytes = what.as_bytes().to_vec();
+    bytes.extend_from_slice(&wait.as_nanos().to_le_bytes());
+    let byte = hash128(b"retry-jitter", &bytes).to_le_bytes()[0];
+    wait.mul_f64(1.0 - f64::from(byte) / 1_024.0)
 }

@@ -259,47 +259,15 @@ async fn step(context: &Context, process: &mut Process) {
                 process.buyer.read(Read::SeatMap { show: ShowId(show) }).await;
             }
         }
-        Workload::Payments => payments_step(process, show, seats, roll).await,
+        Workload::Payments => {
+            process.buyer.payments_step(show, seats, roll, &mut process.rng).await;
+        }
         Workload::Admission => {
             process.buyer.admission_step(show, seats, roll, &mut process.rng).await;
         }
         Workload::Waitlist => {
             process.buyer.waitlist_step(show, seats, roll, &mut process.rng).await;
         }
-    }
-}
-
-/// One operation of the `payments` workload on `show` (of `seats` seats), drawn from `roll`:
-/// hold 1-2 seats (35%), check a live hold out (20%: the cluster's payment worker charges the
-/// provider, nobody in the history pays), read a checked-out hold (20%: it learns the booking
-/// the hold became, or that a declined payment gave it back), cancel one of its bookings (10%:
-/// the refund worker gives the money back), cancel a live hold (7%), else read the seat map.
-async fn payments_step(process: &mut Process, show: u64, seats: u32, roll: u32) {
-    let buyer = &mut process.buyer;
-    let rng = &mut process.rng;
-    if roll < 35 {
-        let count = rng.gen_range(1..=2).min(seats);
-        let start = rng.gen_range(0..=seats - count);
-        let wanted = (start..start + count).collect();
-        buyer.mutate_fresh(Mutation::Hold { show, seats: wanted, grant: None }).await;
-    } else if roll < 55 {
-        if let Some(hold) = buyer.known().live_hold(show, rng) {
-            buyer.mutate_fresh(Mutation::Checkout { show, hold }).await;
-        }
-    } else if roll < 75 {
-        if let Some(hold) = buyer.known().checked_out_hold(show, rng) {
-            buyer.read_checked_out_hold(show, hold).await;
-        }
-    } else if roll < 85 {
-        if let Some(booking) = buyer.known().uncancelled_booking(show, rng) {
-            buyer.mutate_fresh(Mutation::CancelBooking { show, booking }).await;
-        }
-    } else if roll < 92 {
-        if let Some(hold) = buyer.known().live_hold(show, rng) {
-            buyer.mutate_fresh(Mutation::CancelHold { show, hold }).await;
-        }
-    } else {
-        buyer.read(Read::SeatMap { show: ShowId(show) }).await;
     }
 }
 

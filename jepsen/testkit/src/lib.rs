@@ -14,15 +14,18 @@
 //! - [`workload`]: the SDK-calling half of a client process that both the Jepsen workloads and
 //!   the simulator's buyers run (the mutations and reads, what it knows, how an SDK answer
 //!   becomes a history completion, the shows' wire form); [`webhook`]: the provider's timestamped
-//!   signature.
+//!   signature; [`ledger`]: the end of a run whose payments a provider made, judged against its
+//!   ledger; [`provider`]: the provider nemesis's menu of behaviours.
 
 pub mod cluster;
 pub mod error;
 pub mod faults;
+pub mod ledger;
 pub mod links;
 pub mod membership;
 pub mod observe;
 pub mod process;
+pub mod provider;
 pub mod proxy;
 pub mod skew;
 pub mod wait;

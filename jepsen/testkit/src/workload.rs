@@ -372,6 +372,39 @@ impl Buyer {
         }
     }
 
+    /// One operation on `show` (of `seats` seats) whose payments the cluster's own payment
+    /// worker makes through a real provider, drawn from `roll` (0..100) and `rng` as both suites
+    /// draw it: hold 1-2 seats (35%), check a live hold out (20%: nobody in the history pays),
+    /// read a checked-out hold (20%: it learns the booking the hold became, or that a declined
+    /// payment gave it back), cancel one of its bookings (10%: the refund worker gives the money
+    /// back), cancel a live hold (7%), else read the seat map.
+    pub async fn payments_step(&mut self, show: u64, seats: u32, roll: u32, rng: &mut impl Rng) {
+        if roll < 35 {
+            let count = rng.gen_range(1..=2).min(seats);
+            let start = rng.gen_range(0..=seats - count);
+            let wanted = (start..start + count).collect();
+            self.mutate_fresh(Mutation::Hold { show, seats: wanted, grant: None }).await;
+        } else if roll < 55 {
+            if let Some(hold) = self.known.live_hold(show, rng) {
+                self.mutate_fresh(Mutation::Checkout { show, hold }).await;
+            }
+        } else if roll < 75 {
+            if let Some(hold) = self.known.checked_out_hold(show, rng) {
+                self.read_checked_out_hold(show, hold).await;
+            }
+        } else if roll < 85 {
+            if let Some(booking) = self.known.uncancelled_booking(show, rng) {
+                self.mutate_fresh(Mutation::CancelBooking { show, booking }).await;
+            }
+        } else if roll < 92 {
+            if let Some(hold) = self.known.live_hold(show, rng) {
+                self.mutate_fresh(Mutation::CancelHold { show, hold }).await;
+            }
+        } else {
+            self.read(Read::SeatMap { show: ShowId(show) }).await;
+        }
+    }
+
     /// As [`Buyer::mutate`], under a fresh key.
     pub async fn mutate_fresh(&mut self, mutation: Mutation) {
         let key = self.new_key();

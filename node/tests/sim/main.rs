@@ -13,6 +13,8 @@
 //! cargo test --release --workspace --test sim -- --seed 7 --trace  # replay one seed, traced
 //! ```
 //! `scripts/sim.sh` wraps these. Options: `--nodes 3|5` (default: drawn from the seed),
+//! `--provider on|off` (the payment provider as a host, its show judged against its ledger;
+//! default: on for even seeds),
 //! `--inject ack-before-sync` (a deliberately broken disk), `--expect-invalid` (succeed only
 //! if some seed fails: proves a bug is found), `--jobs N` (threads; default: every core).
 
@@ -31,7 +33,8 @@ use std::time::Instant;
 use statemachine::check::Verdict;
 use world::{Bug, Options};
 
-/// Seeds that once failed, kept as regression tests (each with what it found).
+/// Seeds that once failed, kept as regression tests (each with what it found), run as they
+/// were found: without a provider.
 const REGRESSIONS: &[(u64, &str)] = &[
     (7, "a leader restarted after a power loss resumed its term without the entries it lost"),
     (30, "the same: replicas diverged, an acknowledged ticket was lost, a ticket id given twice"),
@@ -44,9 +47,11 @@ const REPLAY_SEEDS: u64 = 30;
 const CI_BUG_SEEDS: u64 = 100;
 
 /// Parsed arguments.
+#[derive(Clone, Copy)]
 struct Cli {
     seeds: Option<(u64, u64)>,
     nodes: Option<u64>,
+    provider: Option<bool>,
     bug: Option<Bug>,
     trace: bool,
     expect_invalid: bool,
@@ -60,6 +65,7 @@ fn parse() -> Result<Cli, String> {
     let mut cli = Cli {
         seeds: None,
         nodes: None,
+        provider: None,
         bug: None,
         trace: false,
         expect_invalid: false,
@@ -90,6 +96,13 @@ fn parse() -> Result<Cli, String> {
                     return Err("--nodes: 3 or 5".into());
                 }
                 cli.nodes = Some(nodes);
+            }
+            "--provider" => {
+                cli.provider = match value("--provider")?.as_str() {
+                    "on" => Some(true),
+                    "off" => Some(false),
+                    other => return Err(format!("--provider: on or off, not {other:?}")),
+                };
             }
             "--inject" => cli.bug = Some(value("--inject")?.parse()?),
             "--trace" => cli.trace = true,
@@ -130,7 +143,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         };
         let nodes = nodes_of(seed, cli.nodes);
-        let outcome = run::run(Options { seed, nodes, bug: cli.bug, verbose: cli.trace });
+        let provider = provider_of(seed, cli.provider);
+        let verbose = cli.trace;
+        let outcome = run::run(Options { seed, nodes, bug: cli.bug, verbose, provider });
         println!("{}", serde_json::to_string(&outcome).expect("outcomes encode"));
         return ExitCode::SUCCESS;
     }
@@ -146,13 +161,21 @@ fn nodes_of(seed: u64, fixed: Option<u64>) -> u64 {
     fixed.unwrap_or(if seed % 4 == 3 { 5 } else { 3 })
 }
 
+/// Whether a seed's run has the payment provider: even seeds, unless fixed.
+fn provider_of(seed: u64, fixed: Option<bool>) -> bool {
+    fixed.unwrap_or(seed.is_multiple_of(2))
+}
+
 /// The command that replays `seed` with its full trace.
-fn replay_command(seed: u64, cli_nodes: Option<u64>, bug: Option<Bug>) -> String {
+fn replay_command(seed: u64, cli: &Cli) -> String {
     let mut command = format!("bash scripts/sim.sh --seed {seed} --trace");
-    if let Some(nodes) = cli_nodes {
+    if let Some(nodes) = cli.nodes {
         command.push_str(&format!(" --nodes {nodes}"));
     }
-    if bug.is_some() {
+    if let Some(provider) = cli.provider {
+        command.push_str(if provider { " --provider on" } else { " --provider off" });
+    }
+    if cli.bug.is_some() {
         command.push_str(" --inject ack-before-sync");
     }
     command
@@ -180,14 +203,14 @@ fn many(cli: &Cli, first: u64, end: u64) -> (bool, BTreeMap<u64, u64>) {
                     if seed >= end {
                         return;
                     }
-                    let outcome = run_alone(seed, cli.nodes, cli.bug, cli.trace);
+                    let outcome = run_alone(seed, cli);
                     if outcome.verdict != Verdict::Valid {
                         progress.suspend(|| {
                             println!("seed {seed}: {:?}", outcome.verdict);
                             for problem in &outcome.problems {
                                 println!("  {problem}");
                             }
-                            println!("  replay: {}", replay_command(seed, cli.nodes, cli.bug));
+                            println!("  replay: {}", replay_command(seed, cli));
                         });
                     }
                     progress.inc(1);
@@ -248,22 +271,26 @@ fn many(cli: &Cli, first: u64, end: u64) -> (bool, BTreeMap<u64, u64>) {
     (passed, fingerprints)
 }
 
-/// Runs `seed` in a child process (this test binary with `--child`), as a replay would.
+/// Runs `seed` in a child process (this test binary with `--child`), as a replay would, with
+/// `cli`'s nodes, provider, bug and trace.
 ///
 /// # Panics
 ///
 /// If the child cannot be started or answers something else than an outcome: a harness bug.
-fn run_alone(seed: u64, nodes: Option<u64>, bug: Option<Bug>, trace: bool) -> run::Outcome {
+fn run_alone(seed: u64, cli: &Cli) -> run::Outcome {
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut command = std::process::Command::new(exe);
     command.args(["--child", "--seed", &seed.to_string()]);
-    if let Some(nodes) = nodes {
+    if let Some(nodes) = cli.nodes {
         command.args(["--nodes", &nodes.to_string()]);
     }
-    if bug == Some(Bug::AckBeforeSync) {
+    if let Some(provider) = cli.provider {
+        command.args(["--provider", if provider { "on" } else { "off" }]);
+    }
+    if cli.bug == Some(Bug::AckBeforeSync) {
         command.args(["--inject", "ack-before-sync"]);
     }
-    if trace {
+    if cli.trace {
         command.arg("--trace");
     }
     let output = command.stderr(std::process::Stdio::inherit()).output().expect("a child run");
@@ -289,20 +316,22 @@ fn fingerprint(trace: &[String]) -> u64 {
 /// injected bug found within `CI_BUG_SEEDS` seeds.
 fn ci(jobs: u64) -> bool {
     let mut passed = true;
-    for &(seed, found) in REGRESSIONS {
-        let outcome = run_alone(seed, None, None, false);
-        println!("sim: regression seed {seed} ({found}): {:?}", outcome.verdict);
-        passed &= outcome.verdict == Verdict::Valid;
-    }
     let plain = Cli {
         seeds: None,
         nodes: None,
+        provider: None,
         bug: None,
         trace: false,
         expect_invalid: false,
         jobs,
         child: false,
     };
+    let as_found = Cli { provider: Some(false), ..plain };
+    for &(seed, found) in REGRESSIONS {
+        let outcome = run_alone(seed, &as_found);
+        println!("sim: regression seed {seed} ({found}): {:?}", outcome.verdict);
+        passed &= outcome.verdict == Verdict::Valid;
+    }
     let (valid, fingerprints) = many(&plain, 1, 1 + CI_SEEDS);
     passed &= valid;
     passed &= replays_identically(2) && replays_identically(3);
@@ -328,8 +357,18 @@ fn ci(jobs: u64) -> bool {
 /// Whether two runs of `seed`, each in a process of its own, produce the same trace, line for
 /// line (the trace with every operation of the history, as `--trace` prints it).
 fn replays_identically(seed: u64) -> bool {
-    let first = run_alone(seed, None, None, true).trace;
-    let second = run_alone(seed, None, None, true).trace;
+    let traced = Cli {
+        seeds: None,
+        nodes: None,
+        provider: None,
+        bug: None,
+        trace: true,
+        expect_invalid: false,
+        jobs: 1,
+        child: false,
+    };
+    let first = run_alone(seed, &traced).trace;
+    let second = run_alone(seed, &traced).trace;
     if first == second {
         println!("sim: seed {seed} replays identically ({} trace lines)", first.len());
         return true;

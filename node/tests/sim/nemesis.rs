@@ -5,8 +5,11 @@
 //! power loss of a group's leader, a majority or every node (unsynced writes really lost), a paused
 //! node (every message to and from it held, then delivered late), message loss on every link,
 //! a leader transfer, a voter removed and added back, and a skewed clock on the node that leads
-//! (its stamps jump by up to 30 s either way). Message delay and reordering come from turmoil's
-//! latency, drawn per run. Never checks anything.
+//! (its stamps jump by up to 30 s either way). With a provider: its faults (the kit's menu,
+//! shared with the Jepsen suite: an outage, slowness past the nodes' call timeout, duplicate,
+//! late and out-of-order webhooks, charges that time out, webhooks before the charge call
+//! returns), and the provider cut off from every node. Message delay and reordering come from
+//! turmoil's latency, drawn per run. Never checks anything.
 
 use std::time::Duration;
 
@@ -19,7 +22,8 @@ use rand::seq::SliceRandom;
 
 use crate::net;
 use crate::workload::sdk;
-use crate::world::{Action, World};
+use crate::world::{Action, PAYSIM_HOST, World};
+use node::paysim::behaviour::Behaviour;
 
 /// One fault.
 #[derive(Clone, Debug)]
@@ -42,6 +46,10 @@ enum Fault {
     Membership { group: u64, node: NodeId },
     /// The node's clock skewed by this many ms.
     Skew(NodeId, i64),
+    /// The provider behaving as the named fault of the kit's menu (its JSON form).
+    Provider(&'static str, serde_json::Value),
+    /// The provider cut off from every node.
+    ProviderCut,
 }
 
 /// Runs faults until `window` of simulated time has passed since the call, then heals.
@@ -79,8 +87,10 @@ fn draw(world: &World, rng: &mut StdRng) -> Fault {
         shuffled.truncate(n / 2 + 1);
         shuffled
     };
-    // Power losses weigh most: they are what storage and recovery bugs need.
-    match rng.gen_range(0..16) {
+    // Power losses weigh most: they are what storage and recovery bugs need. A run with a
+    // provider also draws its faults.
+    let menu = if world.paysim.is_some() { 19 } else { 16 };
+    match rng.gen_range(0..menu) {
         0 | 1 => Fault::Isolate(leader(world, group).unwrap_or(node)),
         2 => {
             let mut shuffled = ids.clone();
@@ -100,6 +110,11 @@ fn draw(world: &World, rng: &mut StdRng) -> Fault {
         11 => Fault::Loss(rng.gen_range(0.005..0.05)),
         12 => Fault::Transfer { group },
         13 => Fault::Membership { group: rng.gen_range(1..=crate::world::DATA_GROUPS), node },
+        16 | 17 => {
+            let (name, behaviour) = testkit::provider::draw_fault(rng);
+            Fault::Provider(name, behaviour)
+        }
+        18 => Fault::ProviderCut,
         _ => {
             let skew = rng.gen_range(-30_000..=30_000);
             Fault::Skew(leader(world, group).unwrap_or(node), skew)
@@ -148,6 +163,15 @@ async fn install(world: &World, admin: &client::Client, fault: &Fault) {
             world.trace.push(format!("nemesis: remove {node} from group {group}: {}", ok(&answer)));
         }
         Fault::Skew(node, skew) => world.set_skew(*node, *skew),
+        Fault::Provider(name, behaviour) => {
+            world.trace.push(format!("nemesis: provider behaves as {name}"));
+            set_provider(world, behaviour.clone());
+        }
+        Fault::ProviderCut => {
+            for node in world.ids() {
+                turmoil::partition(PAYSIM_HOST, net::host(node));
+            }
+        }
     }
 }
 
@@ -166,7 +190,30 @@ async fn heal(world: &World, admin: &client::Client, fault: &Fault) {
         Fault::Transfer { .. } => {}
         Fault::Membership { group, node } => readmit(world, admin, *group, *node).await,
         Fault::Skew(node, _) => world.set_skew(*node, 0),
+        Fault::Provider(..) => set_provider(world, testkit::provider::baseline()),
+        Fault::ProviderCut => {
+            let down = world.down();
+            // A crashed node stays cut off until its restart repairs its links.
+            for node in world.ids().into_iter().filter(|node| !down.contains(node)) {
+                turmoil::repair(PAYSIM_HOST, net::host(node));
+            }
+        }
     }
+}
+
+/// paysim's behaviour from its JSON form (the kit's menu).
+///
+/// # Panics
+///
+/// If paysim refuses a behaviour of the menu: the kit and the provider disagree.
+pub fn provider_behaviour(json: serde_json::Value) -> Behaviour {
+    serde_json::from_value(json).expect("paysim takes every behaviour of the kit's menu")
+}
+
+/// Sets the provider's behaviour.
+fn set_provider(world: &World, json: serde_json::Value) {
+    let Some(paysim) = &world.paysim else { return };
+    paysim.set_behaviour(provider_behaviour(json)).expect("the menu's behaviours are in range");
 }
 
 /// Adds `node` back to `group` as a voter if it is not one, until that is done (bounded).

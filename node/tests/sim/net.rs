@@ -52,7 +52,12 @@ impl client::Connector for TurmoilNet {
 
 /// The connections a node accepts on its turmoil listener.
 pub async fn incoming() -> io::Result<Incoming> {
-    let listener = turmoil::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, PORT)).await?;
+    incoming_on(PORT).await
+}
+
+/// The connections a host accepts on a turmoil listener at `port`.
+pub async fn incoming_on(port: u16) -> io::Result<Incoming> {
+    let listener = turmoil::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).await?;
     let local = listener.local_addr().ok();
     let stream =
         futures_util::stream::unfold(listener, move |listener| async move {

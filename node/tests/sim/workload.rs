@@ -2,9 +2,10 @@
 //! network, and record every operation in a history the shared checkers judge.
 //!
 //! Owns the shows of a run (one per kind of traffic: racing multi-seat holds with checkouts and
-//! payments, the admission lane, the waitlist of a sold-out show, and single-seat holds against
-//! linearizable seat maps), each process's choices drawn from the seed, its SDK client over the
-//! simulated network, and how the payment provider's webhook reaches a node (over simulated
+//! payments, the admission lane, the waitlist of a sold-out show, single-seat holds against
+//! linearizable seat maps, and, with the provider host, checkouts that the leaders' payment
+//! workers charge), each process's choices drawn from the seed, its SDK client over the
+//! simulated network, and how a buyer-made payment webhook reaches a node (over simulated
 //! TCP, redelivered until a node answers for certain). The SDK calls themselves, what a process
 //! knows, the retries of unknown outcomes with the same key, and how an answer becomes a history
 //! completion are the kit's ([`testkit::workload::Buyer`]), shared with the Jepsen suite. Never
@@ -42,6 +43,10 @@ pub enum Kind {
     Waitlist,
     /// Single-seat holds and cancels against linearizable seat maps.
     Register,
+    /// Holds, checkouts the cluster's payment workers charge through the provider host,
+    /// cancelled bookings its refund workers refund, reads: judged against the provider's
+    /// ledger, not by the model (which sees no payment outcome in the history).
+    Payments,
 }
 
 /// One show of a run.
@@ -77,10 +82,16 @@ impl SimShow {
     }
 }
 
-/// The shows of every run: each kind of traffic once, spread over the data groups by id.
-pub fn shows() -> Vec<SimShow> {
+/// The show whose payments the provider makes, in a run with one.
+pub const PAYMENTS_SHOW: u64 = 1;
+
+/// The shows of a run: each kind of traffic once, spread over the data groups by id. With a
+/// provider, the first show's checkouts are paid by the cluster's own workers through it
+/// ([`Kind::Payments`]); without, by the buyers' webhooks ([`Kind::Holds`]).
+pub fn shows(provider: bool) -> Vec<SimShow> {
+    let first = if provider { Kind::Payments } else { Kind::Holds };
     vec![
-        SimShow { show: 1, kind: Kind::Holds, seats: 8 },
+        SimShow { show: PAYMENTS_SHOW, kind: first, seats: 8 },
         SimShow { show: 2, kind: Kind::Admission, seats: 12 },
         SimShow { show: 3, kind: Kind::Waitlist, seats: 3 },
         SimShow { show: 4, kind: Kind::Register, seats: 3 },
@@ -135,13 +146,14 @@ impl Process {
         seed: u64,
         recorder: Arc<Recorder>,
         price_version: u32,
+        provider: bool,
     ) -> Result<Process, Error> {
         let client = sdk(1 + id % nodes, nodes);
         let buyer = Buyer::start(id, client, recorder, price_version, "sim").await?;
         Ok(Process {
             buyer,
             rng: StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(id)),
-            shows: shows(),
+            shows: shows(provider),
             nodes,
         })
     }
@@ -209,6 +221,7 @@ impl Process {
                     self.buyer.read(Read::SeatMap { show: ShowId(id) }).await;
                 }
             }
+            Kind::Payments => self.buyer.payments_step(id, seats, roll, &mut self.rng).await,
             Kind::Admission => self.buyer.admission_step(id, seats, roll, &mut self.rng).await,
             Kind::Waitlist => self.buyer.waitlist_step(id, seats, roll, &mut self.rng).await,
         }
@@ -264,6 +277,11 @@ impl Process {
     /// Mutations whose outcome is still unknown.
     pub fn unresolved(&self) -> usize {
         self.buyer.unresolved()
+    }
+
+    /// The buyer, for the ledger's reads.
+    pub fn buyer(&self) -> &Buyer {
+        &self.buyer
     }
 }
 

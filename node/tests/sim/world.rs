@@ -14,6 +14,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use node::config::{Args, Config};
 use node::environment::{Entropy, Environment};
 use node::node::{Node, Shared};
+use node::paysim::ledger::Ledger;
+use node::paysim::{Paysim, WebhookSettings};
 use openraft::async_runtime::WatchReceiver;
 use raft::{BookingRuntime, Clock, DialerRef, NetworkConfig, NodeId, SimDisk, Storage, WallClock};
 use rand::rngs::StdRng;
@@ -25,6 +27,10 @@ use crate::net::{self, TurmoilNet};
 pub const EPOCH_S: u64 = 1_800_000_000;
 /// The webhook secret of every simulated node.
 pub const WEBHOOK_SECRET: &str = "sim-webhook-secret";
+/// The turmoil host name of the simulated payment provider.
+pub const PAYSIM_HOST: &str = "paysim";
+/// The port it serves on.
+pub const PAYSIM_PORT: u16 = 7100;
 
 /// Which deliberately injected bug a run has, to prove the simulator finds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +60,10 @@ pub struct Options {
     pub bug: Option<Bug>,
     /// Whether the trace also lists every operation of the history (for `--trace`).
     pub verbose: bool,
+    /// Whether the payment provider runs as a host: the nodes' payment workers charge and
+    /// refund through it, one show's checkouts are paid that way and judged against its
+    /// ledger, and the nemesis has provider faults too.
+    pub provider: bool,
 }
 
 /// A line of the trace, with its simulated time.
@@ -128,8 +138,10 @@ pub struct World {
     actions: Mutex<VecDeque<Action>>,
     /// The step loop's randomness (what a power loss keeps).
     rng: Mutex<StdRng>,
-    /// Every client host's name, for cutting crashed nodes off.
+    /// Every client host's name (and the provider's), for cutting crashed nodes off.
     pub clients: Mutex<Vec<String>>,
+    /// The payment provider, when the run has one.
+    pub paysim: Option<Arc<Paysim>>,
 }
 
 impl World {
@@ -151,7 +163,24 @@ impl World {
                 (id, disk)
             })
             .collect();
+        let paysim = options.provider.then(|| {
+            let webhooks = WebhookSettings {
+                urls: (1..=options.nodes)
+                    .map(|id| format!("http://{}/v1/payments/webhook", net::address(id)))
+                    .collect(),
+                secret: WEBHOOK_SECRET.to_owned(),
+                attempts: 8,
+                dialer: Some(DialerRef(Arc::new(TurmoilNet))),
+            };
+            // Stamps and signs by the unskewed simulated clock, as a provider's own would.
+            let clock = Clock::new(SimClock { skew_ms: Arc::default() });
+            let seed = options.seed ^ 0x7061_7973;
+            let behaviour = crate::nemesis::provider_behaviour(testkit::provider::baseline());
+            Paysim::new(Ledger::in_memory(), behaviour, seed, Some(webhooks), clock)
+                .expect("the simulator's provider settings are valid")
+        });
         Arc::new(World {
+            paysim,
             trace: Trace::default(),
             skews: ids.clone().map(|id| (id, Arc::default())).collect(),
             boots: ids.map(|id| (id, AtomicU64::new(0))).collect(),
@@ -265,6 +294,24 @@ impl World {
         });
     }
 
+    /// Adds the payment provider's host (never crashed: its faults are its behaviour and its
+    /// links), serving paysim's HTTP API on [`PAYSIM_PORT`].
+    pub fn add_paysim(self: &Arc<World>, sim: &mut turmoil::Sim<'_>) {
+        let Some(paysim) = self.paysim.clone() else { return };
+        lock(&self.clients).push(PAYSIM_HOST.to_owned());
+        let seed = mix(self.options.seed, 777, 0);
+        sim.host(PAYSIM_HOST, move || {
+            let paysim = Arc::clone(&paysim);
+            BookingRuntime::scope(seed, async move {
+                let incoming = net::incoming_on(PAYSIM_PORT).await?;
+                let (_keep, stopped) = tokio::sync::oneshot::channel();
+                let _server = node::node::serve_incoming(incoming, paysim.router(), stopped);
+                std::future::pending::<()>().await;
+                Ok(())
+            })
+        });
+    }
+
     /// Boots node `id` and keeps it running until the host crashes.
     async fn run_node(self: Arc<World>, id: NodeId, boot: u64) -> turmoil::Result {
         let config = self.config(id)?;
@@ -326,8 +373,12 @@ impl World {
             webhook_secret: Some(WEBHOOK_SECRET.into()),
             // The default (300 s), which absorbs the nemesis's skew of up to 30 s.
             webhook_tolerance_s: None,
-            // The simulator's outcomes come as webhooks; no provider worker calls out.
-            provider_url: None,
+            // With a provider, every group leader's payment worker charges through it; without,
+            // outcomes come only as the buyers' own webhooks.
+            provider_url: self
+                .options
+                .provider
+                .then(|| format!("http://{PAYSIM_HOST}:{PAYSIM_PORT}")),
             // No outbox sinks: each group leader acknowledges its outbox instead.
             sinks: Vec::new(),
             sink_secret: None,

@@ -52,9 +52,11 @@ echo "node's REST and gRPC skins do not import each other"
 
 # The simulated payment provider stands outside the node: the node never imports it (it talks
 # to it over HTTP like any provider), and it takes only the webhook contract from the node: the
-# event's shape (rest/webhook.rs) and how it is signed (signature.rs, which knows no transport).
+# event's shape (rest/webhook.rs) and how it is signed (signature.rs, which knows no transport),
+# and the HTTP client it delivers webhooks with (http_client.rs, which imports nothing of the
+# node: a transport over raft's Dialer, so the simulator can carry it).
 into=$(grep -rn -E '\bpaysim::' node/src --include='*.rs' | grep -v -E '^node/src/(paysim/|bin/paysim\.rs)' || true)
-out=$(grep -rn -E 'crate::' node/src/paysim | grep -v -E 'crate::(rest::webhook|signature)::' || true)
+out=$(grep -rn -E 'crate::' node/src/paysim node/src/http_client.rs | grep -v -E '^node/src/paysim/.*crate::(rest::webhook|signature|http_client)::' || true)
 if [ -n "$into$out" ]; then
   printf '%s\n' "$into" "$out" >&2
   echo "node imports paysim, or paysim imports more of the node than the webhook contract" >&2

@@ -373,6 +373,22 @@ impl ClientRequest {
             | ClientRequest::DeclineOffer { .. } => Ok(()),
         }
     }
+
+    /// The request's name, as metrics and reports show it (`hold`, `checkout`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ClientRequest::Hold { .. } => "hold",
+            ClientRequest::CancelHold { .. } => "cancel_hold",
+            ClientRequest::Checkout { .. } => "checkout",
+            ClientRequest::CancelBooking { .. } => "cancel_booking",
+            ClientRequest::JoinQueue => "join_queue",
+            ClientRequest::LeaveQueue { .. } => "leave_queue",
+            ClientRequest::JoinWaitlist { .. } => "join_waitlist",
+            ClientRequest::LeaveWaitlist { .. } => "leave_waitlist",
+            ClientRequest::AcceptOffer { .. } => "accept_offer",
+            ClientRequest::DeclineOffer { .. } => "decline_offer",
+        }
+    }
 }
 
 impl ShowPolicy {

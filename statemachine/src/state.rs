@@ -596,6 +596,9 @@ pub struct Offer {
     pub made_index: u64,
     /// Log time at which it expires.
     pub deadline_ms: u64,
+    /// How long its seats waited in the pool for it (the longest-kept seat's wait, by log
+    /// time): the promotion lag. `None` for an offer made before snapshot format 7.
+    pub promotion_lag_ms: Option<u64>,
 }
 
 impl Offer {

@@ -320,7 +320,7 @@ impl Show {
             if self.waitlist.waiting.is_empty()
                 || self.status == crate::state::ShowStatus::Cancelled
             {
-                while let Some(seat) = self.waitlist.unpool_first() {
+                while let Some((seat, _)) = self.waitlist.unpool_first() {
                     self.set_seat(seat, Seat::Free);
                 }
                 break;
@@ -332,10 +332,13 @@ impl Show {
                 break;
             }
             // The pool is ordered, so the lowest seats come out ascending.
-            let seats =
-                SeatSet::from_ascending((0..quantity).filter_map(|_| self.waitlist.unpool_first()))
-                    .expect("the head entry wants at least one seat and the pool has enough");
-            self.make_offer(ctx, entry, head, seats);
+            let unpooled: Vec<(SeatNo, u64)> =
+                (0..quantity).filter_map(|_| self.waitlist.unpool_first()).collect();
+            let pooled_ms = unpooled.iter().map(|(_, since)| *since).min();
+            let seats = SeatSet::from_ascending(unpooled.into_iter().map(|(seat, _)| seat))
+                .expect("the head entry wants at least one seat and the pool has enough");
+            let lag_ms = ctx.now.saturating_sub(pooled_ms.expect("at least one seat"));
+            self.make_offer(ctx, entry, head, seats, lag_ms);
         }
         ctx.actor = actor;
         // Nobody waits and nothing is pooled, or the pool cannot serve the next in line, or the
@@ -348,7 +351,14 @@ impl Show {
         }
     }
 
-    fn make_offer(&mut self, ctx: &mut Ctx<'_>, entry: EntryId, order: OrderKey, seats: SeatSet) {
+    fn make_offer(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        entry: EntryId,
+        order: OrderKey,
+        seats: SeatSet,
+        promotion_lag_ms: u64,
+    ) {
         let offer = OfferId(self.allocate_id());
         let offered_before = self.counts.offered;
         let deadline_ms = ctx.now + self.policy.offer_ttl_ms;
@@ -371,6 +381,7 @@ impl Show {
                 state: OfferState::Open,
                 made_index: ctx.index,
                 deadline_ms,
+                promotion_lag_ms: Some(promotion_lag_ms),
             },
         );
         assert!(self.waitlist.offer_deadlines.insert((deadline_ms, offer)));

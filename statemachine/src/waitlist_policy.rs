@@ -150,11 +150,11 @@ impl Waitlist {
         assert!(self.pooled_since.insert(seat, now_ms).is_none());
     }
 
-    /// Takes the lowest seat out of the pool.
-    pub(crate) fn unpool_first(&mut self) -> Option<SeatNo> {
+    /// Takes the lowest seat out of the pool, with the log time it entered the pool.
+    pub(crate) fn unpool_first(&mut self) -> Option<(SeatNo, u64)> {
         let seat = self.pool.pop_first()?;
-        assert!(self.pooled_since.remove(&seat).is_some(), "pooled seat {seat} had no time");
-        Some(seat)
+        let since = self.pooled_since.remove(&seat);
+        Some((seat, since.unwrap_or_else(|| panic!("pooled seat {seat} had no time"))))
     }
 
     /// The log time the longest-pooled seat entered the pool, if any seat is pooled.

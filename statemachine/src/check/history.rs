@@ -113,17 +113,8 @@ impl Call {
     pub fn function(&self) -> &'static str {
         match self {
             Call::Write(Command::Client(client)) => match client.request {
-                ClientRequest::Hold { grant: None, .. } => "hold",
                 ClientRequest::Hold { grant: Some(_), .. } => "hold_with_grant",
-                ClientRequest::CancelHold { .. } => "cancel_hold",
-                ClientRequest::Checkout { .. } => "checkout",
-                ClientRequest::CancelBooking { .. } => "cancel_booking",
-                ClientRequest::JoinQueue => "join_queue",
-                ClientRequest::LeaveQueue { .. } => "leave_queue",
-                ClientRequest::JoinWaitlist { .. } => "join_waitlist",
-                ClientRequest::LeaveWaitlist { .. } => "leave_waitlist",
-                ClientRequest::AcceptOffer { .. } => "accept_offer",
-                ClientRequest::DeclineOffer { .. } => "decline_offer",
+                ref request => request.name(),
             },
             Call::Write(Command::Payment(_)) => "payment",
             Call::Write(Command::Operator(_)) => "operator",

@@ -423,6 +423,7 @@ impl OfferV2 {
             state,
             made_index: self.made_index,
             deadline_ms: self.deadline_ms,
+            promotion_lag_ms: None,
         })
     }
 }

@@ -1,10 +1,10 @@
 //! Version 5 of the snapshot format: the current types, before the waitlist kept its policy
 //! (version 6 added `Waitlist::policy` at the end of each show's waitlist: its rules, their
-//! history, a lottery's draw).
+//! history, a lottery's draw) and before an offer kept its promotion lag (version 7).
 //!
-//! Owns decoding version 5 payloads (and, through `ShowV5`, versions 3 and 4, which encoded
-//! shows the same way) into the current group: a waitlist before version 6 ran the default
-//! rules, strict FIFO with no wave limit, and had drawn nothing.
+//! Owns decoding version 5 payloads (and, through `ShowV5`, versions 3, 4 and 6, which encoded
+//! shows the same way around their waitlists) into the current group: a waitlist before version
+//! 6 ran the default rules, strict FIFO with no wave limit, and had drawn nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,16 +22,24 @@ use crate::ids::{
 use crate::outbox::Outbox;
 use crate::placement::Placement;
 use crate::state::{
-    Booking, Group, Hold, Lane, Offer, PaymentAttempt, Seat, SeatCounts, Show, ShowStatus,
-    Waitlist, WaitlistEntry,
+    Booking, Group, Hold, Lane, PaymentAttempt, Seat, SeatCounts, Show, ShowStatus, Waitlist,
+    WaitlistEntry,
 };
 
-/// A group as version 5 encoded it.
+use super::v6::OfferV6;
+
+/// A waitlist as some earlier version encoded it, and how it reads in the current types.
+pub(super) trait EarlierWaitlist {
+    /// The same waitlist in the current types.
+    fn migrate(self) -> Waitlist;
+}
+
+/// A group as version 5 encoded it (and version 6, with its waitlists: see `v6.rs`).
 #[derive(Deserialize)]
-pub(super) struct GroupV5 {
+pub(super) struct GroupV5<W = WaitlistV5> {
     applied_index: u64,
     log_time_ms: u64,
-    shows: BTreeMap<ShowId, ShowV5>,
+    shows: BTreeMap<ShowId, ShowV5<W>>,
     outbox: Outbox,
     audit: Audit,
     placement: Placement,
@@ -39,7 +47,7 @@ pub(super) struct GroupV5 {
     digests: Digests,
 }
 
-impl GroupV5 {
+impl<W: EarlierWaitlist> GroupV5<W> {
     /// The same state in the current types.
     pub(super) fn migrate(self) -> Group {
         Group {
@@ -55,14 +63,16 @@ impl GroupV5 {
     }
 }
 
-/// Shows as versions 3 to 5 encoded them, in the current types.
-pub(super) fn migrate_shows(shows: BTreeMap<ShowId, ShowV5>) -> BTreeMap<ShowId, Show> {
+/// Shows as versions 3 to 6 encoded them, in the current types.
+pub(super) fn migrate_shows<W: EarlierWaitlist>(
+    shows: BTreeMap<ShowId, ShowV5<W>>,
+) -> BTreeMap<ShowId, Show> {
     shows.into_iter().map(|(id, show)| (id, show.migrate())).collect()
 }
 
-/// A show as versions 3 to 5 encoded it.
+/// A show as versions 3 to 6 encoded it, around the waitlist of its version.
 #[derive(Deserialize)]
-pub(super) struct ShowV5 {
+pub(super) struct ShowV5<W = WaitlistV5> {
     id: ShowId,
     status: ShowStatus,
     currency: Currency,
@@ -82,10 +92,10 @@ pub(super) struct ShowV5 {
     idempotency: BTreeMap<(SessionId, IdempotencyKey), IdempotencyRecord>,
     idempotency_deadlines: BTreeSet<(u64, SessionId, IdempotencyKey)>,
     lane: Lane,
-    waitlist: WaitlistV5,
+    waitlist: W,
 }
 
-impl ShowV5 {
+impl<W: EarlierWaitlist> ShowV5<W> {
     fn migrate(self) -> Show {
         Show {
             id: self.id,
@@ -114,20 +124,20 @@ impl ShowV5 {
 
 /// A waitlist as versions 3 to 5 encoded it: no policy.
 #[derive(Deserialize)]
-struct WaitlistV5 {
+pub(super) struct WaitlistV5 {
     enabled: bool,
     policy_version: u32,
     entries: BTreeMap<EntryId, WaitlistEntry>,
     waiting: BTreeSet<OrderKey>,
     active_by_session: BTreeMap<SessionId, EntryId>,
-    offers: BTreeMap<OfferId, Offer>,
+    offers: BTreeMap<OfferId, OfferV6>,
     offer_deadlines: BTreeSet<(u64, OfferId)>,
     pool: BTreeSet<SeatNo>,
     capacity_events: BTreeMap<CapacityEventId, u64>,
     capacity_event_deadlines: BTreeSet<(u64, CapacityEventId)>,
 }
 
-impl WaitlistV5 {
+impl EarlierWaitlist for WaitlistV5 {
     fn migrate(self) -> Waitlist {
         Waitlist {
             enabled: self.enabled,
@@ -135,7 +145,7 @@ impl WaitlistV5 {
             entries: self.entries,
             waiting: self.waiting,
             active_by_session: self.active_by_session,
-            offers: self.offers,
+            offers: self.offers.into_iter().map(|(id, offer)| (id, offer.migrate())).collect(),
             offer_deadlines: self.offer_deadlines,
             pool: self.pool,
             capacity_events: self.capacity_events,

@@ -23,7 +23,9 @@
 //!   show's own changes among it), and idempotency records of every client command that
 //!   succeeded;
 //! - since format 4, delivery to two sinks: events finished in and out of order, dead letters,
-//!   one of them asked to be replayed, and the outbox trimmed to what both sinks finished.
+//!   one of them asked to be replayed, and the outbox trimmed to what both sinks finished;
+//! - since format 6, waitlist policies (shows 5 and 6, see `policies`); since format 7, an
+//!   offer made 30 s after its first seat was released (show 7).
 
 use super::common::*;
 use statemachine::*;
@@ -82,9 +84,33 @@ fn offer_of(h: &Harness, entry: EntryId) -> OfferId {
 /// Builds the golden group. Every step is checked to succeed (or to end in the state intended),
 /// and the harness checks every invariant after every entry.
 pub fn build() -> Harness {
+    let mut h = build_version_6();
+    lagged_promotion(&mut h);
+    h
+}
+
+/// The scenario as snapshot format 6 knew it: everything but an offer's promotion lag.
+pub fn build_version_6() -> Harness {
     let mut h = build_version_5();
     policies(&mut h);
     h
+}
+
+/// Version 7: an offer whose seats waited in the pool. Show 7 (2 seats) is sold out to two
+/// holds; a waiter wants both; the first seat released waits 30 s for the second.
+fn lagged_promotion(h: &mut Harness) {
+    let seven = h.on_sale_show(7, 2);
+    let on = OperatorCommand::ConfigureWaitlist { show: seven, enabled: true, policy_version: 1 };
+    ok(h.operator(on));
+    let first = held(h, seven, 1, 1, &[0]);
+    let second = held(h, seven, 2, 1, &[1]);
+    let entry = join_waitlist(h, seven, 3, 1, 2);
+    cancel_hold(h, seven, 1, 2, first);
+    assert_eq!(h.show(seven).waitlist.pool.len(), 1, "one seat cannot serve a waiter of two");
+    h.advance(30 * SECOND);
+    cancel_hold(h, seven, 2, 2, second);
+    let offer = &h.show(seven).waitlist.offers[&offer_of(h, entry)];
+    assert_eq!(offer.promotion_lag_ms, Some(30 * SECOND));
 }
 
 /// Version 6: waitlist policies. Show 5 runs a lottery, drawn, in waves of one and then two,

@@ -26,7 +26,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use raft::{GroupId, GroupReader, Proposer};
 use statemachine::limits::DELIVERY_REPORT_EVENTS_MAX;
 use statemachine::{
-    Command, DeliveryCommand, Failure, Group, OutboxEvent, OutboxId, Reply, ShowId, SinkName,
+    Command, DeliveryCommand, Event, Failure, Group, OutboxEvent, OutboxId, Reply, ShowId, SinkName,
 };
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -275,6 +275,9 @@ impl SinkWorker {
                 for event in &sent.events {
                     let age_s = now_ms.saturating_sub(event.log_time_ms) as f64 / 1_000.0;
                     self.metrics.record_delivery(name, "delivered", Some(age_s));
+                    if matches!(event.event, Event::OfferMade { .. }) {
+                        self.metrics.record_offer_delivered(name, age_s);
+                    }
                     finished.insert(event.id.0);
                     report.delivered.push(event.id);
                 }

@@ -11,17 +11,22 @@
 //! - `booking_grpc_request_duration_seconds{method, code}`: the same for gRPC calls of the
 //!   client and operator services (`method="BookingService/Hold"`, `code` the status number,
 //!   `0` OK), timed by the node's one port up to the response's headers.
-//! - `booking_hold_outcomes_total{outcome}`: hold attempts by outcome, `held`,
+//! - `booking_hold_outcomes_total{group, outcome}`: hold attempts by outcome, `held`,
 //!   `seat_unavailable` or `other`; the conflict rate is
-//!   `rate(booking_hold_outcomes_total{outcome="seat_unavailable"}[1m]) /
-//!   sum(rate(booking_hold_outcomes_total[1m]))`. Counted where a hold is decided, by the
-//!   operation both APIs call (`operations.rs`), from its typed result: a hold this node sends
-//!   on to the leader is counted there, not here. `booking_waitlist_outcomes_total{operation,
-//!   outcome}` counts waitlist joins and offer accepts alike (`outcome` is `ok` or the error
-//!   code: duplicate joins are `already_on_waitlist`).
-//! - `booking_outbox_deliveries_total{sink, result}` and
-//!   `booking_outbox_delivery_latency_seconds{sink}` (event log time to delivery), recorded by
-//!   the dispatcher while this node leads.
+//!   `sum by (group) (rate(booking_hold_outcomes_total{outcome="seat_unavailable"}[1m])) /
+//!   sum by (group) (rate(booking_hold_outcomes_total[1m]))`. Counted where a hold is decided,
+//!   on the leader of the show's group (`Service::client`, which both APIs call through
+//!   `operations.rs`), from its typed result: a hold this node sends on to the leader is
+//!   counted there, not here. `booking_waitlist_outcomes_total{group, operation, outcome}`
+//!   counts waitlist joins and offer accepts alike (`outcome` is `ok` or the error code:
+//!   duplicate joins are `already_on_waitlist`). `booking_decision_duration_seconds{group,
+//!   request}` times every buyer's request decided there (`hold`, `checkout`, `accept_offer`,
+//!   ...: from the leader taking it to its answer, a cheap rejection's read or a proposal's
+//!   commit and apply), whichever API it came through.
+//! - `booking_outbox_deliveries_total{sink, result}`,
+//!   `booking_outbox_delivery_latency_seconds{sink}` (event log time to delivery) and, for
+//!   offers alone, `booking_offer_delivery_latency_seconds{sink}` (offer made to offer
+//!   delivered), recorded by the dispatcher while this node leads.
 //! - Computed at scrape time from each group's state on this node, each by `group`:
 //!   `booking_active_hold_age_seconds` (a histogram of live holds by age: wall clock now minus
 //!   the hold's leader-stamped creation time; liveness by log time, as the state machine judges
@@ -34,9 +39,12 @@
 //!   ticket's wait from joining to its grant, by log time), `booking_grants_overdue` and
 //!   `booking_offers_overdue` (past their deadline, not yet expired by a tick),
 //!   `booking_waitlist_pooled_seats` (released seats not yet offered) and
-//!   `booking_waitlist_oldest_pooled_age_seconds` (the promotion lag: how long the longest-kept
-//!   of them has waited for an offer, by log time; a lottery not drawn or a full wave of offers
-//!   makes it grow by design, a stuck promotion by accident); the proposer's
+//!   `booking_waitlist_oldest_pooled_age_seconds` (how long the longest-kept of them has waited
+//!   for an offer so far, by log time; a lottery not drawn or a full wave of offers makes it
+//!   grow by design, a stuck promotion by accident), `booking_promotion_lag_seconds` (a
+//!   histogram of every offer's promotion lag: its seats' wait from release to the offer, as the
+//!   state machine recorded it; offers made before snapshot format 7 are not counted); the
+//!   proposer's
 //!   `booking_proposals_total` and `booking_proposed_commands_total` (their ratio is the mean
 //!   batch size); the auditor's findings (`crate::auditor`): `booking_invariants_ok`,
 //!   `booking_audit_checked_index`, `booking_replica_digest_matches` and
@@ -64,7 +72,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 
-use statemachine::{EntityKind, Group, PaymentStatus, StateName};
+use statemachine::{ClientRequest, EntityKind, Group, PaymentStatus, StateName};
 
 use crate::auditor::GroupAudit;
 
@@ -129,7 +137,15 @@ struct RequestLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HoldLabels {
+    group: u64,
     outcome: HoldOutcome,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    group: u64,
+    /// The request's name (`hold`, `checkout`, ...: `ClientRequest::name`).
+    request: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -142,6 +158,7 @@ struct GrpcLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WaitlistLabels {
+    group: u64,
     /// `join` or `accept`.
     operation: &'static str,
     /// `ok`, or the error code's wire name (`already_on_waitlist`, `offer_expired`, ...).
@@ -166,9 +183,11 @@ struct Inner {
     requests: Histograms<RequestLabels>,
     grpc_requests: Histograms<GrpcLabels>,
     holds: Family<HoldLabels, Counter>,
+    decisions: Histograms<DecisionLabels>,
     waitlist: Family<WaitlistLabels, Counter>,
     deliveries: Family<DeliveryLabels, Counter>,
     delivery_latency: Histograms<SinkLabels>,
+    offer_delivery_latency: Histograms<SinkLabels>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -218,14 +237,23 @@ impl Metrics {
         let holds = Family::<HoldLabels, Counter>::default();
         registry.register(
             "booking_hold_outcomes",
-            "Hold attempts by outcome (held, seat_unavailable, other)",
+            "Hold attempts decided by this node as its group's leader, by group and outcome \
+             (held, seat_unavailable, other)",
             holds.clone(),
+        );
+        let decisions: Histograms<DecisionLabels> =
+            Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 16)));
+        registry.register(
+            "booking_decision_duration_seconds",
+            "Time for this node, as its group's leader, to decide a buyer's request (its cheap \
+             rejection's read, or its proposal's commit and apply), by group and request",
+            decisions.clone(),
         );
         let waitlist = Family::<WaitlistLabels, Counter>::default();
         registry.register(
             "booking_waitlist_outcomes",
-            "Waitlist joins and offer accepts decided on this node, by outcome (ok or the error \
-             code: a duplicate join is already_on_waitlist)",
+            "Waitlist joins and offer accepts decided on this node, by group and outcome (ok or \
+             the error code: a duplicate join is already_on_waitlist)",
             waitlist.clone(),
         );
         let deliveries = Family::<DeliveryLabels, Counter>::default();
@@ -244,15 +272,24 @@ impl Metrics {
             "Time from an outbox event's log time to its delivery, by sink",
             delivery_latency.clone(),
         );
+        let offer_delivery_latency: Histograms<SinkLabels> =
+            Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.001, 3.0, 16)));
+        registry.register(
+            "booking_offer_delivery_latency_seconds",
+            "Time from a waitlist offer being made (its event's log time) to its delivery, by sink",
+            offer_delivery_latency.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
                 requests,
                 grpc_requests,
                 holds,
+                decisions,
                 waitlist,
                 deliveries,
                 delivery_latency,
+                offer_delivery_latency,
             }),
         }
     }
@@ -270,18 +307,41 @@ impl Metrics {
         }
     }
 
-    /// Counts one decided hold attempt.
-    pub fn record_hold(&self, outcome: HoldOutcome) {
-        self.inner.holds.get_or_create(&HoldLabels { outcome }).inc();
+    /// Records a delivered waitlist offer's age (offer made to delivered) at `sink`.
+    pub fn record_offer_delivered(&self, sink: &str, age_s: f64) {
+        let labels = SinkLabels { sink: sink.to_owned() };
+        self.inner.offer_delivery_latency.get_or_create(&labels).observe(age_s);
     }
 
-    /// Counts one decided waitlist `operation` (`join` or `accept`) by its outcome.
-    pub fn record_waitlist<T>(&self, operation: &'static str, result: &Result<T, ApiError>) {
+    /// Records a buyer's request decided by this node as `group`'s leader: how long it took,
+    /// and for holds, waitlist joins and offer accepts, what it came to.
+    pub fn record_decision<T>(
+        &self,
+        group: u64,
+        request: &ClientRequest,
+        result: &Result<T, ApiError>,
+        seconds: f64,
+    ) {
+        let name = request.name();
+        self.inner
+            .decisions
+            .get_or_create(&DecisionLabels { group, request: name })
+            .observe(seconds);
+        let operation = match request {
+            ClientRequest::Hold { .. } => {
+                let outcome = HoldOutcome::of(result);
+                self.inner.holds.get_or_create(&HoldLabels { group, outcome }).inc();
+                return;
+            }
+            ClientRequest::JoinWaitlist { .. } => "join",
+            ClientRequest::AcceptOffer { .. } => "accept",
+            _ => return,
+        };
         let outcome = match result {
             Ok(_) => "ok",
             Err(error) => error.code().name(),
         };
-        self.inner.waitlist.get_or_create(&WaitlistLabels { operation, outcome }).inc();
+        self.inner.waitlist.get_or_create(&WaitlistLabels { group, operation, outcome }).inc();
     }
 
     /// Records one gRPC call of the client or operator API: `path` is
@@ -352,6 +412,8 @@ fn scrape_groups<'a>(
     let (proposals, proposed_commands) = (counter(), counter());
     let admission_waits: Histograms<GroupLabels> =
         Family::new_with_constructor(|| Histogram::new(ADMISSION_WAIT_BUCKETS_S));
+    let promotion_lags: Histograms<GroupLabels> =
+        Family::new_with_constructor(|| Histogram::new(ADMISSION_WAIT_BUCKETS_S));
     for hosted in groups {
         // This node's clock (the one its proposer stamps entries with), so that under a
         // simulator hold ages follow simulated time.
@@ -379,14 +441,18 @@ fn scrape_groups<'a>(
                 overdue_grants_and_offers(group),
             )
         })?;
-        let (waits, pool, pooled_oldest_ms) = hosted.read_local(|group| {
+        let (waits, lags, pool, pooled_oldest_ms) = hosted.read_local(|group| {
             let pool: usize = group.shows().map(|show| show.waitlist.pool.len()).sum();
             let oldest = group.shows().filter_map(|show| show.waitlist.oldest_pooled_ms()).min();
-            (admission_waits_s(group), pool as u64, oldest)
+            (admission_waits_s(group), promotion_lags_s(group), pool as u64, oldest)
         })?;
         let waited = admission_waits.get_or_create(&labels);
         for wait_s in waits {
             waited.observe(wait_s);
+        }
+        let lagged = promotion_lags.get_or_create(&labels);
+        for lag_s in lags {
+            lagged.observe(lag_s);
         }
         set(&pooled, pool);
         set(
@@ -483,9 +549,16 @@ fn scrape_groups<'a>(
     );
     registry.register(
         "booking_waitlist_oldest_pooled_age_seconds",
-        "How long the longest-kept released seat has waited for an offer (0: none pooled): the \
-         promotion lag",
+        "How long the longest-kept released seat has waited for an offer so far (0: none \
+         pooled)",
         pooled_oldest_age,
+    );
+    registry.register(
+        "booking_promotion_lag_seconds",
+        "Waitlist offers of the group's shows by their promotion lag: how long their seats \
+         waited from release to the offer (log time; offers made before snapshot format 7 \
+         recorded none)",
+        promotion_lags,
     );
     registry.register(
         "booking_payments_unsettled",
@@ -593,6 +666,16 @@ fn admission_waits_s(group: &Group) -> Vec<f64> {
         }
     }
     waits
+}
+
+/// Every offer's promotion lag that was recorded (offers made since snapshot format 7).
+fn promotion_lags_s(group: &Group) -> Vec<f64> {
+    group
+        .shows()
+        .flat_map(|show| show.waitlist.offers.values())
+        .filter_map(|offer| offer.promotion_lag_ms)
+        .map(|lag_ms| lag_ms as f64 / 1_000.0)
+        .collect()
 }
 
 /// Grants and open offers whose deadline passed by log time but that no tick expired yet.

@@ -21,7 +21,6 @@ use statemachine::{
 pub use statemachine::EntryWithOffer;
 
 use crate::error::ApiError;
-use crate::metrics::HoldOutcome;
 use crate::service::{Decided, Service};
 
 /// A show as listed: its settings and its seats by status, as the seat map counts them (an
@@ -603,30 +602,13 @@ fn offer_view(written: Written) -> Option<OfferView> {
     if let Written::Offer(view) = written { Some(view) } else { None }
 }
 
-/// Counts a decided hold in the node's metrics. A hold this node did not lead is counted where
-/// it is decided (the leader the client or the forwarder goes to next).
-fn count_hold<T>(service: &Service, decided: &Result<T, ApiError>) {
-    if !matches!(decided, Err(ApiError::NotLeader { .. })) {
-        service.shared().metrics.record_hold(HoldOutcome::of(decided));
-    }
-}
-
-/// Counts a decided waitlist join or offer accept, as [`count_hold`] counts holds.
-fn count_waitlist<T>(service: &Service, operation: &'static str, decided: &Result<T, ApiError>) {
-    if !matches!(decided, Err(ApiError::NotLeader { .. })) {
-        service.shared().metrics.record_waitlist(operation, decided);
-    }
-}
-
 /// Holds seats for `session`, all or nothing, and answers with the hold as made.
 ///
 /// # Errors
 ///
 /// The hold's rejection (`seat_unavailable` with the taken seats, ...), or a routing error.
 pub async fn hold(service: &Service, command: ClientCommand) -> Result<HoldView, ApiError> {
-    let decided = service.client(command).await;
-    count_hold(service, &decided);
-    answer(decided?, hold_view)
+    answer(service.client(command).await?, hold_view)
 }
 
 /// Decides many holds, each exactly as [`hold`] would, one result per command in order.
@@ -635,13 +617,7 @@ pub async fn hold_many(
     commands: Vec<ClientCommand>,
 ) -> Vec<Result<HoldView, ApiError>> {
     let decided = service.clients(commands).await;
-    decided
-        .into_iter()
-        .map(|decision| {
-            count_hold(service, &decision);
-            answer(decision?, hold_view)
-        })
-        .collect()
+    decided.into_iter().map(|decision| answer(decision?, hold_view)).collect()
 }
 
 /// Cancels a held hold of `session`; its seats are released.
@@ -765,10 +741,7 @@ pub async fn join_waitlist(
     band: u8,
 ) -> Result<EntryWithOffer, ApiError> {
     let request = ClientRequest::JoinWaitlist { quantity, band };
-    let decided = service.client(ClientCommand { show, session, key, request }).await;
-    let answered = decided.and_then(|decided| answer(decided, entry_view));
-    count_waitlist(service, "join", &answered);
-    answered
+    answer(service.client(ClientCommand { show, session, key, request }).await?, entry_view)
 }
 
 /// Leaves the waitlist; an open offer is declined and passed on.
@@ -800,10 +773,7 @@ pub async fn accept_offer(
     offer: OfferId,
 ) -> Result<HoldView, ApiError> {
     let request = ClientRequest::AcceptOffer { offer };
-    let decided = service.client(ClientCommand { show, session, key, request }).await;
-    let answered = decided.and_then(|decided| answer(decided, hold_view));
-    count_waitlist(service, "accept", &answered);
-    answered
+    answer(service.client(ClientCommand { show, session, key, request }).await?, hold_view)
 }
 
 /// Declines an offer: its seats go to the next waiter.

@@ -11,10 +11,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use tokio::time::Instant;
 
 use statemachine::{
-    Answer, ClientCommand, Command, DeliveryCommand, Group, METADATA_GROUP, OperatorCommand,
-    PaymentOutcome, Rejection, Reply, ShowId, ShowSpec, Written,
+    Answer, ClientCommand, ClientRequest, Command, DeliveryCommand, Group, METADATA_GROUP,
+    OperatorCommand, PaymentOutcome, Rejection, Reply, ShowId, ShowSpec, Written,
 };
 
 use crate::error::ApiError;
@@ -246,10 +247,30 @@ impl Service {
         if !hosted.is_leader() {
             return Err(hosted.not_leader());
         }
-        if let Some(rejection) = hosted.reject_without_log(&command).await? {
-            return Err(ApiError::Rejected(rejection));
+        let started = Instant::now();
+        let request = command.request.clone();
+        let decided = match hosted.reject_without_log(&command).await {
+            Ok(Some(rejection)) => Err(ApiError::Rejected(rejection)),
+            Ok(None) => propose(hosted, Command::Client(command)).await,
+            Err(error) => Err(error),
+        };
+        self.record_decision(hosted.id, &request, &decided, started);
+        decided
+    }
+
+    /// Records a request this node decided as `group`'s leader in the metrics (one that turned
+    /// out not to be this node's to decide, `NotLeader`, is counted where it is decided).
+    fn record_decision(
+        &self,
+        group: u64,
+        request: &ClientRequest,
+        decided: &Result<Decided, ApiError>,
+        started: Instant,
+    ) {
+        if !matches!(decided, Err(ApiError::NotLeader { .. })) {
+            let seconds = started.elapsed().as_secs_f64();
+            self.shared.metrics.record_decision(group, request, decided, seconds);
         }
-        propose(hosted, Command::Client(command)).await
     }
 
     /// Decides many buyers' requests, each exactly as [`Service::client`] would, one result
@@ -271,6 +292,7 @@ impl Service {
             if !hosted.is_leader() {
                 return ats.into_iter().map(|at| (at, Err(hosted.not_leader()))).collect();
             }
+            let started = Instant::now();
             let own: Vec<ClientCommand> = ats.iter().map(|&at| commands[at].clone()).collect();
             let rejections = match hosted.reject_many_without_log(&own).await {
                 Ok(rejections) => rejections,
@@ -278,10 +300,12 @@ impl Service {
             };
             let decisions = own.into_iter().zip(rejections).zip(ats).map(
                 |((command, rejection), at)| async move {
+                    let request = command.request.clone();
                     let result = match rejection {
                         Some(rejection) => Err(ApiError::Rejected(rejection)),
                         None => propose(hosted, Command::Client(command)).await,
                     };
+                    self.record_decision(hosted.id, &request, &result, started);
                     (at, result)
                 },
             );

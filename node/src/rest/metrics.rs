@@ -2,8 +2,8 @@
 //! by its template and status class, and the `GET /metrics` handler.
 //!
 //! The [`track`] layer hands its [`Metrics`] to the [`metrics`] handler as a request extension,
-//! so the handler takes the ordinary `RestState`. Hold outcomes are not counted here: the hold
-//! operation counts them where the hold is decided, from its typed result.
+//! so the handler takes the ordinary `RestState`. Hold outcomes are not counted here: the
+//! service counts them where the hold is decided, from its typed result.
 
 use std::time::Instant;
 
@@ -123,9 +123,13 @@ mod tests {
             send(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
         assert_eq!(status, StatusCode::OK);
         assert!(text.ends_with("# EOF\n"), "{text}");
-        assert_eq!(value(&text, "booking_hold_outcomes_total{outcome=\"held\"}"), 1.0);
-        assert_eq!(value(&text, "booking_hold_outcomes_total{outcome=\"seat_unavailable\"}"), 2.0);
-        assert_eq!(value(&text, "booking_hold_outcomes_total{outcome=\"other\"}"), 1.0);
+        let outcome =
+            |outcome| format!("booking_hold_outcomes_total{{group=\"1\",outcome=\"{outcome}\"}}");
+        assert_eq!(value(&text, &outcome("held")), 1.0);
+        assert_eq!(value(&text, &outcome("seat_unavailable")), 2.0);
+        assert_eq!(value(&text, &outcome("other")), 1.0);
+        let decided = "booking_decision_duration_seconds_count{group=\"1\",request=\"hold\"}";
+        assert_eq!(value(&text, decided), 4.0, "every decided hold is timed");
         let holds = "booking_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/shows/{show_id}/holds\"";
         assert_eq!(value(&text, &format!("{holds},status_class=\"2xx\"}}")), 1.0);
         assert_eq!(value(&text, &format!("{holds},status_class=\"4xx\"}}")), 4.0);
@@ -137,5 +141,53 @@ mod tests {
         assert_eq!(value(&text, "booking_active_hold_age_seconds_count{group=\"1\"}"), 1.0);
         assert_eq!(value(&text, "booking_active_hold_age_seconds_count{group=\"0\"}"), 0.0);
         assert!(value(&text, "booking_outbox_backlog{group=\"1\"}") >= 0.0);
+    }
+
+    /// Waitlist outcomes and every decision are counted by group where they are decided, and
+    /// an offer's promotion lag (its seats' wait in the pool) is scraped from the state.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waitlist_outcomes_decisions_and_promotion_lags_are_exported() {
+        use statemachine::{ClientRequest, OperatorCommand, Reply, SessionId};
+
+        let cluster = test_node::start(None).await;
+        let show = cluster.open_show(5, 2).await;
+        let on = OperatorCommand::ConfigureWaitlist { show, enabled: true, policy_version: 1 };
+        cluster.service.operator(on).await.unwrap();
+        let (first, second, waiter) = (SessionId(1), SessionId(2), SessionId(3));
+        let first_hold = cluster.hold(show, first, &[0]).await;
+        let second_hold = cluster.hold(show, second, &[1]).await;
+        let join = ClientRequest::JoinWaitlist { quantity: 2, band: 0 };
+        let reply = cluster.client(show, waiter, join.clone()).await;
+        assert!(matches!(reply, Reply::WaitlistJoined { .. }), "{reply:?}");
+        let again = cluster.service.client(statemachine::ClientCommand {
+            show,
+            session: waiter,
+            key: statemachine::IdempotencyKey(7),
+            request: join,
+        });
+        assert!(again.await.is_err(), "a second entry of the same session is refused");
+        let app = crate::rest::router(cluster.service.clone(), None);
+        let scrape =
+            || async { send(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await.1 };
+        let lags = "booking_promotion_lag_seconds_count{group=\"1\"}";
+        cluster.client(show, first, ClientRequest::CancelHold { hold: first_hold }).await;
+        assert_eq!(value(&scrape().await, lags), 0.0, "one seat cannot serve a waiter of two");
+        cluster.client(show, second, ClientRequest::CancelHold { hold: second_hold }).await;
+
+        let text = scrape().await;
+        assert_eq!(value(&text, lags), 1.0, "the offer of both seats");
+        let joins = |outcome| {
+            format!(
+                "booking_waitlist_outcomes_total{{group=\"1\",operation=\"join\",outcome=\"{outcome}\"}}"
+            )
+        };
+        assert_eq!(value(&text, &joins("ok")), 1.0);
+        assert_eq!(value(&text, &joins("already_on_waitlist")), 1.0);
+        let decided = |request| {
+            format!("booking_decision_duration_seconds_count{{group=\"1\",request=\"{request}\"}}")
+        };
+        assert_eq!(value(&text, &decided("join_waitlist")), 2.0);
+        assert_eq!(value(&text, &decided("cancel_hold")), 2.0);
+        assert_eq!(value(&text, &decided("hold")), 2.0);
     }
 }

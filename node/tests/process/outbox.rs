@@ -144,6 +144,7 @@ async fn the_outbox_reaches_every_sink() -> io::Result<()> {
     report.check("a_recovered_sink_gets_everything_in_order", run.recovered(&shows).await);
     report.check("a_new_leader_resumes_delivery", run.new_leader(&shows).await);
     report.check("replayed_dead_letters_are_delivered", run.replayed(&shows).await);
+    report.check("an_offer_is_delivered_and_timed", run.offer_delivered().await);
     report.check("nothing_is_left_behind", run.nothing_left(&shows).await);
     let all_passed = report.all_passed();
     let result = report.finish();
@@ -336,6 +337,40 @@ impl Run<'_> {
             ensure!(tokio::time::Instant::now() < deadline, "still dead: {left:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// A waitlist offer reaches `good`, and the node that delivered it timed it from the offer
+    /// being made (`booking_offer_delivery_latency_seconds`).
+    async fn offer_delivered(&self) -> io::Result<()> {
+        let waitlist = json!({ "waitlist": { "enabled": true } });
+        let show = self.api.create_show(SHOWS + 2, 1, 1, waitlist).await?;
+        let (holder, waiter) = (self.api.session().await?, self.api.session().await?);
+        let hold = self.api.hold_ok(&show, &holder, &[0]).await?;
+        let hold_id = hold["hold_id"].as_str().unwrap_or("?").to_owned();
+        let join = format!("/v1/resources/{}/waitlist:join", show.id);
+        let joined = self.api.to_leader(show.group, Method::POST, &join).await?;
+        let joined = joined.token(&waiter).key(&self.api.key("join"));
+        joined.json(&json!({ "quantity": 1 })).send().await?.expect(201)?;
+        let cancel = format!("/v1/holds/{hold_id}");
+        let cancel = self.api.to_leader(show.group, Method::DELETE, &cancel).await?;
+        cancel.token(&holder).key(&self.api.key("cancel")).send().await?.expect(200)?;
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let offered = |event: &Value| event["type"] == "offer_made" && event["show_id"] == show.id;
+        while !self.good.received().iter().any(offered) {
+            ensure!(tokio::time::Instant::now() < deadline, "no offer delivered within {WAIT:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let series = "booking_offer_delivery_latency_seconds_count{sink=\"good\"} ";
+        let mut timed = 0;
+        for node in 1..=3 {
+            let metrics = self.api.on(node, Method::GET, "/metrics").send().await?;
+            metrics.expect(200)?;
+            for value in metrics.text.lines().filter_map(|line| line.strip_prefix(series)) {
+                timed += value.trim().parse::<u64>().map_err(io::Error::other)?;
+            }
+        }
+        ensure!(timed >= 1, "the delivered offer was not timed");
+        Ok(())
     }
 
     /// Every sink caught up, and the group kept no event every sink had.

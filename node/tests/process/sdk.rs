@@ -56,7 +56,7 @@ pub struct Sdk {
 }
 
 impl Sdk {
-    /// The sum over every node of the `/metrics` counter of hold outcomes `outcome`
+    /// The sum over every node and group of the `/metrics` counter of hold outcomes `outcome`
     /// (`held`, `seat_unavailable`, `other`), which gRPC holds record as REST holds do.
     ///
     /// # Errors
@@ -67,9 +67,14 @@ impl Sdk {
         for id in self.cluster.running() {
             let address = self.cluster.address(id)?;
             let answer = self.http.call(Method::GET, &address, "/metrics").send().await?;
-            let line = format!("booking_hold_outcomes_total{{outcome=\"{outcome}\"}} ");
-            for value in answer.text.lines().filter_map(|row| row.strip_prefix(&line)) {
-                total += value.trim().parse::<u64>().map_err(io::Error::other)?;
+            // booking_hold_outcomes_total{group="1",outcome="held"} 3
+            let label = format!(",outcome=\"{outcome}\"}} ");
+            for row in
+                answer.text.lines().filter(|row| row.starts_with("booking_hold_outcomes_total{"))
+            {
+                if let Some((_, value)) = row.split_once(&label) {
+                    total += value.trim().parse::<u64>().map_err(io::Error::other)?;
+                }
             }
         }
         Ok(total)

@@ -1,5 +1,5 @@
 //! What both APIs check in a request before anything is proposed: ids, seats, party sizes,
-//! currencies, event ids, prices and admission windows, each turned into a value of the state
+//! currencies, event ids, prices, admission windows and waitlist rules, each turned into a value of the state
 //! machine's types or refused with `InvalidArgument` naming the field.
 //!
 //! Owns the shape checks that need no state, once for REST (`rest/`) and gRPC (`api/`): seats
@@ -13,7 +13,9 @@ use statemachine::limits::{
     ADMISSION_WINDOW_MAX, CAPACITY_EVENT_SEATS_MAX, SEAT_CLASSES_PER_SHOW_MAX,
     SEAT_PRICE_MINOR_MAX, SEATS_PER_HOLD_MAX,
 };
-use statemachine::{CapacityEventId, Currency, SeatNo, SeatSet, ShowId};
+use statemachine::{
+    CapacityEventId, Currency, SeatNo, SeatSet, ShowId, WaitlistOrdering, WaitlistRules,
+};
 
 use crate::error::ApiError;
 use crate::sessions::hash128;
@@ -174,6 +176,45 @@ pub fn capacity_event_id(field: &str, text: &str) -> Result<CapacityEventId, Api
     Ok(CapacityEventId(hash128(b"capacity-event", text.as_bytes())))
 }
 
+/// A waitlist's rules: `ordering` by its name (`fifo`, `bands`, `lottery`), a lottery's draw
+/// time, and the wave limit; `field` names the rules in messages (`rules`, or `` for a body
+/// that is the rules).
+///
+/// # Errors
+///
+/// `InvalidArgument` for an unknown ordering, a lottery without its draw time, or a draw time
+/// on another ordering.
+pub fn waitlist_rules(
+    field: &str,
+    ordering: &str,
+    draw_at_ms: Option<u64>,
+    wave_offers_max: u32,
+) -> Result<WaitlistRules, ApiError> {
+    let within = |name: &str| {
+        if field.is_empty() { name.to_owned() } else { format!("{field}.{name}") }
+    };
+    let ordering = match (ordering, draw_at_ms) {
+        ("fifo", None) => WaitlistOrdering::Fifo,
+        ("bands", None) => WaitlistOrdering::Bands,
+        ("lottery", Some(draw_at_ms)) => WaitlistOrdering::Lottery { draw_at_ms },
+        ("lottery", None) => {
+            let message = format!("{}: a lottery needs its draw time", within("draw_at_ms"));
+            return Err(ApiError::InvalidArgument(message));
+        }
+        ("fifo" | "bands", Some(_)) => {
+            let message = format!("{}: only a lottery has a draw time", within("draw_at_ms"));
+            return Err(ApiError::InvalidArgument(message));
+        }
+        (other, _) => {
+            return Err(ApiError::InvalidArgument(format!(
+                "{}: `{other}` is not fifo, bands or lottery",
+                within("ordering")
+            )));
+        }
+    };
+    Ok(WaitlistRules { ordering, wave_offers_max })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,5 +281,16 @@ mod tests {
         );
         assert_eq!(price_version("version", 2).unwrap(), 2);
         invalid(price_version("version", 0));
+    }
+
+    #[test]
+    fn waitlist_rules_need_a_draw_time_exactly_for_a_lottery() {
+        let lottery = waitlist_rules("rules", "lottery", Some(5), 2).unwrap();
+        assert_eq!(lottery.ordering, WaitlistOrdering::Lottery { draw_at_ms: 5 });
+        assert_eq!(lottery.wave_offers_max, 2);
+        assert_eq!(waitlist_rules("", "bands", None, 0).unwrap().ordering, WaitlistOrdering::Bands);
+        assert!(invalid(waitlist_rules("rules", "lottery", None, 0)).contains("rules.draw_at_ms"));
+        assert!(invalid(waitlist_rules("", "fifo", Some(1), 0)).starts_with("draw_at_ms"));
+        assert!(invalid(waitlist_rules("rules", "random", None, 0)).contains("rules.ordering"));
     }
 }

@@ -387,27 +387,7 @@ pub fn waitlist_rules(rules: WaitlistRules) -> pb::WaitlistRules {
 /// a draw time on another ordering.
 pub fn rules_of(rules: Option<pb::WaitlistRules>) -> Result<WaitlistRules, ApiError> {
     let rules = rules.ok_or_else(|| ApiError::InvalidArgument("rules: required".into()))?;
-    let ordering = match (rules.ordering.as_str(), rules.draw_at_ms) {
-        ("fifo", None) => WaitlistOrdering::Fifo,
-        ("bands", None) => WaitlistOrdering::Bands,
-        ("lottery", Some(draw_at_ms)) => WaitlistOrdering::Lottery { draw_at_ms },
-        ("lottery", None) => {
-            return Err(ApiError::InvalidArgument(
-                "rules.draw_at_ms: a lottery needs its draw time".into(),
-            ));
-        }
-        ("fifo" | "bands", Some(_)) => {
-            return Err(ApiError::InvalidArgument(
-                "rules.draw_at_ms: only a lottery has a draw time".into(),
-            ));
-        }
-        (other, _) => {
-            return Err(ApiError::InvalidArgument(format!(
-                "rules.ordering: `{other}` is not fifo, bands or lottery"
-            )));
-        }
-    };
-    Ok(WaitlistRules { ordering, wave_offers_max: rules.wave_offers_max })
+    input::waitlist_rules("rules", &rules.ordering, rules.draw_at_ms, rules.wave_offers_max)
 }
 
 /// The wire shape of a show's waitlist policy.

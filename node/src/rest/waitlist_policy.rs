@@ -13,11 +13,11 @@ use statemachine::{LotteryDraw, WaitlistOrdering, WaitlistRules};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
-use crate::operations;
 use crate::rest::RestState;
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::{Idempotency, JsonBody, Operator};
 use crate::rest::ids::parse_show_id;
+use crate::{input, operations};
 
 /// How a waitlist orders its waiters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -54,22 +54,12 @@ impl Rules {
     /// `InvalidArgument` for a lottery without its draw time, or a draw time on another
     /// ordering.
     pub fn to_rules(self) -> Result<WaitlistRules, ApiError> {
-        let ordering = match (self.ordering, self.draw_at_ms) {
-            (OrderingName::Fifo, None) => WaitlistOrdering::Fifo,
-            (OrderingName::Bands, None) => WaitlistOrdering::Bands,
-            (OrderingName::Lottery, Some(draw_at_ms)) => WaitlistOrdering::Lottery { draw_at_ms },
-            (OrderingName::Lottery, None) => {
-                return Err(ApiError::InvalidArgument(
-                    "draw_at_ms: a lottery needs its draw time".into(),
-                ));
-            }
-            (_, Some(_)) => {
-                return Err(ApiError::InvalidArgument(
-                    "draw_at_ms: only a lottery has a draw time".into(),
-                ));
-            }
+        let ordering = match self.ordering {
+            OrderingName::Fifo => "fifo",
+            OrderingName::Bands => "bands",
+            OrderingName::Lottery => "lottery",
         };
-        Ok(WaitlistRules { ordering, wave_offers_max: self.wave_offers_max })
+        input::waitlist_rules("", ordering, self.draw_at_ms, self.wave_offers_max)
     }
 
     /// The JSON shape of the state machine's rules.

@@ -205,6 +205,7 @@ $(tail -n 20 "$cluster_dir/n$id.log" 2>/dev/null)"
   done
   start_paysim
   bookctl_status
+  echo "cluster: API reference (Swagger UI) at http://$(address "${node_ids[0]}")/docs" >&2
 }
 
 cmd_down() {

@@ -15,7 +15,8 @@
 //! `<show_id>-<n>`), `types.rs` (shared JSON shapes), the route files (`sessions.rs`,
 //! `shows.rs`, `controls.rs`, `holds.rs`, `bookings.rs`, `payments.rs`, `queue.rs`,
 //! `waitlist.rs`, `audit.rs`, `events.rs`, `webhook.rs`, `outbox.rs`), the layers (`limits.rs`,
-//! `metrics.rs`, `forward.rs`) and `openapi.rs` (the document at `/openapi.json`). This file
+//! `metrics.rs`, `forward.rs`) and `openapi.rs` (the document at `/openapi.json`, which Swagger UI
+//! at `/docs` reads). This file
 //! holds the one route table ([`routes`]): the router is built from it and a test checks the
 //! OpenAPI document against it.
 
@@ -70,7 +71,15 @@ pub fn router(service: Service, dialer: Option<raft::DialerRef>) -> Router {
     let router = metrics::layer(router, shared.metrics.clone());
     let router = limits::layer(router, shared.limits.clone());
     let router = forward::layer(router, dialer);
-    error::layer(router)
+    error::layer(router).merge(docs())
+}
+
+/// The API reference for browsers at `/docs`: Swagger UI (its assets embedded in the binary)
+/// over the node's own `/openapi.json`, so every call can be tried from a browser. Outside the
+/// API's layers: reading the reference costs no token and is never forwarded.
+pub(crate) fn docs() -> Router {
+    let config = utoipa_swagger_ui::Config::from("/openapi.json").try_it_out_enabled(true);
+    Router::from(utoipa_swagger_ui::SwaggerUi::new("/docs").config(config))
 }
 
 /// Routes being registered, with the `(method, path)` of each as the OpenAPI document names

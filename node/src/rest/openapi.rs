@@ -182,6 +182,35 @@ mod tests {
         assert!(unrouted.is_empty(), "in /openapi.json but not routed: {unrouted:?}");
     }
 
+    /// Swagger UI at `/docs` is served from the binary and reads the node's own document.
+    #[tokio::test]
+    async fn the_docs_page_serves_swagger_ui_over_this_document() {
+        use axum::body::Body;
+        use axum::http::{Request, StatusCode};
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+
+        let app = crate::rest::docs();
+        let get = |path: &'static str| {
+            let app = app.clone();
+            async move {
+                let request = Request::get(path).body(Body::empty()).unwrap();
+                let response = app.oneshot(request).await.unwrap();
+                let status = response.status();
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                (status, String::from_utf8_lossy(&body).into_owned())
+            }
+        };
+        let (status, page) = get("/docs/").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(page.contains("swagger-ui"), "{page}");
+        let (status, initializer) = get("/docs/swagger-initializer.js").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(initializer.contains("\"/openapi.json\""), "{initializer}");
+        let (status, bundle) = get("/docs/swagger-ui-bundle.js").await;
+        assert!(status == StatusCode::OK && bundle.len() > 100_000, "{status}: {}", bundle.len());
+    }
+
     #[test]
     fn the_issue_paths_are_all_there() {
         let documented: BTreeSet<String> = operations(document())

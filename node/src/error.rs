@@ -146,6 +146,11 @@ impl ApiError {
                 json!({ "draw_at_ms": draw_at_ms })
             }
             ApiError::Rejected(Rejection::LotteryAlreadyDrawn { seed }) => json!({ "seed": seed }),
+            ApiError::Rejected(
+                Rejection::CatalogNotFound { kind }
+                | Rejection::CatalogExists { kind }
+                | Rejection::CatalogRetired { kind },
+            ) => json!({ "kind": kind.name() }),
             ApiError::NotLeader { group, leader } => json!({
                 "group": group,
                 "leader_id": leader.as_ref().map(|hint| hint.id),
@@ -164,13 +169,14 @@ pub fn grpc_code(code: ErrorCode) -> Code {
         Unauthenticated => Code::Unauthenticated,
         Forbidden | NotOwner => Code::PermissionDenied,
         NotFound | ShowNotFound | TicketNotFound | HoldNotFound | PaymentNotFound
-        | BookingNotFound | EntryNotFound | OfferNotFound | SinkNotFound | DeadLetterNotFound => {
-            Code::NotFound
-        }
+        | BookingNotFound | EntryNotFound | OfferNotFound | SinkNotFound | DeadLetterNotFound
+        | CatalogNotFound => Code::NotFound,
         MethodNotAllowed => Code::Unimplemented,
         PayloadTooLarge | RateLimited | GroupFull | QueueFull => Code::ResourceExhausted,
         NotLeader | NoLeader | Unavailable => Code::Unavailable,
-        SeatUnavailable | OfferNotActive | IdempotencyKeyReused | ShowExists => Code::Aborted,
+        SeatUnavailable | OfferNotActive | IdempotencyKeyReused | ShowExists | CatalogExists => {
+            Code::Aborted
+        }
         // Expired is an answer about the hold, grant or offer, never a timeout of the call:
         // DEADLINE_EXCEEDED would make a client retry it.
         HoldExpired | GrantExpired | OfferExpired => Code::FailedPrecondition,
@@ -195,7 +201,8 @@ pub fn grpc_code(code: ErrorCode) -> Code {
         | WaitlistInUse
         | NotALottery
         | LotteryNotDue
-        | LotteryAlreadyDrawn => Code::FailedPrecondition,
+        | LotteryAlreadyDrawn
+        | CatalogRetired => Code::FailedPrecondition,
         Internal | Unspecified => Code::Internal,
     }
 }
@@ -268,6 +275,9 @@ fn rejection_code(rejection: &Rejection) -> ErrorCode {
         NotALottery => ErrorCode::NotALottery,
         LotteryNotDue { .. } => ErrorCode::LotteryNotDue,
         LotteryAlreadyDrawn { .. } => ErrorCode::LotteryAlreadyDrawn,
+        CatalogNotFound { .. } => ErrorCode::CatalogNotFound,
+        CatalogExists { .. } => ErrorCode::CatalogExists,
+        CatalogRetired { .. } => ErrorCode::CatalogRetired,
     }
 }
 
@@ -384,6 +394,9 @@ mod tests {
             Rejection::NotALottery,
             Rejection::LotteryNotDue { draw_at_ms: 1 },
             Rejection::LotteryAlreadyDrawn { seed: 1 },
+            Rejection::CatalogNotFound { kind: statemachine::CatalogKind::Hall },
+            Rejection::CatalogExists { kind: statemachine::CatalogKind::Venue },
+            Rejection::CatalogRetired { kind: statemachine::CatalogKind::Event },
         ]
     }
 

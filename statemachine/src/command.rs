@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::CatalogCommand;
 use crate::delivery::DeliveryCommand;
 use crate::ids::{
     BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, OfferId, PaymentId,
@@ -68,6 +69,8 @@ pub enum Command {
         /// The SHA-256 of the state's snapshot encoding right after it.
         digest: Digest,
     },
+    /// A change to the catalog (proposed to the metadata group only).
+    Catalog(CatalogCommand),
 }
 
 /// A buyer's request.
@@ -321,7 +324,8 @@ impl Command {
             Command::Tick
             | Command::AckOutbox { .. }
             | Command::Delivery(_)
-            | Command::AuditDigest { .. } => None,
+            | Command::AuditDigest { .. }
+            | Command::Catalog(_) => None,
         }
     }
 }

@@ -27,6 +27,18 @@ id_type!(
     ShowId(u64)
 );
 id_type!(
+    /// A venue of the catalog (chosen by the operator, non-zero).
+    VenueId(u64)
+);
+id_type!(
+    /// A hall of a venue, with its seat geometry (chosen by the operator, non-zero).
+    HallId(u64)
+);
+id_type!(
+    /// An event of the catalog: what a show is a showing of (chosen by the operator, non-zero).
+    EventId(u64)
+);
+id_type!(
     /// A hold of 1..=10 seats, unique within its show.
     HoldId(u64)
 );

@@ -43,6 +43,7 @@ impl Group {
             ensure!(show.id == *id, "show {id} is stored under another id");
             show.check().map_err(|violation| format!("show {id}: {violation}"))?;
         }
+        self.catalog.check(&self.placement, self.applied_index)?;
         Ok(())
     }
 }

@@ -9,7 +9,7 @@
 //! The rules live one concept per file: shows (`show.rs`), holds (`hold.rs`), checkout and
 //! payments (`payment.rs`), bookings (`booking.rs`), the admission lane (`admission.rs`), the
 //! waitlist (`waitlist.rs`), expiry (`expiry.rs`), idempotency, audit and outbox, and the
-//! metadata group's show placement (`placement.rs`). What a command answers its proposer (its
+//! metadata group's show placement (`placement.rs`) and catalog (`catalog.rs`). What a command answers its proposer (its
 //! outcome and the view of what it wrote) is in `answer.rs`. Reads are in
 //! `read.rs`, rejections a leader may answer without a log entry in `precheck.rs`, snapshots in `snapshot.rs`, invariants in `invariants.rs`.
 
@@ -17,6 +17,7 @@ mod admission;
 mod answer;
 mod audit;
 mod booking;
+mod catalog;
 pub mod check;
 mod command;
 mod delivery;
@@ -41,6 +42,10 @@ mod waitlist_policy;
 
 pub use answer::{Answer, Written};
 pub use audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
+pub use catalog::{
+    Catalog, CatalogCommand, CatalogKind, Change, EventSpec, HallSpec, ListingSpec, Record, Row,
+    SeatPlace, Section, VenueSpec,
+};
 pub use command::{
     ClientCommand, ClientRequest, Command, Entry, OperatorCommand, PaymentOutcome, PaymentResult,
     SeatRange, ShowPolicy, ShowSpec,
@@ -49,9 +54,9 @@ pub use delivery::{DeadLetter, Delivery, DeliveryCommand, Failure, Sink, SinkNam
 pub use digests::Digests;
 pub use idempotency::IdempotencyRecord;
 pub use ids::{
-    Actor, BookingId, CapacityEventId, Currency, EntryId, HoldId, IdempotencyKey, Money, OfferId,
-    OutboxId, PaymentId, ProviderEventId, SeatNo, SeatSet, SeatSetError, SessionId, ShowId,
-    TicketId,
+    Actor, BookingId, CapacityEventId, Currency, EntryId, EventId, HallId, HoldId, IdempotencyKey,
+    Money, OfferId, OutboxId, PaymentId, ProviderEventId, SeatNo, SeatSet, SeatSetError, SessionId,
+    ShowId, TicketId, VenueId,
 };
 pub use outbox::{Event, Outbox, OutboxEvent, RefundReason};
 pub use outcome::{HoldReceipt, Outcome, PaymentEffect, Rejection, Reply};
@@ -165,6 +170,7 @@ impl Group {
             delivery: matches!(command, Command::Delivery(_)).then(|| self.delivery.clone()),
             shows: self.shows.len(),
             placed: self.placement.len(),
+            catalog: self.catalog.revision(),
             show: command.show().and_then(|show| self.shows.get(&show)).map(Show::footprint),
         }
     }
@@ -280,6 +286,7 @@ impl Group {
                 show.complete_refund(&mut ctx, payment)
             }
             &Command::Place { show, group } => self.placement.place(show, group),
+            Command::Catalog(command) => self.catalog.apply(&self.placement, index, command),
         }
     }
 
@@ -328,6 +335,11 @@ impl Group {
         &self.placement
     }
 
+    /// What buyers browse (recorded by the metadata group).
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
     /// Whether a `Tick` at `now_ms` would expire or prune anything. A leader's tick worker asks
     /// this with its own clock before proposing, so an idle group writes no tick entries.
     pub fn has_due(&self, now_ms: u64) -> bool {
@@ -343,6 +355,7 @@ struct Footprint {
     delivery: Option<Delivery>,
     shows: usize,
     placed: usize,
+    catalog: u64,
     show: Option<ShowFootprint>,
 }
 

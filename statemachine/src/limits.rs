@@ -102,3 +102,41 @@ pub const LOG_TIME_MS_MAX: u64 = 253_402_300_799_999;
 
 // Log time plus the longest deadline (and a payment grace on top) never overflows.
 const _: () = assert!(LOG_TIME_MS_MAX.checked_add(3 * DEADLINE_MS_MAX).is_some());
+
+/// Venues in the catalog (retired ones count: they are kept).
+pub const VENUES_MAX: usize = 100_000;
+/// Halls in the catalog (retired ones count).
+pub const HALLS_MAX: usize = 100_000;
+/// Events in the catalog (retired ones count).
+pub const EVENTS_MAX: usize = 1_000_000;
+/// A catalog name, title, address or city, in bytes of UTF-8.
+pub const CATALOG_NAME_BYTES_MAX: usize = 200;
+/// A venue's postal code, in bytes.
+pub const POSTAL_CODE_BYTES_MAX: usize = 16;
+/// An event's description, in bytes of UTF-8.
+pub const DESCRIPTION_BYTES_MAX: usize = 4_000;
+/// An event's genre, in bytes of UTF-8.
+pub const GENRE_BYTES_MAX: usize = 40;
+/// An event's running time, in minutes (a day).
+pub const EVENT_DURATION_MIN_MAX: u32 = 24 * 60;
+/// Images of one event.
+pub const EVENT_IMAGES_MAX: usize = 8;
+/// One image URL, in bytes.
+pub const IMAGE_URL_BYTES_MAX: usize = 500;
+/// Sections in one hall.
+pub const HALL_SECTIONS_MAX: usize = 64;
+/// Rows in one section.
+pub const SECTION_ROWS_MAX: usize = 1_000;
+/// A row label, in upper-case letters.
+pub const ROW_LABEL_BYTES_MAX: usize = 4;
+/// Seats in one row.
+pub const ROW_SEATS_MAX: u32 = 1_000;
+/// The number on a row's first seat.
+pub const SEAT_NUMBER_MAX: u32 = 100_000;
+/// A hall coordinate or step (drawing units), either sign.
+pub const HALL_COORDINATE_MAX: u32 = 1_000_000;
+
+// A seat drawn at the far end of the longest row still fits an i32.
+const _: () = assert!((HALL_COORDINATE_MAX as u64) * (ROW_SEATS_MAX as u64 + 1) < i32::MAX as u64);
+// A show made from a hall has one layout range per section at most.
+const _: () = assert!(HALL_SECTIONS_MAX <= LAYOUT_RANGES_PER_SHOW_MAX);

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::CatalogKind;
 use crate::delivery::SinkName;
 use crate::ids::{
     BookingId, CapacityEventId, EntryId, HoldId, Money, OfferId, OutboxId, PaymentId, SeatSet,
@@ -253,6 +254,17 @@ pub enum Reply {
         /// Whether it was drawn before.
         duplicate: bool,
     },
+    /// A catalog record was created, updated or retired (or already was as asked).
+    CatalogChanged {
+        /// The kind of record.
+        kind: CatalogKind,
+        /// Its id (a listing's is its show's).
+        id: u64,
+        /// The catalog's revision afterwards: the log index of its last change.
+        revision: u64,
+        /// Whether anything changed (false: the record already was as asked).
+        changed: bool,
+    },
 }
 
 /// What a successful hold gives the buyer.
@@ -481,6 +493,24 @@ pub enum Rejection {
         /// The seed it was drawn with.
         seed: u64,
     },
+    /// No such catalog record.
+    #[error("{} not found", kind.name())]
+    CatalogNotFound {
+        /// The kind of record.
+        kind: CatalogKind,
+    },
+    /// A different catalog record with this id exists.
+    #[error("another {} exists with this id", kind.name())]
+    CatalogExists {
+        /// The kind of record.
+        kind: CatalogKind,
+    },
+    /// The catalog record is retired: it can be neither changed nor referenced.
+    #[error("the {} is retired", kind.name())]
+    CatalogRetired {
+        /// The kind of record.
+        kind: CatalogKind,
+    },
 }
 
 impl Rejection {
@@ -534,6 +564,9 @@ impl Rejection {
             Rejection::NotALottery => "not_a_lottery",
             Rejection::LotteryNotDue { .. } => "lottery_not_due",
             Rejection::LotteryAlreadyDrawn { .. } => "lottery_already_drawn",
+            Rejection::CatalogNotFound { .. } => "catalog_not_found",
+            Rejection::CatalogExists { .. } => "catalog_exists",
+            Rejection::CatalogRetired { .. } => "catalog_retired",
         }
     }
 }

@@ -4,7 +4,7 @@
 //! postcard. The version is ours: any change to a persisted type that changes the bytes must bump
 //! `SNAPSHOT_FORMAT_VERSION` (the golden test, `tests/golden.rs`, pins the bytes of a fixed
 //! state so such a change cannot go unnoticed) and keep decoding the version before it, by a
-//! migration to the current types (`snapshot/v2.rs` to `snapshot/v6.rs`). Invariants are checked before encoding
+//! migration to the current types (`snapshot/v2.rs` to `snapshot/v7.rs`). Invariants are checked before encoding
 //! and again after decoding. Never trusts decoded bytes: garbage is an error, not a panic.
 
 mod v2;
@@ -12,6 +12,7 @@ mod v3;
 mod v4;
 mod v5;
 mod v6;
+mod v7;
 
 use sha2::{Digest as _, Sha256};
 
@@ -26,8 +27,9 @@ use crate::state::Group;
 /// the outbox to its sinks (each sink's position and dead letters) at the end of the group,
 /// version 5 the leaders' state digests after it, version 6 each waitlist's policy (its rules,
 /// their history, a lottery's draw) at the end of the waitlist, version 7 each offer's
-/// promotion lag at the end of the offer.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 7;
+/// promotion lag at the end of the offer, version 8 the metadata group's catalog at the end of
+/// the group.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 8;
 
 /// The oldest version this build decodes (migrating it to the current types).
 pub const SNAPSHOT_FORMAT_VERSION_MIN: u16 = 2;
@@ -94,6 +96,7 @@ impl Group {
         let payload = &bytes[HEADER_LEN..];
         let mut group = match version {
             SNAPSHOT_FORMAT_VERSION => decode_all::<Group>(payload)?,
+            7 => decode_all::<v7::GroupV7>(payload)?.migrate(),
             6 => decode_all::<v6::GroupV6>(payload)?.migrate(),
             5 => decode_all::<v5::GroupV5>(payload)?.migrate(),
             4 => decode_all::<v4::GroupV4>(payload)?.migrate(),

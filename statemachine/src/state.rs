@@ -11,6 +11,7 @@ use arrayvec::ArrayVec;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
+use crate::catalog::Catalog;
 use crate::command::ShowPolicy;
 use crate::delivery::Delivery;
 use crate::digests::Digests;
@@ -785,6 +786,8 @@ pub struct Group {
     pub delivery: Delivery,
     /// The leaders' digests of the state at checkpoint indexes.
     pub digests: Digests,
+    /// What buyers browse: venues, halls, events, listings (kept by the metadata group only).
+    pub catalog: Catalog,
 }
 
 /// The effects context of one command: log position, and the group-wide logs it writes to.

@@ -147,6 +147,7 @@ pub fn observe_outcome(outcome: &Outcome) -> Observed {
         | Reply::DeliveryRecorded { .. }
         | Reply::ReplayRequested { .. }
         | Reply::DigestRecorded { .. }
+        | Reply::CatalogChanged { .. }
         | Reply::WaitlistPolicySet { .. }
         | Reply::LotteryDrawn { .. } => Observed::Managed,
     }

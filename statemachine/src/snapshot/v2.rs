@@ -179,6 +179,7 @@ impl GroupV2 {
             placement: self.placement,
             delivery: Default::default(),
             digests: Default::default(),
+            catalog: Default::default(),
         })
     }
 }

@@ -39,6 +39,7 @@ impl GroupV3 {
             placement: self.placement,
             delivery: Default::default(),
             digests: Default::default(),
+            catalog: Default::default(),
         }
     }
 }

@@ -40,6 +40,7 @@ impl GroupV4 {
             placement: self.placement,
             delivery: self.delivery,
             digests: Default::default(),
+            catalog: Default::default(),
         }
     }
 }

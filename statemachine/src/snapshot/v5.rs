@@ -59,6 +59,7 @@ impl<W: EarlierWaitlist> GroupV5<W> {
             placement: self.placement,
             delivery: self.delivery,
             digests: self.digests,
+            catalog: Default::default(),
         }
     }
 }

@@ -25,7 +25,8 @@
 //! - since format 4, delivery to two sinks: events finished in and out of order, dead letters,
 //!   one of them asked to be replayed, and the outbox trimmed to what both sinks finished;
 //! - since format 6, waitlist policies (shows 5 and 6, see `policies`); since format 7, an
-//!   offer made 30 s after its first seat was released (show 7).
+//!   offer made 30 s after its first seat was released (show 7); since format 8, the catalog
+//!   (see `catalog`).
 
 use super::common::*;
 use statemachine::*;
@@ -84,9 +85,99 @@ fn offer_of(h: &Harness, entry: EntryId) -> OfferId {
 /// Builds the golden group. Every step is checked to succeed (or to end in the state intended),
 /// and the harness checks every invariant after every entry.
 pub fn build() -> Harness {
+    let mut h = build_version_7();
+    catalog(&mut h);
+    h
+}
+
+/// The scenario as snapshot format 7 knew it: everything but the catalog.
+pub fn build_version_7() -> Harness {
     let mut h = build_version_6();
     lagged_promotion(&mut h);
     h
+}
+
+/// Version 8: the catalog. A venue updated, a retired venue with its retired hall, a hall of
+/// two sections, an event retired, shows 1 and 2 listed (show 2 rescheduled, then delisted).
+fn catalog(h: &mut Harness) {
+    let venue = |name: &str| VenueSpec {
+        name: name.into(),
+        address: "Rua Augusta 1".into(),
+        city: "Lisbon".into(),
+        postal_code: "1100-048".into(),
+        lat_e6: 38_710_000,
+        lon_e6: -9_137_000,
+    };
+    let row = |label: &str, count, y| Row {
+        label: label.into(),
+        first_number: 1,
+        count,
+        x: 0,
+        y,
+        dx: 10,
+        dy: 0,
+    };
+    let hall = |venue| HallSpec {
+        venue: VenueId(venue),
+        name: "Sala 1".into(),
+        sections: vec![
+            Section {
+                name: "Plateia".into(),
+                class: 0,
+                rows: vec![row("A", 10, 0), row("B", 10, 10)],
+            },
+            Section { name: "Balcão".into(), class: 1, rows: vec![row("C", 4, 30)] },
+        ],
+    };
+    let event = EventSpec {
+        title: "Hamlet".into(),
+        description: "A prince of Denmark.".into(),
+        genre: "drama".into(),
+        language: "pt-PT".into(),
+        duration_min: 180,
+        images: vec!["https://img.example/hamlet.jpg".into()],
+    };
+    let changes = [
+        CatalogCommand::Venue { venue: VenueId(1), change: Change::Create(venue("Odeon")) },
+        CatalogCommand::Venue { venue: VenueId(1), change: Change::Update(venue("Odeon Lisboa")) },
+        CatalogCommand::Venue { venue: VenueId(2), change: Change::Create(venue("Closed")) },
+        CatalogCommand::Hall { hall: HallId(1), change: Change::Create(hall(1)) },
+        CatalogCommand::Hall { hall: HallId(2), change: Change::Create(hall(2)) },
+        CatalogCommand::Hall { hall: HallId(2), change: Change::Retire },
+        CatalogCommand::Venue { venue: VenueId(2), change: Change::Retire },
+        CatalogCommand::Event { event: EventId(1), change: Change::Create(event.clone()) },
+        CatalogCommand::Event { event: EventId(2), change: Change::Create(event) },
+        CatalogCommand::Event { event: EventId(2), change: Change::Retire },
+        CatalogCommand::Listing {
+            show: ShowId(1),
+            change: Change::Create(ListingSpec {
+                event: EventId(1),
+                hall: HallId(1),
+                starts_at_ms: START_MS + 60 * MINUTE,
+            }),
+        },
+        CatalogCommand::Listing {
+            show: ShowId(2),
+            change: Change::Create(ListingSpec {
+                event: EventId(1),
+                hall: HallId(1),
+                starts_at_ms: START_MS + 90 * MINUTE,
+            }),
+        },
+        CatalogCommand::Listing {
+            show: ShowId(2),
+            change: Change::Update(ListingSpec {
+                event: EventId(1),
+                hall: HallId(1),
+                starts_at_ms: START_MS + 120 * MINUTE,
+            }),
+        },
+        CatalogCommand::Listing { show: ShowId(2), change: Change::Retire },
+    ];
+    for change in changes {
+        ok(h.one(Command::Catalog(change)));
+    }
+    assert_eq!(h.group.catalog().revision(), h.group.applied_index());
 }
 
 /// The scenario as snapshot format 6 knew it: everything but an offer's promotion lag.

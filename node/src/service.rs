@@ -14,8 +14,9 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use statemachine::{
-    Answer, ClientCommand, ClientRequest, Command, DeliveryCommand, Group, METADATA_GROUP,
-    OperatorCommand, PaymentOutcome, Rejection, Reply, ShowId, ShowSpec, Written,
+    Answer, CatalogCommand, CatalogKind, Change, ClientCommand, ClientRequest, Command,
+    DeliveryCommand, Group, ListingSpec, METADATA_GROUP, OperatorCommand, PaymentOutcome,
+    Rejection, Reply, ShowId, ShowSpec, Written,
 };
 
 use crate::error::ApiError;
@@ -222,6 +223,83 @@ impl Service {
             decide(hosted, Command::Operator(command)).await?;
         }
         Ok(Placed { show, group: placed })
+    }
+
+    /// Creates the show `spec` names as a showing of `listing`'s event in its hall: the show's
+    /// seats and classes are the hall's (`spec.layout` is replaced by the hall's layout), then
+    /// it is placed, created and set up as by [`Service::create_show`], and listed last, so the
+    /// catalog never lists a show that does not exist. Idempotent as `create_show` is: a retry
+    /// finds every step done and does the rest.
+    ///
+    /// On group 0's leader (`NotLeader` elsewhere), which reads the hall linearizably.
+    ///
+    /// # Errors
+    ///
+    /// `catalog_not_found` or `catalog_retired` for the event, hall or venue; `invalid_argument`
+    /// when the prices do not cover the hall's classes; whatever `create_show` or the listing
+    /// answers.
+    pub async fn create_listed_show(
+        &self,
+        mut spec: ShowSpec,
+        listing: ListingSpec,
+        group: u64,
+        setup: Vec<OperatorCommand>,
+    ) -> Result<Placed, ApiError> {
+        let metadata = self.metadata_group()?;
+        if !metadata.is_leader() {
+            return Err(metadata.not_leader());
+        }
+        let hall = metadata
+            .read_linearizable(|state| {
+                let catalog = state.catalog();
+                let live = |retired: Option<bool>, kind| match retired {
+                    None => Err(Rejection::CatalogNotFound { kind }),
+                    Some(true) => Err(Rejection::CatalogRetired { kind }),
+                    Some(false) => Ok(()),
+                };
+                live(catalog.event(listing.event).map(|e| e.retired), CatalogKind::Event)?;
+                let hall = catalog.hall(listing.hall);
+                live(hall.map(|h| h.retired), CatalogKind::Hall)?;
+                let hall = hall.expect("checked above").spec.clone();
+                live(catalog.venue(hall.venue).map(|v| v.retired), CatalogKind::Venue)?;
+                if catalog.listing(spec.show).is_some_and(|listed| listed.spec != listing) {
+                    return Err(Rejection::CatalogExists { kind: CatalogKind::Listing });
+                }
+                Ok::<_, Rejection>(hall)
+            })
+            .await??;
+        let classes = hall.class_count();
+        if spec.prices_minor.len() != classes {
+            return Err(ApiError::InvalidArgument(format!(
+                "prices_minor: the hall has {classes} seat classes, so one price for each"
+            )));
+        }
+        spec.layout = hall.layout();
+        let spec = checked_spec(spec)?;
+        let show = spec.show;
+        let placed = self.create_show(spec, group, setup).await?;
+        let list = CatalogCommand::Listing { show, change: Change::Create(listing) };
+        decide(metadata, Command::Catalog(list)).await?;
+        Ok(placed)
+    }
+
+    /// Proposes a catalog change to group 0 (on its leader; `NotLeader` elsewhere).
+    ///
+    /// # Errors
+    ///
+    /// The change's rejection, or a routing error.
+    pub async fn catalog(&self, command: CatalogCommand) -> Result<Reply, ApiError> {
+        decide(self.metadata_group()?, Command::Catalog(command)).await
+    }
+
+    /// Reads the catalog (and placement) from this node's replica of group 0, however stale
+    /// (`Group::as_of` says how fresh).
+    ///
+    /// # Errors
+    ///
+    /// `Internal` if the metadata group's state failed.
+    pub fn read_catalog<T>(&self, read: impl FnOnce(&Group) -> T) -> Result<T, ApiError> {
+        self.metadata_group()?.read_local(read)
     }
 
     /// Proposes an operator command about its show.

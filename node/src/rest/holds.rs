@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::rest::RestState;
+use crate::rest::catalog;
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::{Idempotency, JsonBody, Session};
 use crate::rest::ids::{format_id, parse_id, parse_show_id};
@@ -24,8 +25,13 @@ use crate::{input, operations};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HoldRequest {
-    /// 1..=10 distinct seat numbers, all or nothing.
+    /// 1..=10 distinct seat numbers, all or nothing (or name them by `seat_labels`).
+    #[serde(default)]
     pub seats: Vec<u32>,
+    /// 1..=10 distinct seat labels of the show's hall (e.g. `B12`), instead of `seats`, for a
+    /// show listed in the catalog.
+    #[serde(default)]
+    pub seat_labels: Vec<String>,
     /// The price version quoted (the show's `price_version`).
     pub price_version: u32,
     /// The admission grant (a granted ticket of this show), required while its lane is on.
@@ -41,6 +47,11 @@ impl HoldRequest {
     /// `InvalidArgument` for no seats, more than 10, a seat named twice, or a malformed grant
     /// or one of another show.
     pub fn into_request(self, show: ShowId) -> Result<ClientRequest, ApiError> {
+        if !self.seat_labels.is_empty() {
+            return Err(ApiError::InvalidArgument(
+                "seat_labels: resolve them first (HoldRequest::resolve_labels)".into(),
+            ));
+        }
         let seats = input::seats("seats", &self.seats)?;
         let grant = match self.grant_id {
             None => None,
@@ -55,6 +66,31 @@ impl HoldRequest {
             }
         };
         Ok(ClientRequest::Hold { seats, price_version: self.price_version, grant })
+    }
+}
+
+impl HoldRequest {
+    /// The request with its `seat_labels` turned into seat numbers by the show's hall, as this
+    /// node's replica of the catalog knows it (a hall's seats and a listing's hall never
+    /// change, so any replica that knows the listing knows the right numbers).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for both or neither of `seats` and `seat_labels`, a label the hall
+    /// does not have, or a show that is not listed.
+    fn resolve_labels(mut self, state: &RestState, show: ShowId) -> Result<Self, ApiError> {
+        match (self.seats.is_empty(), self.seat_labels.is_empty()) {
+            (_, true) => return Ok(self),
+            (false, false) => {
+                return Err(ApiError::InvalidArgument(
+                    "seats: name seats by number or by label, not both".into(),
+                ));
+            }
+            (true, false) => {}
+        }
+        self.seats = catalog::seats_of_labels(state, show, &self.seat_labels)?;
+        self.seat_labels.clear();
+        Ok(self)
     }
 }
 
@@ -98,10 +134,11 @@ pub async fn create_hold(
     JsonBody(request): JsonBody<HoldRequest>,
 ) -> Result<(StatusCode, Json<Hold>), ApiError> {
     let show = parse_show_id("show_id", &show_id)?;
-    let request = request.into_request(show)?;
+    let request = request.resolve_labels(&state, show)?.into_request(show)?;
     let command = ClientCommand { show, session, key, request };
     let view = operations::hold(&state.service, command).await?;
-    Ok((StatusCode::CREATED, Json(Hold::from_view(show, &view))))
+    let labels = catalog::labels_of(&state, show, view.hold.seats.iter().copied())?;
+    Ok((StatusCode::CREATED, Json(Hold { seat_labels: labels, ..Hold::from_view(show, &view) })))
 }
 
 /// One of this session's holds, read linearizably on its group's leader.
@@ -125,7 +162,8 @@ pub async fn get_hold(
 ) -> Result<Json<Hold>, ApiError> {
     let (show, number) = parse_id("hold_id", &hold_id)?;
     let view = operations::get_hold(&state.service, show, HoldId(number), session).await?;
-    Ok(Json(Hold::from_view(show, &view)))
+    let labels = catalog::labels_of(&state, show, view.hold.seats.iter().copied())?;
+    Ok(Json(Hold { seat_labels: labels, ..Hold::from_view(show, &view) }))
 }
 
 /// Cancels one of this session's held holds; its seats are released.

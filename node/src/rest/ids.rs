@@ -54,6 +54,20 @@ pub fn parse_show_id(field: &str, text: &str) -> Result<ShowId, ApiError> {
     })
 }
 
+/// A catalog record's id (venue, hall, event) in a path: non-zero canonical decimal.
+///
+/// # Errors
+///
+/// `InvalidArgument` (400) otherwise, naming `field`.
+pub fn parse_record_id(field: &str, text: &str) -> Result<u64, ApiError> {
+    canonical_u64(text).filter(|id| *id != 0).ok_or_else(|| {
+        ApiError::InvalidArgument(format!(
+            "{field}: expected a non-zero decimal id, got {:?}",
+            truncate(text)
+        ))
+    })
+}
+
 /// A non-zero show id given as a number in a body.
 ///
 /// # Errors

@@ -22,6 +22,7 @@
 
 pub mod audit;
 pub mod bookings;
+pub mod catalog;
 pub mod controls;
 mod error;
 pub mod events;
@@ -191,6 +192,24 @@ pub fn routes() -> Routes {
         .add(M::GET, "/v1/outbox/dead-letters", outbox::list_dead_letters)
         .add(M::POST, "/v1/outbox/groups/{group_id}/sinks/{sink}/replay", outbox::replay)
         .add(M::DELETE, "/v1/outbox/groups/{group_id}/sinks/{sink}", outbox::remove_sink)
+        .add(M::GET, "/v1/venues", catalog::list_venues)
+        .add(M::POST, "/v1/venues", catalog::create_venue)
+        .add(M::GET, "/v1/venues/{venue_id}", catalog::get_venue)
+        .add(M::PUT, "/v1/venues/{venue_id}", catalog::update_venue)
+        .add(M::DELETE, "/v1/venues/{venue_id}", catalog::retire_venue)
+        .add(M::POST, "/v1/halls", catalog::create_hall)
+        .add(M::GET, "/v1/halls/{hall_id}", catalog::get_hall)
+        .add(M::PUT, "/v1/halls/{hall_id}", catalog::update_hall)
+        .add(M::DELETE, "/v1/halls/{hall_id}", catalog::retire_hall)
+        .add(M::GET, "/v1/halls/{hall_id}/geometry", catalog::get_geometry)
+        .add(M::GET, "/v1/halls/{hall_id}/shows", catalog::hall_shows)
+        .add(M::GET, "/v1/events", catalog::list_events)
+        .add(M::POST, "/v1/events", catalog::create_event)
+        .add(M::GET, "/v1/events/{event_id}", catalog::get_event)
+        .add(M::PUT, "/v1/events/{event_id}", catalog::update_event)
+        .add(M::DELETE, "/v1/events/{event_id}", catalog::retire_event)
+        .add(M::GET, "/v1/events/{event_id}/shows", catalog::event_shows)
+        .add(M::DELETE, "/v1/shows/{show_id}/listing", catalog::delist_show)
     // Routes of other files (`/metrics`, `/v1/holds/{hold_id}/events`,
     // `/v1/queue/{ticket_id}/events`, `/v1/payments/webhook`) are added HERE with `.add(...)`,
     // and their `#[utoipa::path]` handlers listed in `openapi.rs` (see "Other files' routes"

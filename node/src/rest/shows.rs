@@ -12,7 +12,9 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use statemachine::{OperatorCommand, SeatRange, ShowPolicy, ShowSpec};
+use statemachine::{
+    EventId, HallId, ListingSpec, OperatorCommand, SeatRange, ShowPolicy, ShowSpec,
+};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
@@ -20,6 +22,7 @@ use crate::input;
 use crate::names::{SeatStatusName, ShowStatusName};
 use crate::operations::{self, Freshness};
 use crate::rest::RestState;
+use crate::rest::catalog::{self, Listing};
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::{Idempotency, JsonBody, Operator};
 use crate::rest::ids::parse_show_id;
@@ -87,10 +90,12 @@ pub struct ShowSummary {
     pub waitlist: WaitlistSettings,
     /// The replica state this summary was read from.
     pub as_of: AsOf,
+    /// What it is a showing of, where and when (null if it is not in the catalog).
+    pub listing: Option<Listing>,
 }
 
 impl ShowSummary {
-    fn of(summary: &operations::ShowSummary) -> ShowSummary {
+    fn of(summary: &operations::ShowSummary, listing: Option<Listing>) -> ShowSummary {
         ShowSummary {
             show_id: summary.show.0,
             group_id: summary.group,
@@ -111,6 +116,7 @@ impl ShowSummary {
             },
             waitlist: WaitlistSettings { enabled: summary.waitlist.0 },
             as_of: summary.as_of.into(),
+            listing,
         }
     }
 }
@@ -229,8 +235,14 @@ pub struct CreateShowRequest {
     pub currency: String,
     /// One price per seat class, in minor units (1..=32 classes).
     pub prices_minor: Vec<u64>,
-    /// Consecutive seat ranges from seat 0 (1..=100,000 seats in all).
+    /// Consecutive seat ranges from seat 0 (1..=100,000 seats in all); absent for a show in
+    /// a hall of the catalog (`listing`), whose seats are the hall's.
+    #[serde(default)]
     pub layout: Vec<SeatRangeRequest>,
+    /// The show in the catalog: an event in a hall at a time. Its seats, classes and labels
+    /// become the hall's; `prices_minor` gives one price per class of the hall.
+    #[serde(default)]
+    pub listing: Option<ListingRequest>,
     /// Deadlines and rules (defaults when absent).
     #[serde(default)]
     pub policy: Option<PolicyRequest>,
@@ -248,14 +260,58 @@ pub struct CreateShowRequest {
     pub group_id: Option<u64>,
 }
 
+/// Where and when a new show plays, in the catalog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListingRequest {
+    /// The event it is a showing of.
+    pub event_id: u64,
+    /// The hall it plays in (its seats become the show's).
+    pub hall_id: u64,
+    /// When it starts (Unix ms).
+    pub starts_at_ms: u64,
+}
+
 impl CreateShowRequest {
-    /// The show's spec and setup commands, checked completely: nothing is proposed for a
-    /// request that would be refused half-way.
+    /// The show's spec, setup commands and listing, checked completely: nothing is proposed
+    /// for a request that would be refused half-way. A listed show's layout is left empty (its
+    /// hall's is filled in, and the spec checked, by `Service::create_listed_show`).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` naming the first problem.
+    pub fn into_parts(
+        self,
+    ) -> Result<(ShowSpec, Vec<OperatorCommand>, Option<ListingSpec>), ApiError> {
+        let listing = match self.listing {
+            None => None,
+            Some(_) if !self.layout.is_empty() => {
+                return Err(ApiError::InvalidArgument(
+                    "layout: a listed show's seats are its hall's (omit layout)".into(),
+                ));
+            }
+            Some(ListingRequest { event_id, hall_id, starts_at_ms }) => Some(ListingSpec {
+                event: EventId(input::nonzero("listing.event_id", event_id)?),
+                hall: HallId(input::nonzero("listing.hall_id", hall_id)?),
+                starts_at_ms,
+            }),
+        };
+        let listed = listing.is_some();
+        let request = CreateShowRequest { listing: None, ..self };
+        let (spec, setup) = request.commands(listed)?;
+        Ok((spec, setup, listing))
+    }
+
+    /// The show's spec and setup commands, checked completely (as [`Self::into_parts`]).
     ///
     /// # Errors
     ///
     /// `InvalidArgument` naming the first problem.
     pub fn into_commands(self) -> Result<(ShowSpec, Vec<OperatorCommand>), ApiError> {
+        self.commands(false)
+    }
+
+    fn commands(self, listed: bool) -> Result<(ShowSpec, Vec<OperatorCommand>), ApiError> {
         let show = input::show_id("show_id", self.show_id)?;
         let currency = input::currency("currency", &self.currency)?;
         let spec = ShowSpec {
@@ -269,7 +325,7 @@ impl CreateShowRequest {
                 .collect(),
             policy: self.policy.unwrap_or_default().policy(),
         };
-        let spec = checked_spec(spec)?;
+        let spec = if listed { spec } else { checked_spec(spec)? };
         let setup = ShowSetup {
             admission: self
                 .admission
@@ -301,7 +357,11 @@ pub struct ShowCreated {
 )]
 pub async fn list_shows(State(state): State<RestState>) -> Result<Json<ShowList>, ApiError> {
     let shows = operations::list_shows(&state.service)?;
-    Ok(Json(ShowList { shows: shows.iter().map(ShowSummary::of).collect() }))
+    let mut summaries = Vec::with_capacity(shows.len());
+    for show in &shows {
+        summaries.push(ShowSummary::of(show, catalog::listing_of(&state, show.show)?));
+    }
+    Ok(Json(ShowList { shows: summaries }))
 }
 
 /// One show's summary, from this node's replica of its group.
@@ -320,7 +380,7 @@ pub async fn get_show(
 ) -> Result<Json<ShowSummary>, ApiError> {
     let show = parse_show_id("show_id", &show_id)?;
     let summary = operations::get_show(&state.service, show).await?;
-    Ok(Json(ShowSummary::of(&summary)))
+    Ok(Json(ShowSummary::of(&summary, catalog::listing_of(&state, show)?)))
 }
 
 /// A show's seat map: from this node's replica (stale allowed, labelled `as_of`), or with
@@ -363,7 +423,8 @@ pub async fn get_seats(
 }
 
 /// Creates a show (operator): places it, creates it, then configures admission and the
-/// waitlist and opens sales as asked.
+/// waitlist and opens sales as asked; with a `listing`, its seats are the hall's and it is
+/// listed in the catalog last.
 #[utoipa::path(
     post, path = "/v1/shows", tag = "shows",
     params(("Idempotency-Key" = String, Header, description = "Required on every mutation")),
@@ -374,7 +435,8 @@ pub async fn get_seats(
         (status = 400, description = "Bad layout, prices, policy, JSON or key", body = ErrorBody),
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Not the operator credential", body = ErrorBody),
-        (status = 409, description = "`show_exists`", body = ErrorBody),
+        (status = 404, description = "`catalog_not_found`: the listing's event, hall or venue", body = ErrorBody),
+        (status = 409, description = "`show_exists`, `catalog_retired`, `catalog_exists` (listed otherwise)", body = ErrorBody),
         (status = 503, description = "No leader, or the outcome is unknown", body = ErrorBody),
     )
 )]
@@ -387,8 +449,11 @@ pub async fn create_show(
     JsonBody(request): JsonBody<CreateShowRequest>,
 ) -> Result<(StatusCode, Json<ShowCreated>), ApiError> {
     let group = request.group_id.unwrap_or(0);
-    let (spec, setup) = request.into_commands()?;
-    let placed = state.service.create_show(spec, group, setup).await?;
+    let (spec, setup, listing) = request.into_parts()?;
+    let placed = match listing {
+        Some(listing) => state.service.create_listed_show(spec, listing, group, setup).await?,
+        None => state.service.create_show(spec, group, setup).await?,
+    };
     Ok((StatusCode::CREATED, Json(ShowCreated { show_id: placed.show.0, group_id: placed.group })))
 }
 
@@ -499,6 +564,7 @@ mod tests {
             admission: AdmissionSettings { enabled: false, window: 1 },
             waitlist: WaitlistSettings { enabled: true },
             as_of: AsOf { log_index: 9, log_time_ms: 10 },
+            listing: None,
         };
         assert_eq!(
             serde_json::to_value(&summary).unwrap(),
@@ -506,7 +572,7 @@ mod tests {
                 "counts": {"free": 1, "held": 1, "booked": 1, "reserved": 0},
                 "price_version": 1, "currency": "EUR", "prices_minor": [100],
                 "admission": {"enabled": false, "window": 1}, "waitlist": {"enabled": true},
-                "as_of": {"log_index": 9, "log_time_ms": 10}})
+                "as_of": {"log_index": 9, "log_time_ms": 10}, "listing": null})
         );
     }
 }

@@ -50,6 +50,10 @@ pub struct Hold {
     pub show_id: u64,
     /// Its seats, sorted.
     pub seats: Vec<u32>,
+    /// Their labels in the show's hall (e.g. `B12`), in the order of `seats`, for a show
+    /// listed in the catalog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seat_labels: Option<Vec<String>>,
     /// Its state by log time.
     pub state: HoldStateName,
     /// The quoted total.
@@ -80,6 +84,7 @@ impl Hold {
             hold_id: format_id(show, hold.id.0),
             show_id: show.0,
             seats: hold.seats.to_vec(),
+            seat_labels: None,
             state: view.state.into(),
             price: hold.price.into(),
             price_version: hold.price_version,

@@ -20,6 +20,7 @@
 //! Timings (failover, recovery, catch-up) are printed, never asserted: run with `--nocapture`
 //! to see them.
 
+mod api_catalog;
 mod api_errors;
 mod api_holds;
 mod api_limits;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, LinearizableReadError, RaftError};
 use openraft::{ReadPolicy, ServerState, WatchChangeHandle};
-use raft::{Clock, GroupId, GroupReader, NodeId, ProposeError, Proposer, Raft};
+use raft::{Clock, GroupId, GroupReader, GrpcTransport, NodeId, ProposeError, Proposer, Raft};
 use statemachine::{Answer, ClientCommand, Command, Group, Rejection};
 use tokio::task::JoinHandle;
 
@@ -38,6 +38,8 @@ pub struct HostedGroup {
     _leadership: WatchChangeHandle<raft::TypeConfig>,
     /// The workers running while this node leads, aborted when it stops leading.
     workers: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// The peer network, for asking the leader its read index.
+    transport: GrpcTransport,
 }
 
 impl HostedGroup {
@@ -51,6 +53,7 @@ impl HostedGroup {
         reader: GroupReader,
         workers: WorkerSettings,
         clock: Clock,
+        transport: GrpcTransport,
     ) -> HostedGroup {
         let settings = workers;
         let proposer =
@@ -86,7 +89,7 @@ impl HostedGroup {
             }
         };
         let leadership = raft.on_leader_change(on_start, on_stop);
-        HostedGroup { id, raft, proposer, reader, _leadership: leadership, workers }
+        HostedGroup { id, raft, proposer, reader, _leadership: leadership, workers, transport }
     }
 
     /// Whether the leader-only workers run on this node now.
@@ -237,6 +240,52 @@ impl HostedGroup {
             Ok(_read_log_id) => Ok(self.reader.read(read)?),
             Err(_lapsed) => self.read_linearizable(read).await,
         }
+    }
+
+    /// Waits until this replica has applied every write of the group acknowledged before the
+    /// call: the leader's read index (from its lease, or a quorum when that lapsed), asked of
+    /// the leader over the peer network when this node follows, then this replica's apply up
+    /// to it. All within `deadline`: a replica that cannot confirm in time is behind (cut off
+    /// from its leader, or slow to apply) and must not serve reads as fresh.
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` (retry shortly, on this node or another) when no leader is known, the
+    /// leader cannot be asked, or this replica does not apply up to its index within
+    /// `deadline`.
+    pub async fn confirm_fresh(&self, deadline: Duration) -> Result<(), ApiError> {
+        let started = tokio::time::Instant::now();
+        let unavailable = |why: String| {
+            ApiError::Unavailable(format!("group {}: replica not confirmed fresh: {why}", self.id))
+        };
+        let leader = self.raft.metrics().borrow_watched().current_leader;
+        let index = match leader {
+            None => return Err(unavailable("no leader known".into())),
+            Some(leader) if leader == *self.raft.node_id() => {
+                let read = match self.raft.get_read_linearizer(ReadPolicy::LeaseRead).await {
+                    Ok(linearizer) => Ok(linearizer),
+                    Err(_lapsed) => {
+                        let confirm = self.raft.get_read_linearizer(ReadPolicy::ReadIndex);
+                        tokio::time::timeout(deadline, confirm)
+                            .await
+                            .map_err(|_elapsed| unavailable("leadership not confirmed".into()))?
+                    }
+                };
+                read.map_err(|error| unavailable(error.to_string()))?.read_log_id().index()
+            }
+            Some(leader) => self
+                .transport
+                .read_index(leader, self.id, deadline)
+                .await
+                .map_err(|error| unavailable(error.to_string()))?,
+        };
+        let left = deadline.saturating_sub(started.elapsed());
+        self.raft
+            .wait(Some(left))
+            .applied_index_at_least(Some(index), "a fresh read")
+            .await
+            .map_err(|error| unavailable(format!("not applied up to {index}: {error}")))?;
+        Ok(())
     }
 
     /// Reads this replica's applied state, however stale.

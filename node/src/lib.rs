@@ -16,7 +16,8 @@
 //! checks that need no state: seats into a `SeatSet` at the edge, ids, quantities),
 //! `sessions.rs` (who calls: session tokens, the operator credential, idempotency keys),
 //! `limits.rs` (token buckets), `metrics.rs` (what the node counts), `names.rs` (the wire
-//! names of every state), `watch.rs` (status streams), `error.rs` (the one table of error
+//! names of every state), `watch.rs` (status streams), `seat_maps.rs` (seat maps encoded once
+//! per rebuild, one rebuild per show at a time, fresh only when confirmed), `error.rs` (the one table of error
 //! codes, gRPC and HTTP statuses), `signature.rs` (signed webhooks, Stripe's timestamped
 //! scheme, with no transport in it: the webhook endpoint verifies with it, paysim and the outbox
 //! dispatcher sign with it).
@@ -49,6 +50,7 @@ pub mod operations;
 pub mod paysim;
 pub mod provider;
 pub mod rest;
+pub mod seat_maps;
 pub mod service;
 pub mod sessions;
 pub mod signature;

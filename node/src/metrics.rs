@@ -23,6 +23,9 @@
 //!   request}` times every buyer's request decided there (`hold`, `checkout`, `accept_offer`,
 //!   ...: from the leader taking it to its answer, a cheap rejection's read or a proposal's
 //!   commit and apply), whichever API it came through.
+//! - `booking_seat_map_builds_total{api, fresh}`: seat maps built for sharing
+//!   (`crate::seat_maps`), by API (`grpc`, `rest`) and whether the replica had confirmed it was
+//!   fresh; under a stampede of readers it grows by one per show per refresh, not per reader.
 //! - `booking_outbox_deliveries_total{sink, result}`,
 //!   `booking_outbox_delivery_latency_seconds{sink}` (event log time to delivery) and, for
 //!   offers alone, `booking_offer_delivery_latency_seconds{sink}` (offer made to offer
@@ -188,6 +191,13 @@ struct Inner {
     deliveries: Family<DeliveryLabels, Counter>,
     delivery_latency: Histograms<SinkLabels>,
     offer_delivery_latency: Histograms<SinkLabels>,
+    seat_map_builds: Family<SeatMapBuildLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SeatMapBuildLabels {
+    api: &'static str,
+    fresh: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -279,6 +289,14 @@ impl Metrics {
             "Time from a waitlist offer being made (its event's log time) to its delivery, by sink",
             offer_delivery_latency.clone(),
         );
+        let seat_map_builds = Family::<SeatMapBuildLabels, Counter>::default();
+        registry.register(
+            "booking_seat_map_builds",
+            "Seat maps built by this node for sharing (one rebuild per show at a time serves \
+             every caller waiting for it), by API (grpc, rest) and whether the replica was \
+             confirmed fresh (true, false)",
+            seat_map_builds.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -290,8 +308,15 @@ impl Metrics {
                 deliveries,
                 delivery_latency,
                 offer_delivery_latency,
+                seat_map_builds,
             }),
         }
+    }
+
+    /// Counts one seat map built for sharing by `api`, confirmed `fresh` or not.
+    pub fn record_seat_map_build(&self, api: &'static str, fresh: bool) {
+        let labels = SeatMapBuildLabels { api, fresh: if fresh { "true" } else { "false" } };
+        self.inner.seat_map_builds.get_or_create(&labels).inc();
     }
 
     /// Counts one outbox event sent to `sink` with `result` (`delivered`, `failed`,

@@ -172,7 +172,8 @@ impl Node {
                 metrics: metrics.clone(),
                 entropy: entropy.clone(),
             };
-            let hosted = HostedGroup::new(group, raft, reader, workers, clock.clone());
+            let hosted =
+                HostedGroup::new(group, raft, reader, workers, clock.clone(), transport.clone());
             groups.insert(group, Arc::new(hosted));
         }
         if !config.bootstrap {

@@ -56,6 +56,7 @@ pub use log_store::{LogStore, REPLICATION_BATCH_BYTES_MAX};
 pub use network::{
     DialFuture, Dialer, DialerRef, GroupNetwork, GrpcTransport, HTTP2_CONNECTION_WINDOW_BYTES,
     HTTP2_STREAM_WINDOW_BYTES, MESSAGE_BYTES_MAX, NetworkConfig, PeerStream, PeerTransport,
+    ReadIndexError,
 };
 pub use proposer::{BatchCounts, ProposeError, Proposer, ProposerConfig};
 pub use runtime::BookingRuntime;

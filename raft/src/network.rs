@@ -187,6 +187,18 @@ struct Inner {
     peers: Mutex<HashMap<NodeId, Peer>>,
 }
 
+/// Why a peer gave no read index.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("read index of group {group_id} from node {target}: {why}")]
+pub struct ReadIndexError {
+    /// The node asked.
+    pub target: NodeId,
+    /// The group.
+    pub group_id: GroupId,
+    /// What went wrong.
+    pub why: String,
+}
+
 /// A peer node: its address and the one channel every group uses to reach it.
 struct Peer {
     address: String,
@@ -257,6 +269,33 @@ impl GrpcTransport {
     fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<NodeId, Peer>> {
         // The map is replaced entry by entry; a panic elsewhere cannot leave it half-written.
         self.inner.peers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks `target` (the leader of `group_id`, as the caller believes) for the group's read
+    /// index (`RaftService.ReadIndex`): every write acknowledged before the call is at or below
+    /// it. A follower that has applied up to it is as fresh as the leader was at the call.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadIndexError`] when no index came back within `deadline`: the peer is unreachable,
+    /// does not lead the group, or did not answer in time.
+    pub async fn read_index(
+        &self,
+        target: NodeId,
+        group_id: GroupId,
+        deadline: Duration,
+    ) -> Result<u64, ReadIndexError> {
+        let failed = |why: String| ReadIndexError { target, group_id, why };
+        let channel = self.channel(target).map_err(|error| failed(error.to_string()))?;
+        let mut client = Self::client(channel);
+        let mut message = tonic::Request::new(GroupRequest { group_id, payload: Vec::new() });
+        message.set_timeout(deadline);
+        let reply = tokio::time::timeout(deadline, client.read_index(message))
+            .await
+            .map_err(|_elapsed| failed(format!("no answer within {deadline:?}")))?
+            .map_err(|status| failed(format!("{:?}: {}", status.code(), status.message())))?;
+        wire::decode("read index", &reply.into_inner().payload)
+            .map_err(|error| failed(error.to_string()))
     }
 
     /// The channel to `target`.

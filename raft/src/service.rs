@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::sync::{Arc, PoisonError, RwLock};
 
+use openraft::ReadPolicy;
+use openraft::error::{LinearizableReadError, RaftError};
 use proto::raft::raft_service_server::{self, RaftServiceServer};
 use proto::raft::{GroupReply, GroupRequest, SnapshotChunk, snapshot_chunk};
 use serde::Serialize;
@@ -158,6 +160,26 @@ impl raft_service_server::RaftService for RaftService {
         let answer =
             raft.handle_transfer_leader(rpc).await.map_err(|error| unavailable(group_id, error))?;
         reply("transfer-leader response", &answer)
+    }
+
+    async fn read_index(
+        &self,
+        request: Request<GroupRequest>,
+    ) -> Result<Response<GroupReply>, Status> {
+        let group_id = request.into_inner().group_id;
+        let raft = self.group(group_id)?;
+        // The lease answers without a round trip; when it lapsed, ReadIndex asks a quorum.
+        let linearizer = match raft.get_read_linearizer(ReadPolicy::LeaseRead).await {
+            Ok(linearizer) => Ok(linearizer),
+            Err(_lapsed) => raft.get_read_linearizer(ReadPolicy::ReadIndex).await,
+        };
+        match linearizer {
+            Ok(linearizer) => reply("read index", &linearizer.read_log_id().index()),
+            Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(_))) => {
+                Err(Status::failed_precondition(format!("group {group_id}: not the leader here")))
+            }
+            Err(error) => Err(unavailable(group_id, error)),
+        }
     }
 
     async fn install_snapshot(

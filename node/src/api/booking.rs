@@ -8,7 +8,6 @@
 //! decisions are the state machine's, passed through the one error table in `crate::error`.
 
 use std::pin::Pin;
-use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
@@ -33,9 +32,9 @@ use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::{Request, Response, Status};
 
 use crate::api::convert;
-use crate::api::seat_maps::SeatMaps;
 use crate::error::ApiError;
 use crate::operations::{self, Freshness};
+use crate::seat_maps::SeatMaps;
 use crate::service::Service;
 use crate::{input, names, sessions, watch};
 
@@ -45,13 +44,15 @@ pub type WatchStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 
 /// The booking API of one node.
 pub struct BookingApi {
     service: Service,
-    seat_maps: SeatMaps,
+    /// Packed seat maps, encoded once per rebuild (shared with every read until the next).
+    seat_maps: SeatMaps<SeatMapReply>,
 }
 
 impl BookingApi {
     /// The API over this node's booking operations.
     pub fn new(service: Service) -> BookingApi {
-        BookingApi { service, seat_maps: SeatMaps::new() }
+        let metrics = service.shared().metrics.clone();
+        BookingApi { service, seat_maps: SeatMaps::new(packed_map, "grpc", metrics) }
     }
 
     /// The tonic service.
@@ -159,20 +160,23 @@ impl BookingService for BookingApi {
         let request = request.into_inner();
         let show = input::show_id("show_id", request.show_id)?;
         if request.packed {
-            let mut map = if request.linearizable {
+            let map = if request.linearizable {
                 // Of the position the read index confirmed, never an older one.
-                let read =
-                    |state: &Group| self.seat_maps.packed_within(state, show, Duration::ZERO);
+                let read = |state: &Group| self.seat_maps.of_position(state, show);
                 self.service.read_linearizable(show, read).await?
             } else if request.cached {
-                let read = |state: &Group| self.seat_maps.packed(state, show);
-                self.service.read_local(show, read).await?
+                // Rebuilt once per show at a time, at most every 50 ms, labelled fresh when
+                // this replica confirmed it has every acknowledged write.
+                let built = self.seat_maps.shared(&self.service, show, false).await?;
+                let mut map = SeatMapReply::clone(&built.map);
+                map.fresh = built.fresh;
+                return Ok(Response::new(map));
             } else {
                 // Of this replica's current position.
-                let read =
-                    |state: &Group| self.seat_maps.packed_within(state, show, Duration::ZERO);
+                let read = |state: &Group| self.seat_maps.of_position(state, show);
                 self.service.read_local(show, read).await?
             };
+            let mut map = SeatMapReply::clone(&map);
             map.linearizable = request.linearizable;
             return Ok(Response::new(map));
         }
@@ -620,4 +624,9 @@ impl BookingService for BookingApi {
         let view = operations::get_payment(&self.service, show, payment, viewer).await?;
         Ok(Response::new(convert::payment_reply(show, &view)))
     }
+}
+
+/// A show's packed map as the gRPC skin sends it (before `linearizable` and `fresh` are set).
+fn packed_map(map: &statemachine::SeatMap) -> SeatMapReply {
+    convert::packed_seat_map_reply(map, false)
 }

@@ -13,7 +13,7 @@
 //! One file per concern: `extract.rs` (session, operator, idempotency key, JSON body),
 //! `error.rs` (errors as responses, the uniform error body), `ids.rs` (external ids
 //! `<show_id>-<n>`), `types.rs` (shared JSON shapes), the route files (`sessions.rs`,
-//! `shows.rs`, `controls.rs`, `holds.rs`, `bookings.rs`, `payments.rs`, `queue.rs`,
+//! `shows.rs`, `availability.rs`, `catalog.rs`, `controls.rs`, `holds.rs`, `bookings.rs`, `payments.rs`, `queue.rs`,
 //! `waitlist.rs`, `audit.rs`, `events.rs`, `webhook.rs`, `outbox.rs`), the layers (`limits.rs`,
 //! `metrics.rs`, `forward.rs`) and `openapi.rs` (the document at `/openapi.json`, which Swagger UI
 //! at `/docs` reads). This file
@@ -21,6 +21,7 @@
 //! OpenAPI document against it.
 
 pub mod audit;
+pub mod availability;
 pub mod bookings;
 pub mod catalog;
 pub mod controls;
@@ -48,6 +49,9 @@ use axum::handler::Handler;
 use axum::http::Method;
 use axum::routing::{MethodFilter, on};
 
+use std::sync::Arc;
+
+use crate::seat_maps::SeatMaps;
 use crate::service::Service;
 
 pub use error::ErrorBody;
@@ -58,6 +62,17 @@ pub use extract::{BODY_BYTES_MAX, Idempotency, JsonBody, Operator, Session};
 pub struct RestState {
     /// The booking operations.
     pub service: Service,
+    /// Each show's availability, encoded once per rebuild.
+    pub availability: Arc<SeatMaps<availability::Encoded>>,
+}
+
+impl RestState {
+    /// The state of the routes over `service`.
+    pub fn new(service: Service) -> RestState {
+        let metrics = service.shared().metrics.clone();
+        let availability = SeatMaps::new(availability::encode, "rest", metrics);
+        RestState { service, availability: Arc::new(availability) }
+    }
 }
 
 /// The REST routes of a node.
@@ -68,7 +83,7 @@ pub struct RestState {
 /// error carries the one error body.
 pub fn router(service: Service, dialer: Option<raft::DialerRef>) -> Router {
     let shared = service.shared().clone();
-    let router = routes().router.with_state(RestState { service });
+    let router = routes().router.with_state(RestState::new(service));
     let router = metrics::layer(router, shared.metrics.clone());
     let router = limits::layer(router, shared.limits.clone());
     let router = forward::layer(router, dialer);
@@ -150,6 +165,7 @@ pub fn routes() -> Routes {
         .add(M::POST, "/v1/shows", shows::create_show)
         .add(M::GET, "/v1/shows/{show_id}", shows::get_show)
         .add(M::GET, "/v1/shows/{show_id}/seats", shows::get_seats)
+        .add(M::GET, "/v1/shows/{show_id}/availability", availability::get_availability)
         .add(M::POST, "/v1/shows/{show_id}/open", controls::open_sales)
         .add(M::POST, "/v1/shows/{show_id}/close", controls::close_sales)
         .add(M::POST, "/v1/shows/{show_id}/cancel", controls::cancel_show)

@@ -35,6 +35,7 @@ use crate::rest::{
         shows::create_show,
         shows::get_show,
         shows::get_seats,
+        crate::rest::availability::get_availability,
         controls::open_sales,
         controls::close_sales,
         controls::cancel_show,

@@ -17,7 +17,10 @@
 //! `sessions.rs` (who calls: session tokens, the operator credential, idempotency keys),
 //! `limits.rs` (token buckets), `metrics.rs` (what the node counts), `names.rs` (the wire
 //! names of every state), `watch.rs` (status streams), `seat_maps.rs` (seat maps encoded once
-//! per rebuild, one rebuild per show at a time, fresh only when confirmed), `error.rs` (the one table of error
+//! per rebuild, one rebuild per show at a time, fresh only when confirmed), `ops.rs` (what the
+//! operator's page shows: each replica's Raft position, each show's progress), `search.rs` (a
+//! tantivy index derived from the replica's catalog: keywords with typos, place, distance,
+//! time, genre, keyset cursors), `error.rs` (the one table of error
 //! codes, gRPC and HTTP statuses), `signature.rs` (signed webhooks, Stripe's timestamped
 //! scheme, with no transport in it: the webhook endpoint verifies with it, paysim and the outbox
 //! dispatcher sign with it).
@@ -47,9 +50,11 @@ pub mod metrics;
 pub mod names;
 pub mod node;
 pub mod operations;
+pub mod ops;
 pub mod paysim;
 pub mod provider;
 pub mod rest;
+pub mod search;
 pub mod seat_maps;
 pub mod service;
 pub mod sessions;

@@ -32,6 +32,7 @@ use crate::group::HostedGroup;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::provider::Provider;
+use crate::search::SearchIndex;
 use crate::service::Service;
 use crate::sessions::{DEVELOPMENT_SECRET, Sessions};
 use crate::sink::Sink;
@@ -84,6 +85,8 @@ pub struct Shared {
     pub clock: raft::Clock,
     /// What the auditor found, per group (exported by the metrics).
     pub audits: Audits,
+    /// The search index over this node's replica of the catalog.
+    pub search: SearchIndex,
 }
 
 impl Shared {
@@ -211,7 +214,13 @@ impl Node {
         let sessions = Sessions::with_entropy(&secret, config.operator_token.clone(), entropy);
         let limits = Limits::from_config(&config);
         let audits = Audits::default();
-        let shared = Arc::new(Shared { config, groups, sessions, limits, metrics, clock, audits });
+        let search = SearchIndex::new();
+        let shared =
+            Arc::new(Shared { config, groups, sessions, limits, metrics, clock, audits, search });
+        // The index is derived from the replica as it was recovered, before serving.
+        if let Err(error) = Service::new(shared.clone()).sync_search() {
+            tracing::warn!(%error, "the search index could not be built at start; retried on search");
+        }
         let (stop, stopped) = oneshot::channel::<()>();
         let grpc = tonic::service::Routes::new(RaftService::new(registry).into_server())
             .add_service(BookingApi::new(Service::new(shared.clone())).into_server())

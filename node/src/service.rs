@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use statemachine::{
     Answer, CatalogCommand, CatalogKind, Change, ClientCommand, ClientRequest, Command,
-    DeliveryCommand, Group, ListingSpec, METADATA_GROUP, OperatorCommand, PaymentOutcome,
+    DeliveryCommand, Group, HallSpec, ListingSpec, METADATA_GROUP, OperatorCommand, PaymentOutcome,
     Rejection, Reply, ShowId, ShowSpec, Written,
 };
 
@@ -23,6 +23,7 @@ use crate::error::ApiError;
 use crate::group::HostedGroup;
 use crate::input;
 use crate::node::Shared;
+use crate::search::{SearchError, SearchPage, SearchQuery};
 
 /// A buyer's command as its group decided it: the reply, and the view of what it wrote as the
 /// entry that decided it left it (`statemachine::Answer`), so that a write answers without
@@ -197,18 +198,7 @@ impl Service {
         if setup.iter().any(|command| command.show() != show) {
             return Err(ApiError::InvalidArgument("setup: commands of another show".into()));
         }
-        let metadata = self.metadata_group()?;
-        let placed = metadata.read_local(|state| state.placement().group_of(show))?;
-        let placed = match placed {
-            Some(placed) => placed,
-            None => {
-                let group = self.choose_group(group)?;
-                match decide(metadata, Command::Place { show, group }).await? {
-                    Reply::Placed { group, .. } => group,
-                    other => return Err(ApiError::unexpected(other)),
-                }
-            }
-        };
+        let placed = self.place(show, group).await?;
         if group != 0 && group != placed {
             return Err(ApiError::Rejected(Rejection::ShowExists));
         }
@@ -225,19 +215,38 @@ impl Service {
         Ok(Placed { show, group: placed })
     }
 
+    /// The data group of `show`: where this replica of group 0 has it placed, else placed now
+    /// (on group 0's leader) in `group` (0: the one with the fewest shows).
+    async fn place(&self, show: ShowId, group: u64) -> Result<u64, ApiError> {
+        let metadata = self.metadata_group()?;
+        if let Some(placed) = metadata.read_local(|state| state.placement().group_of(show))? {
+            return Ok(placed);
+        }
+        let group = self.choose_group(group)?;
+        match decide(metadata, Command::Place { show, group }).await? {
+            Reply::Placed { group, .. } => Ok(group),
+            other => Err(ApiError::unexpected(other)),
+        }
+    }
+
     /// Creates the show `spec` names as a showing of `listing`'s event in its hall: the show's
-    /// seats and classes are the hall's (`spec.layout` is replaced by the hall's layout), then
-    /// it is placed, created and set up as by [`Service::create_show`], and listed last, so the
-    /// catalog never lists a show that does not exist. Idempotent as `create_show` is: a retry
-    /// finds every step done and does the rest.
+    /// seats and classes are the hall's (`spec.layout` is replaced by the hall's layout).
     ///
-    /// On group 0's leader (`NotLeader` elsewhere), which reads the hall linearizably.
+    /// Group 0's part comes first, on its leader: the event, hall and venue are checked live
+    /// (read linearizably), the show placed and listed. Then the data group's part, on that
+    /// group's leader: the show created and set up as by [`Service::create_show`]. In this order
+    /// a request that group 0's leader cannot finish (another node leads the data group) is
+    /// forwarded there and finished by that node, which finds group 0's part done in its
+    /// replica; were the listing last, neither node could finish alone. Until the data group's
+    /// part is done (moments, or an operator's retry), the show is listed but answers
+    /// `show_not_found`. Idempotent: a retry finds every step done and does the rest.
     ///
     /// # Errors
     ///
-    /// `catalog_not_found` or `catalog_retired` for the event, hall or venue; `invalid_argument`
-    /// when the prices do not cover the hall's classes; whatever `create_show` or the listing
-    /// answers.
+    /// `catalog_not_found` or `catalog_retired` for the event, hall or venue; `catalog_exists`
+    /// when the show is listed otherwise; `invalid_argument` when the prices do not cover the
+    /// hall's classes; `NotLeader` for group 0's leader while its part is not done; whatever
+    /// `create_show` answers.
     pub async fn create_listed_show(
         &self,
         mut spec: ShowSpec,
@@ -246,41 +255,34 @@ impl Service {
         setup: Vec<OperatorCommand>,
     ) -> Result<Placed, ApiError> {
         let metadata = self.metadata_group()?;
-        if !metadata.is_leader() {
-            return Err(metadata.not_leader());
-        }
-        let hall = metadata
-            .read_linearizable(|state| {
-                let catalog = state.catalog();
-                let live = |retired: Option<bool>, kind| match retired {
-                    None => Err(Rejection::CatalogNotFound { kind }),
-                    Some(true) => Err(Rejection::CatalogRetired { kind }),
-                    Some(false) => Ok(()),
-                };
-                live(catalog.event(listing.event).map(|e| e.retired), CatalogKind::Event)?;
-                let hall = catalog.hall(listing.hall);
-                live(hall.map(|h| h.retired), CatalogKind::Hall)?;
-                let hall = hall.expect("checked above").spec.clone();
-                live(catalog.venue(hall.venue).map(|v| v.retired), CatalogKind::Venue)?;
-                if catalog.listing(spec.show).is_some_and(|listed| listed.spec != listing) {
-                    return Err(Rejection::CatalogExists { kind: CatalogKind::Listing });
-                }
-                Ok::<_, Rejection>(hall)
-            })
-            .await??;
-        let classes = hall.class_count();
-        if spec.prices_minor.len() != classes {
-            return Err(ApiError::InvalidArgument(format!(
-                "prices_minor: the hall has {classes} seat classes, so one price for each"
-            )));
-        }
-        spec.layout = hall.layout();
-        let spec = checked_spec(spec)?;
         let show = spec.show;
-        let placed = self.create_show(spec, group, setup).await?;
-        let list = CatalogCommand::Listing { show, change: Change::Create(listing) };
-        decide(metadata, Command::Catalog(list)).await?;
-        Ok(placed)
+        // A hall's geometry never changes: any replica that knows the listing knows its seats.
+        let listed_hall = metadata.read_local(|state| {
+            let catalog = state.catalog();
+            let listed = catalog.listing(show).is_some_and(|listed| listed.spec == listing);
+            let hall = catalog.hall(listing.hall).map(|hall| hall.spec.clone());
+            hall.filter(|_| listed && state.placement().group_of(show).is_some())
+        })?;
+        let hall = match listed_hall {
+            Some(hall) => hall,
+            None => {
+                if !metadata.is_leader() {
+                    return Err(metadata.not_leader());
+                }
+                let hall =
+                    metadata.read_linearizable(|state| live_hall(state, show, &listing)).await??;
+                let spec = listed_spec(spec.clone(), &hall)?;
+                let placed = self.place(spec.show, group).await?;
+                if group != 0 && group != placed {
+                    return Err(ApiError::Rejected(Rejection::ShowExists));
+                }
+                let list = CatalogCommand::Listing { show, change: Change::Create(listing) };
+                decide(metadata, Command::Catalog(list)).await?;
+                hall
+            }
+        };
+        spec = listed_spec(spec, &hall)?;
+        self.create_show(spec, group, setup).await
     }
 
     /// Proposes a catalog change to group 0 (on its leader; `NotLeader` elsewhere).
@@ -300,6 +302,33 @@ impl Service {
     /// `Internal` if the metadata group's state failed.
     pub fn read_catalog<T>(&self, read: impl FnOnce(&Group) -> T) -> Result<T, ApiError> {
         self.metadata_group()?.read_local(read)
+    }
+
+    /// Brings this node's search index up to its replica of the catalog: what changed is
+    /// copied under the replica's read lock and indexed outside it.
+    ///
+    /// # Errors
+    ///
+    /// `Internal` if the replica's state or the index failed.
+    pub fn sync_search(&self) -> Result<(), ApiError> {
+        let search = &self.shared.search;
+        let changes = self.read_catalog(|state| search.changes(state.catalog()))?;
+        if let Some(changes) = changes {
+            search.apply(changes).map_err(search_error)?;
+        }
+        Ok(())
+    }
+
+    /// Searches the catalog as this node's replica knows it now (the index is brought up to it
+    /// first, so an operator's change that this replica applied is found).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for a bad query or cursor (the message names the field); `Internal`
+    /// if the index failed.
+    pub fn search(&self, query: &SearchQuery) -> Result<SearchPage, ApiError> {
+        self.sync_search()?;
+        self.shared.search.search(query).map_err(search_error)
     }
 
     /// Proposes an operator command about its show.
@@ -498,6 +527,50 @@ async fn decide(group: &HostedGroup, command: Command) -> Result<Reply, ApiError
 async fn propose(group: &HostedGroup, command: Command) -> Result<Decided, ApiError> {
     let Answer { outcome, written } = group.propose(command).await?;
     Ok(Decided { reply: outcome?, written: written.map(|written| *written) })
+}
+
+/// A search's refusal as the API reports it.
+fn search_error(error: SearchError) -> ApiError {
+    match error {
+        SearchError::InvalidArgument(message) | SearchError::BadCursor(message) => {
+            ApiError::InvalidArgument(message)
+        }
+        SearchError::Index(error) => ApiError::Internal(format!("search index: {error}")),
+    }
+}
+
+/// The hall of `listing` if its event, hall and venue are live and `show` is not listed
+/// otherwise.
+fn live_hall(state: &Group, show: ShowId, listing: &ListingSpec) -> Result<HallSpec, Rejection> {
+    let catalog = state.catalog();
+    let live = |retired: Option<bool>, kind| match retired {
+        None => Err(Rejection::CatalogNotFound { kind }),
+        Some(true) => Err(Rejection::CatalogRetired { kind }),
+        Some(false) => Ok(()),
+    };
+    live(catalog.event(listing.event).map(|event| event.retired), CatalogKind::Event)?;
+    let hall = catalog.hall(listing.hall);
+    live(hall.map(|hall| hall.retired), CatalogKind::Hall)?;
+    let hall = hall
+        .map(|hall| hall.spec.clone())
+        .ok_or(Rejection::CatalogNotFound { kind: CatalogKind::Hall })?;
+    live(catalog.venue(hall.venue).map(|venue| venue.retired), CatalogKind::Venue)?;
+    if catalog.listing(show).is_some_and(|listed| listed.spec != *listing) {
+        return Err(Rejection::CatalogExists { kind: CatalogKind::Listing });
+    }
+    Ok(hall)
+}
+
+/// `spec` with the hall's seats, checked: one price per class of the hall.
+fn listed_spec(mut spec: ShowSpec, hall: &HallSpec) -> Result<ShowSpec, ApiError> {
+    let classes = hall.class_count();
+    if spec.prices_minor.len() != classes {
+        return Err(ApiError::InvalidArgument(format!(
+            "prices_minor: the hall has {classes} seat classes, so one price for each"
+        )));
+    }
+    spec.layout = hall.layout();
+    checked_spec(spec)
 }
 
 #[cfg(test)]

@@ -232,6 +232,18 @@ impl Catalog {
         self.listings.get(&show)
     }
 
+    /// Whether buyers browsing see `show`: listed and not delisted, its event, hall and venue
+    /// live. The one rule of what is browsable, for browsing and search alike.
+    pub fn browsable(&self, show: ShowId) -> bool {
+        let live = |retired: Option<bool>| retired == Some(false);
+        let Some(listing) = self.listings.get(&show) else { return false };
+        let hall = self.halls.get(&listing.spec.hall);
+        !listing.retired
+            && live(self.events.get(&listing.spec.event).map(|event| event.retired))
+            && live(hall.map(|hall| hall.retired))
+            && live(hall.and_then(|hall| self.venues.get(&hall.spec.venue)).map(|v| v.retired))
+    }
+
     /// Every venue, in id order (retired ones too).
     pub fn venues(&self) -> impl Iterator<Item = (VenueId, &Record<VenueSpec>)> {
         self.venues.iter().map(|(&id, record)| (id, record))

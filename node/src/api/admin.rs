@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
-use openraft::{BasicNode, ChangeMembers, ServerState};
+use openraft::{BasicNode, ChangeMembers};
 use proto::booking::admin_service_server::{AdminService, AdminServiceServer};
 use proto::booking::{
     AddLearnerRequest, GroupStatus, MembershipReply, MoveReplicaRequest, NodesRequest, StatusReply,
@@ -76,7 +76,7 @@ impl AdminApi {
         })?;
         Ok(GroupStatus {
             group_id: hosted.id,
-            role: role(metrics.state).to_owned(),
+            role: crate::ops::role_name(metrics.state).to_owned(),
             term: metrics.current_term,
             leader_id: metrics.current_leader.unwrap_or(0),
             last_log_index: metrics.last_log_index.unwrap_or(0),
@@ -273,16 +273,6 @@ fn node_set(ids: &[NodeId]) -> Result<BTreeSet<NodeId>, ApiError> {
         return Err(ApiError::InvalidArgument("node_ids: one or more non-zero ids".into()));
     }
     Ok(ids.iter().copied().collect())
-}
-
-fn role(state: ServerState) -> &'static str {
-    match state {
-        ServerState::Leader => "leader",
-        ServerState::Follower => "follower",
-        ServerState::Candidate => "candidate",
-        ServerState::Learner => "learner",
-        ServerState::Shutdown => "shutdown",
-    }
 }
 
 fn hex(bytes: &[u8]) -> String {

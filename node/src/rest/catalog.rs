@@ -666,16 +666,9 @@ impl Listing {
         })
     }
 
-    /// Whether a buyer browsing sees it: listed, its event, hall and venue live.
+    /// Whether a buyer browsing sees it (`Catalog::browsable`).
     fn browsable(state: &Group, show: ShowId) -> bool {
-        let catalog = state.catalog();
-        let Some(listing) = catalog.listing(show) else { return false };
-        let live = |retired: Option<bool>| retired == Some(false);
-        let hall = catalog.hall(listing.spec.hall);
-        !listing.retired
-            && live(catalog.event(listing.spec.event).map(|event| event.retired))
-            && live(hall.map(|hall| hall.retired))
-            && live(hall.and_then(|hall| catalog.venue(hall.spec.venue)).map(|v| v.retired))
+        state.catalog().browsable(show)
     }
 }
 

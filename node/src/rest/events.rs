@@ -288,7 +288,7 @@ mod tests {
         let session = sessions.session(Some(&format!("Bearer {token}"))).unwrap();
         let show = cluster.open_show(7, 10).await;
         let hold = cluster.hold(show, session, &[1]).await;
-        let app = router(RestState::new(cluster.service.clone()));
+        let app = router(RestState::new(cluster.service.clone(), None));
         let path = format!("/v1/holds/7-{}/events", hold.0);
 
         let stranger = app.clone().oneshot(get_as(&path, &other)).await.unwrap();
@@ -337,7 +337,7 @@ mod tests {
         };
         let ahead = ticket_of(cluster.client(show, SessionId(1), ClientRequest::JoinQueue).await);
         let mine = ticket_of(cluster.client(show, session, ClientRequest::JoinQueue).await);
-        let app = router(RestState::new(cluster.service.clone()));
+        let app = router(RestState::new(cluster.service.clone(), None));
 
         let path = format!("/v1/queue/8-{}/events", mine.0);
         let response = app.oneshot(get_as(&path, &token)).await.unwrap();

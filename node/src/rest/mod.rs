@@ -13,12 +13,11 @@
 //! One file per concern: `extract.rs` (session, operator, idempotency key, JSON body),
 //! `error.rs` (errors as responses, the uniform error body), `ids.rs` (external ids
 //! `<show_id>-<n>`), `types.rs` (shared JSON shapes), the route files (`sessions.rs`,
-//! `shows.rs`, `availability.rs`, `catalog.rs`, `controls.rs`, `holds.rs`, `bookings.rs`, `payments.rs`, `queue.rs`,
-//! `waitlist.rs`, `audit.rs`, `events.rs`, `webhook.rs`, `outbox.rs`), the layers (`limits.rs`,
-//! `metrics.rs`, `forward.rs`) and `openapi.rs` (the document at `/openapi.json`, which Swagger UI
-//! at `/docs` reads). This file
-//! holds the one route table ([`routes`]): the router is built from it and a test checks the
-//! OpenAPI document against it.
+//! `shows.rs`, `availability.rs`, `catalog.rs`, `search.rs`, `controls.rs`, `holds.rs`,
+//! `bookings.rs`, `payments.rs`, `queue.rs`, `waitlist.rs`, `audit.rs`, `events.rs`,
+//! `webhook.rs`, `outbox.rs`, `ops.rs`), the layers (`limits.rs`, `metrics.rs`, `forward.rs`),
+//! `openapi.rs` (the document at `/openapi.json`, which Swagger UI at `/docs` reads). This file holds the one route table
+//! ([`routes`]): the router is built from it and a test checks the OpenAPI document against it.
 
 pub mod audit;
 pub mod availability;
@@ -34,9 +33,11 @@ pub mod ids;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;
+pub mod ops;
 pub mod outbox;
 pub mod payments;
 pub mod queue;
+pub mod search;
 pub mod sessions;
 pub mod shows;
 pub mod types;
@@ -51,6 +52,8 @@ use axum::routing::{MethodFilter, on};
 
 use std::sync::Arc;
 
+use crate::http_client::HttpClient;
+use crate::ops::Progress;
 use crate::seat_maps::SeatMaps;
 use crate::service::Service;
 
@@ -64,14 +67,24 @@ pub struct RestState {
     pub service: Service,
     /// Each show's availability, encoded once per rebuild.
     pub availability: Arc<SeatMaps<availability::Encoded>>,
+    /// Each show's progress, sampled for the operator's page.
+    pub progress: Arc<Progress>,
+    /// Calls to other nodes (the operator's overview asks each for its view).
+    pub http: HttpClient,
 }
 
 impl RestState {
-    /// The state of the routes over `service`.
-    pub fn new(service: Service) -> RestState {
+    /// The state of the routes over `service`, calling other nodes through `dialer` (TCP when
+    /// `None`).
+    pub fn new(service: Service, dialer: Option<raft::DialerRef>) -> RestState {
         let metrics = service.shared().metrics.clone();
         let availability = SeatMaps::new(availability::encode, "rest", metrics);
-        RestState { service, availability: Arc::new(availability) }
+        RestState {
+            service,
+            availability: Arc::new(availability),
+            progress: Arc::default(),
+            http: HttpClient::new(dialer, ops::PEER_VIEW_TIMEOUT),
+        }
     }
 }
 
@@ -83,7 +96,7 @@ impl RestState {
 /// error carries the one error body.
 pub fn router(service: Service, dialer: Option<raft::DialerRef>) -> Router {
     let shared = service.shared().clone();
-    let router = routes().router.with_state(RestState::new(service));
+    let router = routes().router.with_state(RestState::new(service, dialer.clone()));
     let router = metrics::layer(router, shared.metrics.clone());
     let router = limits::layer(router, shared.limits.clone());
     let router = forward::layer(router, dialer);
@@ -208,6 +221,7 @@ pub fn routes() -> Routes {
         .add(M::GET, "/v1/outbox/dead-letters", outbox::list_dead_letters)
         .add(M::POST, "/v1/outbox/groups/{group_id}/sinks/{sink}/replay", outbox::replay)
         .add(M::DELETE, "/v1/outbox/groups/{group_id}/sinks/{sink}", outbox::remove_sink)
+        .add(M::GET, "/v1/search", search::search)
         .add(M::GET, "/v1/venues", catalog::list_venues)
         .add(M::POST, "/v1/venues", catalog::create_venue)
         .add(M::GET, "/v1/venues/{venue_id}", catalog::get_venue)
@@ -226,6 +240,8 @@ pub fn routes() -> Routes {
         .add(M::DELETE, "/v1/events/{event_id}", catalog::retire_event)
         .add(M::GET, "/v1/events/{event_id}/shows", catalog::event_shows)
         .add(M::DELETE, "/v1/shows/{show_id}/listing", catalog::delist_show)
+        .add(M::GET, "/v1/ops/node", ops::node_view)
+        .add(M::GET, "/v1/ops/overview", ops::overview)
     // Routes of other files (`/metrics`, `/v1/holds/{hold_id}/events`,
     // `/v1/queue/{ticket_id}/events`, `/v1/payments/webhook`) are added HERE with `.add(...)`,
     // and their `#[utoipa::path]` handlers listed in `openapi.rs` (see "Other files' routes"

@@ -79,6 +79,7 @@ use crate::rest::{
         crate::rest::outbox::list_sinks,
         crate::rest::outbox::list_dead_letters,
         crate::rest::outbox::replay,
+        crate::rest::search::search,
         crate::rest::catalog::list_venues,
         crate::rest::catalog::create_venue,
         crate::rest::catalog::get_venue,
@@ -97,6 +98,8 @@ use crate::rest::{
         crate::rest::catalog::retire_event,
         crate::rest::catalog::event_shows,
         crate::rest::catalog::delist_show,
+        crate::rest::ops::node_view,
+        crate::rest::ops::overview,
         crate::rest::outbox::remove_sink,
         // ---- end of other files' routes
     ),

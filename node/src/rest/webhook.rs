@@ -350,7 +350,7 @@ mod tests {
         let payment = cluster.checkout(show, session, hold).await;
         let app = Router::new()
             .route("/v1/payments/webhook", post(payment_webhook))
-            .with_state(RestState::new(cluster.service.clone()));
+            .with_state(RestState::new(cluster.service.clone(), None));
         let body = serde_json::to_vec(&json!({
             "event_id": "evt_ok", "payment_id": format!("9-{}", payment.0),
             "result": "succeeded", "amount_minor": 5000, "currency": "EUR",

@@ -44,6 +44,10 @@ async fn rest_seat_maps_for_browsers() -> io::Result<()> {
             a_stampede_costs_one_rebuild_at_a_time(&api).await,
         );
         report.check(
+            "the_operator_overview_shows_every_replica_and_the_progress",
+            the_operator_overview_shows_every_replica_and_the_progress(&api).await,
+        );
+        report.check(
             "a_cut_off_follower_does_not_serve_a_fresh_looking_map",
             a_cut_off_follower_does_not_serve_a_fresh_looking_map(&api).await,
         );
@@ -204,6 +208,49 @@ async fn a_stampede_costs_one_rebuild_at_a_time(api: &Api) -> io::Result<()> {
     let allowed = 1 + elapsed.as_millis() as u64 / 50;
     println!("200 readers in {elapsed:?}: {built} builds (at most {allowed} allowed)");
     ensure!(built >= 1 && built <= allowed, "{built} builds for 200 readers in {elapsed:?}");
+    Ok(())
+}
+
+/// `GET /v1/ops/overview` (operator only) joins every node's view: each group has one leader
+/// that all three replicas follow, with each replica's lag; the show's progress adds up to its
+/// seats.
+async fn the_operator_overview_shows_every_replica_and_the_progress(api: &Api) -> io::Result<()> {
+    let path = "/v1/ops/overview";
+    api.on(2, Method::GET, path).send().await?.expect_error(401, "unauthenticated")?;
+    let answer = api.on(2, Method::GET, path).token(OPERATOR_TOKEN).send().await?;
+    let overview = answer.expect(200)?;
+    let groups = overview["groups"].as_array().cloned().unwrap_or_default();
+    ensure!(groups.len() == 3, "groups 0..=2: {overview}");
+    for group in &groups {
+        let leader = group["leader_id"].as_u64().unwrap_or(0);
+        let replicas = group["replicas"].as_array().cloned().unwrap_or_default();
+        ensure!(replicas.len() == 3, "three replicas: {group}");
+        let leaders: Vec<u64> = replicas
+            .iter()
+            .filter(|replica| replica["role"] == "leader")
+            .filter_map(|replica| replica["node_id"].as_u64())
+            .collect();
+        ensure!(leaders == [leader], "one leader, the one named: {group}");
+        for replica in &replicas {
+            ensure!(replica["reachable"] == true && replica["lag"].is_u64(), "{replica}");
+        }
+        ensure!(group["outbox_backlog"].is_u64(), "{group}");
+    }
+    let show = overview["shows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|show| show["show_id"] == SHOWS)
+        .cloned()
+        .unwrap_or_default();
+    ensure!(show["title"] == "Hamlet" && show["seat_count"] == 10, "{show}");
+    let last = show["history"].as_array().and_then(|history| history.last()).cloned();
+    let last = last.unwrap_or_default();
+    let total: u64 = ["free", "held", "booked", "reserved"]
+        .iter()
+        .filter_map(|status| last[*status].as_u64())
+        .sum();
+    ensure!(total == 10 && last["held"].as_u64() >= Some(1), "progress: {last}");
     Ok(())
 }
 

@@ -26,6 +26,7 @@ mod api_holds;
 mod api_limits;
 mod api_payments;
 mod api_queue;
+mod api_search;
 mod api_seat_maps;
 mod api_shows;
 mod api_waitlist;

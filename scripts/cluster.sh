@@ -205,6 +205,7 @@ $(tail -n 20 "$cluster_dir/n$id.log" 2>/dev/null)"
   done
   start_paysim
   bookctl_status
+  echo "cluster: the buyer's page at http://$(address "${node_ids[0]}")/, the operator's at /ops" >&2
   echo "cluster: API reference (Swagger UI) at http://$(address "${node_ids[0]}")/docs" >&2
 }
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job: builds, starts a local 3-node cluster on loopback (data in ./cluster-data) with
-# the simulated payment provider (paysim, 127.0.0.1:7100), and runs a short on-sale against it
+# the simulated payment provider (paysim, 127.0.0.1:7100), builds a small catalog (venues in
+# three cities, halls, events, shows on sale: scripts/catalog.sh) for the buyer's page at
+# http://127.0.0.1:7101/, and runs a short on-sale against it
 # through the SDK: simulated buyers in a strict waiting room, all-or-nothing holds from a stale
 # seat map, checkout, then the group leader's charge through paysim books the hold (some
 # declined, some holders never pay), abandoned holds expiring into waitlist offers. It prints
@@ -28,6 +30,7 @@ export BOOKING_WEBHOOK_SECRET="${BOOKING_WEBHOOK_SECRET:-demo-webhook-secret}"
 export BOOKING_OPERATOR_TOKEN="${BOOKING_OPERATOR_TOKEN:-demo-operator-token}"
 bash scripts/cluster.sh up >/dev/null
 echo "demo: cluster up (bash scripts/cluster.sh status shows it), paysim on 127.0.0.1:7100"
+bash scripts/catalog.sh 127.0.0.1:7101
 status=0
 BOOKING_PROVIDER="${BOOKING_PROVIDER:-http://127.0.0.1:7100}" "$target_dir/release/onsale" "$@" ||
   status=$?
@@ -47,6 +50,9 @@ if [ -n "$webhooks" ]; then
   echo "  paysim webhooks $delivered of $sent delivered (http://127.0.0.1:7100/webhooks)"
 fi
 echo
+echo "demo: buy a ticket in your browser:   http://127.0.0.1:7101/   (search \"hamlet\", or \"hamlte\")"
+echo "demo: the operator's page:            http://127.0.0.1:7101/ops   (token: $BOOKING_OPERATOR_TOKEN)"
+echo "demo: the API reference:              http://127.0.0.1:7101/docs"
 echo "demo: the cluster keeps running. Try: $target_dir/release/bookctl show list"
 echo "demo: stop it with: bash scripts/cluster.sh down"
 exit "$status"

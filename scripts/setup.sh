@@ -20,6 +20,9 @@ if ! command -v protoc >/dev/null 2>&1; then need_apt+=(protobuf-compiler); fi
 # The alert rules (node/prometheus) are checked and unit-tested with promtool, which Debian
 # ships in its prometheus package.
 if ! command -v promtool >/dev/null 2>&1; then need_apt+=(prometheus); fi
+# The browser test drives headless Chromium through WebDriver (node/tests/process/browser.rs).
+if ! command -v chromium >/dev/null 2>&1; then need_apt+=(chromium); fi
+if ! command -v chromedriver >/dev/null 2>&1; then need_apt+=(chromium-driver); fi
 if [ "${BOOKING_BENCH_SETUP:-0}" = 1 ]; then
   if ! command -v etcd >/dev/null 2>&1; then need_apt+=(etcd-server); fi
   if [ ! -x /usr/lib/postgresql/15/bin/postgres ]; then need_apt+=(postgresql-15); fi

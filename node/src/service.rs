@@ -25,6 +25,10 @@ use crate::input;
 use crate::node::Shared;
 use crate::search::{SearchError, SearchPage, SearchQuery};
 
+/// How long a node that does not lead group 0 waits for its replica of it to catch up with
+/// the leader's (a show placed or listed a moment ago there) before sending the caller to it.
+pub const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A buyer's command as its group decided it: the reply, and the view of what it wrote as the
 /// entry that decided it left it (`statemachine::Answer`), so that a write answers without
 /// reading again.
@@ -219,8 +223,18 @@ impl Service {
     /// (on group 0's leader) in `group` (0: the one with the fewest shows).
     async fn place(&self, show: ShowId, group: u64) -> Result<u64, ApiError> {
         let metadata = self.metadata_group()?;
-        if let Some(placed) = metadata.read_local(|state| state.placement().group_of(show))? {
+        let placed = |state: &Group| state.placement().group_of(show);
+        if let Some(placed) = metadata.read_local(placed)? {
             return Ok(placed);
+        }
+        if !metadata.is_leader() {
+            // Placed a moment ago by group 0's leader, which forwarded the request here?
+            if metadata.confirm_fresh(CATCH_UP_WAIT).await.is_ok()
+                && let Some(placed) = metadata.read_local(placed)?
+            {
+                return Ok(placed);
+            }
+            return Err(metadata.not_leader());
         }
         let group = self.choose_group(group)?;
         match decide(metadata, Command::Place { show, group }).await? {
@@ -257,13 +271,21 @@ impl Service {
         let metadata = self.metadata_group()?;
         let show = spec.show;
         // A hall's geometry never changes: any replica that knows the listing knows its seats.
-        let listed_hall = metadata.read_local(|state| {
+        let listed_hall = |state: &Group| {
             let catalog = state.catalog();
             let listed = catalog.listing(show).is_some_and(|listed| listed.spec == listing);
             let hall = catalog.hall(listing.hall).map(|hall| hall.spec.clone());
             hall.filter(|_| listed && state.placement().group_of(show).is_some())
-        })?;
-        let hall = match listed_hall {
+        };
+        let mut known = metadata.read_local(listed_hall)?;
+        if known.is_none() && !metadata.is_leader() {
+            // Group 0's leader may have done its part a moment ago (and forwarded the request
+            // here): this replica catches up before concluding that it has not.
+            if metadata.confirm_fresh(CATCH_UP_WAIT).await.is_ok() {
+                known = metadata.read_local(listed_hall)?;
+            }
+        }
+        let hall = match known {
             Some(hall) => hall,
             None => {
                 if !metadata.is_leader() {

@@ -16,8 +16,10 @@
 //! `shows.rs`, `availability.rs`, `catalog.rs`, `search.rs`, `controls.rs`, `holds.rs`,
 //! `bookings.rs`, `payments.rs`, `queue.rs`, `waitlist.rs`, `audit.rs`, `events.rs`,
 //! `webhook.rs`, `outbox.rs`, `ops.rs`), the layers (`limits.rs`, `metrics.rs`, `forward.rs`),
-//! `openapi.rs` (the document at `/openapi.json`, which Swagger UI at `/docs` reads). This file holds the one route table
-//! ([`routes`]): the router is built from it and a test checks the OpenAPI document against it.
+//! `openapi.rs` (the document at `/openapi.json`, which Swagger UI at `/docs` reads) and
+//! `pages.rs` (the buyer's page at `/`, the operator's at `/ops`). This file holds the one route
+//! table ([`routes`]): the router is built from it and a test checks the OpenAPI document
+//! against it.
 
 pub mod audit;
 pub mod availability;
@@ -35,6 +37,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod ops;
 pub mod outbox;
+pub mod pages;
 pub mod payments;
 pub mod queue;
 pub mod search;
@@ -100,7 +103,7 @@ pub fn router(service: Service, dialer: Option<raft::DialerRef>) -> Router {
     let router = metrics::layer(router, shared.metrics.clone());
     let router = limits::layer(router, shared.limits.clone());
     let router = forward::layer(router, dialer);
-    error::layer(router).merge(docs())
+    error::layer(router).merge(docs()).merge(pages::router())
 }
 
 /// The API reference for browsers at `/docs`: Swagger UI (its assets embedded in the binary)

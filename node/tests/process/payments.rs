@@ -15,7 +15,6 @@ use std::time::Duration;
 use axum::http::Method;
 use serde_json::{Value, json};
 
-use crate::options;
 use crate::paysim::{Paysim, charges, settled_hold};
 use crate::rest::{Api, OPERATOR_TOKEN, Report, Show, ensure, string_field};
 
@@ -25,14 +24,7 @@ const SHOWS: u64 = 360;
 /// Runs every scenario on one cluster whose nodes charge through one paysim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_payment_worker_against_paysim() -> io::Result<()> {
-    // The provider's port is chosen before the nodes start, since they are told it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut options = options(3);
-    options.extra_args.extend(["--provider-url".to_owned(), format!("http://{listen}")]);
-    let api = Api::start(options).await?;
-    let dir = tempfile::tempdir()?;
-    let paysim = Paysim::start_on(&api, dir.path(), &listen, &[]).await?;
+    let (api, paysim, _ledger) = Paysim::with_cluster(3).await?;
     let mut report = Report::default();
     let pay = Pay { api: &api, paysim: &paysim };
     report.check("the_worker_charges_once_and_books", pay.charges_once_and_books().await);

@@ -44,6 +44,24 @@ impl Paysim {
         Paysim::start_on(api, dir, "127.0.0.1:0", extra).await
     }
 
+    /// A cluster of `nodes` nodes (with `Api::start`'s credentials) that charges through a
+    /// real paysim, and the directory of paysim's ledger (kept while it lives). The provider's
+    /// port is chosen before the nodes start, since they are told it.
+    ///
+    /// # Errors
+    ///
+    /// When the cluster or paysim does not start.
+    pub async fn with_cluster(nodes: u64) -> io::Result<(Api, Paysim, tempfile::TempDir)> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let listen = format!("127.0.0.1:{port}");
+        let mut options = options(nodes);
+        options.extra_args.extend(["--provider-url".to_owned(), format!("http://{listen}")]);
+        let api = Api::start(options).await?;
+        let ledger = tempfile::tempdir()?;
+        let paysim = Paysim::start_on(&api, ledger.path(), &listen, &[]).await?;
+        Ok((api, paysim, ledger))
+    }
+
     /// Starts paysim on `listen` with its ledger in `dir`, sending webhooks to any node: every
     /// node's webhook URL is given, node 1's first, as `cluster.sh` gives them.
     pub async fn start_on(

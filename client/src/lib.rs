@@ -54,6 +54,7 @@
 mod address;
 mod batch;
 mod booking;
+mod catalog;
 mod client;
 mod connector;
 mod error;
@@ -78,11 +79,14 @@ pub use crate::retry::{
 pub use crate::shows::NewShow;
 /// The wire messages the client returns (`booking.v1`), re-exported so that callers need not
 /// depend on `proto`.
+/// The record a catalog change names (`Client::change_catalog`).
+pub use proto::booking::catalog_change_request::Record as CatalogRecord;
 pub use proto::booking::{
     AdmissionConfig, AdmissionReply, AuditRecord, AuditReply, BandClaimReply, BookingReply,
-    CapacityReleasedReply, CheckoutReply, GroupStatus, HoldReply, LotteryDraw, LotteryReply,
-    MembershipReply, OfferReply, OrderKey, PaymentReply, PricesReply, SalesReply, SeatMapReply,
-    SeatStatus, ShowCancelledReply, ShowPlacement, ShowPolicy, ShowReply, StatusReply, TicketReply,
-    WaitlistConfig, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply, WaitlistRules,
-    WaitlistSkip,
+    CapacityReleasedReply, CatalogAction, CatalogChangeReply, CatalogEvent, CatalogHall,
+    CatalogRow, CatalogSection, CatalogVenue, CheckoutReply, GroupStatus, HoldReply, LotteryDraw,
+    LotteryReply, MembershipReply, OfferReply, OrderKey, PaymentReply, PricesReply, SalesReply,
+    SearchReply, SearchRequest, SearchResult, SeatMapReply, SeatStatus, ShowCancelledReply,
+    ShowListing, ShowPlacement, ShowPolicy, ShowReply, StatusReply, TicketReply, WaitlistConfig,
+    WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply, WaitlistRules, WaitlistSkip,
 };

@@ -17,9 +17,9 @@ use proto::booking::{
     CapacityReleasedRequest, ConfigureAdmissionRequest, ConfigureWaitlistRequest,
     CreateShowRequest, DrawLotteryRequest, GetAuditRequest, IssueBandClaimRequest,
     ListShowsRequest, LotteryReply, PricesReply, SalesReply, SeatMapReply, SeatMapRequest,
-    SeatRange, SetPricesRequest, SetWaitlistPolicyRequest, ShowCancelledReply, ShowPlacement,
-    ShowPolicy, ShowRef, ShowReply, WaitlistConfig, WaitlistPolicyReply, WaitlistReply,
-    WaitlistRules,
+    SeatRange, SetPricesRequest, SetWaitlistPolicyRequest, ShowCancelledReply, ShowListing,
+    ShowPlacement, ShowPolicy, ShowRef, ShowReply, WaitlistConfig, WaitlistPolicyReply,
+    WaitlistReply, WaitlistRules,
 };
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -67,6 +67,9 @@ pub struct NewShow {
     pub waitlist: bool,
     /// Open sales once created (otherwise call [`Client::open_sales`]).
     pub open_sales: bool,
+    /// Its place in the catalog: an event in a hall at a time. Its seats and classes are then
+    /// the hall's (leave `layout` empty) and `prices_minor` has one price per class of the hall.
+    pub listing: Option<ShowListing>,
 }
 
 impl NewShow {
@@ -84,6 +87,7 @@ impl NewShow {
             admission_window: None,
             waitlist: false,
             open_sales: false,
+            listing: None,
         }
     }
 
@@ -102,6 +106,7 @@ impl NewShow {
                 .map(|window| AdmissionConfig { enabled: true, window }),
             waitlist: self.waitlist.then_some(WaitlistConfig { enabled: true, policy_version: 0 }),
             open_sales: self.open_sales,
+            listing: self.listing,
         }
     }
 }

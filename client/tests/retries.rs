@@ -622,6 +622,27 @@ impl BookingService for Service {
             ..PaymentReply::default()
         }))
     }
+
+    async fn change_catalog(
+        &self,
+        request: Request<proto::booking::CatalogChangeRequest>,
+    ) -> Result<Response<proto::booking::CatalogChangeReply>, Status> {
+        self.0.answer("change_catalog", request.metadata()).await?;
+        Ok(Response::new(proto::booking::CatalogChangeReply {
+            kind: "venue".into(),
+            id: 1,
+            revision: 1,
+            changed: true,
+        }))
+    }
+
+    async fn search(
+        &self,
+        request: Request<proto::booking::SearchRequest>,
+    ) -> Result<Response<proto::booking::SearchReply>, Status> {
+        self.0.answer("search", request.metadata()).await?;
+        Ok(Response::new(proto::booking::SearchReply::default()))
+    }
 }
 
 #[tonic::async_trait]
@@ -1035,8 +1056,16 @@ async fn the_operator_token_goes_on_operator_calls_only() {
     // A payment is read as the operator without a session token, as its owner with one.
     assert_eq!(client.get_payment(None, 7, 8).await.unwrap().payment_id, 8);
     client.get_payment(Some("buyer"), 7, 8).await.unwrap();
+    let venue = client::CatalogRecord::ListingShowId(7);
+    let changed = client.change_catalog(client::CatalogAction::Retire, venue, None).await;
+    assert!(changed.unwrap().changed);
+    client
+        .search(&client::SearchRequest { q: "hamlet".into(), ..Default::default() })
+        .await
+        .unwrap();
 
     for method in [
+        "change_catalog",
         "create_show",
         "close_sales",
         "capacity_released",
@@ -1055,6 +1084,9 @@ async fn the_operator_token_goes_on_operator_calls_only() {
     }
     assert_eq!(node.calls("get_payment")[1].authorization.as_deref(), Some("Bearer buyer"));
     assert!(node.calls("get_show")[0].authorization.is_none());
+    // Search is a buyer's read: no token, no key.
+    let search = &node.calls("search")[0];
+    assert!(search.authorization.is_none() && search.key.is_none());
     assert_eq!(node.calls("hold")[0].authorization.as_deref(), Some("Bearer buyer"));
     assert!(matches!(
         Client::connect(vec![node.address.clone()]).unwrap().with_operator_token("a b"),

@@ -18,6 +18,7 @@ use statemachine::{
 };
 
 use crate::error::ApiError;
+use crate::search::{Near, SEARCH_RADIUS_KM_MAX};
 use crate::sessions::hash128;
 
 /// The longest capacity event id accepted, in bytes.
@@ -215,6 +216,43 @@ pub fn waitlist_rules(
     Ok(WaitlistRules { ordering, wave_offers_max })
 }
 
+/// Degrees as integer micro-degrees, within `±limit` degrees (90 for a latitude, 180 for a
+/// longitude): the catalog keeps coordinates as integers, so that no float reaches the log.
+///
+/// # Errors
+///
+/// `InvalidArgument` for a value that is not finite or out of range.
+pub fn micro_degrees(field: &str, degrees: f64, limit: f64) -> Result<i32, ApiError> {
+    if !degrees.is_finite() || degrees.abs() > limit {
+        return Err(ApiError::InvalidArgument(format!("{field}: -{limit}..={limit} degrees")));
+    }
+    // Within ±180° the product is within ±1.8e8, well inside i32.
+    #[allow(clippy::cast_possible_truncation)]
+    Ok((degrees * 1e6).round() as i32)
+}
+
+/// A search's point from its coordinates and radius (km; absent: any distance).
+///
+/// # Errors
+///
+/// `InvalidArgument` for a point given by half, or a radius without a point (the index checks
+/// the values themselves).
+pub fn near(
+    lat: Option<f64>,
+    lon: Option<f64>,
+    radius_km: Option<f64>,
+) -> Result<Option<Near>, ApiError> {
+    match (lat, lon, radius_km) {
+        (None, None, None) => Ok(None),
+        (Some(lat), Some(lon), radius) => {
+            Ok(Some(Near { lat, lon, radius_km: radius.unwrap_or(SEARCH_RADIUS_KM_MAX) }))
+        }
+        _ => Err(ApiError::InvalidArgument(
+            "lat, lon: give both for a point (radius_km needs one)".into(),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +262,24 @@ mod tests {
             Err(error @ ApiError::InvalidArgument(_)) => error.to_string(),
             other => panic!("expected invalid_argument, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn coordinates_are_kept_to_the_micro_degree_and_bounded() {
+        assert_eq!(micro_degrees("latitude", 38.7223, 90.0).unwrap(), 38_722_300);
+        assert_eq!(micro_degrees("longitude", -9.1393335, 180.0).unwrap(), -9_139_334);
+        for bad in [90.000_001, f64::NAN, f64::INFINITY] {
+            assert!(micro_degrees("latitude", bad, 90.0).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_point_needs_both_coordinates_and_a_radius_needs_a_point() {
+        assert_eq!(near(None, None, None).unwrap(), None);
+        let point = near(Some(1.0), Some(2.0), None).unwrap().unwrap();
+        assert_eq!(point.radius_km, SEARCH_RADIUS_KM_MAX);
+        assert!(invalid(near(Some(1.0), None, None)).contains("lat, lon"));
+        invalid(near(None, None, Some(5.0)));
     }
 
     #[test]

@@ -10,17 +10,18 @@
 //! service does) and never judges a rule (the state machine does).
 
 use statemachine::{
-    AuditRecord, BAND_GUEST, BookingId, BookingView, CapacityEventId, ClientCommand, ClientRequest,
-    DeadLetter, DeliveryCommand, EntityKind, EntryId, Group, HoldId, HoldView, IdempotencyKey,
-    LotteryDraw, METADATA_GROUP, Money, OfferId, OfferView, OperatorCommand, OutboxId,
-    PaymentEffect, PaymentId, PaymentOutcome, Rejection, Reply, SeatMap, SeatNo, SeatStatus,
-    SessionId, ShowId, ShowPolicy, ShowStatus, SinkName, TicketId, TicketView, WaitlistRules,
-    WaitlistSkip, Written,
+    AsOf, AuditRecord, BAND_GUEST, BookingId, BookingView, CapacityEventId, CatalogCommand,
+    CatalogKind, ClientCommand, ClientRequest, DeadLetter, DeliveryCommand, EntityKind, EntryId,
+    Group, HoldId, HoldView, IdempotencyKey, LotteryDraw, METADATA_GROUP, Money, OfferId,
+    OfferView, OperatorCommand, OutboxId, PaymentEffect, PaymentId, PaymentOutcome, Rejection,
+    Reply, SeatMap, SeatNo, SeatStatus, SessionId, ShowId, ShowPolicy, ShowStatus, SinkName,
+    TicketId, TicketView, WaitlistRules, WaitlistSkip, Written,
 };
 
 pub use statemachine::EntryWithOffer;
 
 use crate::error::ApiError;
+use crate::search::SearchQuery;
 use crate::service::{Decided, Service};
 
 /// A show as listed: its settings and its seats by status, as the seat map counts them (an
@@ -1104,4 +1105,124 @@ pub async fn remove_sink(
         }
         other => Err(ApiError::unexpected(other)),
     }
+}
+
+/// What a catalog change did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CatalogWritten {
+    /// The kind of record.
+    pub kind: CatalogKind,
+    /// Its id (a listing's is its show's).
+    pub id: u64,
+    /// The catalog's revision afterwards.
+    pub revision: u64,
+    /// Whether anything changed (false: the record already was as asked).
+    pub changed: bool,
+}
+
+/// Proposes a catalog change (on group 0's leader).
+///
+/// # Errors
+///
+/// The change's rejection (`catalog_exists`, `catalog_not_found`, `catalog_retired`,
+/// `invalid_argument`), or a routing error.
+pub async fn change_catalog(
+    service: &Service,
+    command: CatalogCommand,
+) -> Result<CatalogWritten, ApiError> {
+    match service.catalog(command).await? {
+        Reply::CatalogChanged { kind, id, revision, changed } => {
+            Ok(CatalogWritten { kind, id, revision, changed })
+        }
+        other => Err(ApiError::unexpected(other)),
+    }
+}
+
+/// A show a search found, with its event, hall and venue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Found {
+    /// The show.
+    pub show: ShowId,
+    /// When it starts (Unix ms).
+    pub starts_at_ms: u64,
+    /// Its event.
+    pub event: u64,
+    /// The event's title.
+    pub title: String,
+    /// The event's genre.
+    pub genre: String,
+    /// The event's description.
+    pub description: String,
+    /// The event's images, by URL.
+    pub images: Vec<String>,
+    /// Its hall.
+    pub hall: u64,
+    /// The hall's name.
+    pub hall_name: String,
+    /// Its venue.
+    pub venue: u64,
+    /// The venue's name.
+    pub venue_name: String,
+    /// The venue's city.
+    pub city: String,
+    /// The venue's postal code.
+    pub postal_code: String,
+    /// The venue's distance from the query's point, in km.
+    pub distance_km: Option<f64>,
+    /// The keywords' score.
+    pub score: Option<f32>,
+}
+
+/// A page of what a search found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchResults {
+    /// The shows, in the order asked for.
+    pub found: Vec<Found>,
+    /// The next page's cursor, if more remain.
+    pub next_cursor: Option<String>,
+    /// The replica state of the catalog the shows were joined from.
+    pub as_of: AsOf,
+}
+
+/// Searches this node's replica of the catalog, and joins each show found with its event, hall
+/// and venue. A show whose listing changed between the index's read and the join (delisted, its
+/// event retired) is left out of the page rather than shown with content it no longer has.
+///
+/// # Errors
+///
+/// `InvalidArgument` for a bad query or cursor; `Internal` if the index or the replica failed.
+pub fn search(service: &Service, query: &SearchQuery) -> Result<SearchResults, ApiError> {
+    let page = service.search(query)?;
+    service.read_catalog(|group| {
+        let catalog = group.catalog();
+        let found = page
+            .hits
+            .iter()
+            .filter(|hit| catalog.browsable(hit.show))
+            .filter_map(|hit| {
+                let listing = catalog.listing(hit.show)?;
+                let event = &catalog.event(listing.spec.event)?.spec;
+                let hall = &catalog.hall(listing.spec.hall)?.spec;
+                let venue = &catalog.venue(hall.venue)?.spec;
+                Some(Found {
+                    show: hit.show,
+                    starts_at_ms: listing.spec.starts_at_ms,
+                    event: listing.spec.event.0,
+                    title: event.title.clone(),
+                    genre: event.genre.clone(),
+                    description: event.description.clone(),
+                    images: event.images.clone(),
+                    hall: listing.spec.hall.0,
+                    hall_name: hall.name.clone(),
+                    venue: hall.venue.0,
+                    venue_name: venue.name.clone(),
+                    city: venue.city.clone(),
+                    postal_code: venue.postal_code.clone(),
+                    distance_km: hit.distance_km,
+                    score: hit.score,
+                })
+            })
+            .collect();
+        SearchResults { found, next_cursor: page.next_cursor.clone(), as_of: group.as_of() }
+    })
 }

@@ -15,14 +15,15 @@ use proto::booking::hold_item_result::Result as ItemResult;
 use proto::booking::metadata as keys;
 use proto::booking::{
     AdmissionReply, AuditReply, BandClaimReply, BookingRef, BookingReply, CapacityReleasedReply,
-    CapacityReleasedRequest, CheckoutReply, ConfigureAdmissionRequest, ConfigureWaitlistRequest,
-    CreateSessionRequest, CreateShowRequest, DrawLotteryRequest, EntryRef, GetAuditRequest,
-    GetHoldRequest, HoldItem, HoldItemResult, HoldManyReply, HoldManyRequest, HoldRef, HoldReply,
-    HoldRequest, IssueBandClaimRequest, ItemStatus, JoinWaitlistRequest, ListShowsReply,
-    ListShowsRequest, LotteryReply, OfferRef, OfferReply, PaymentRef, PaymentReply, PricesReply,
-    SalesReply, SeatMapReply, SeatMapRequest, SessionReply, SetPricesRequest,
-    SetWaitlistPolicyRequest, ShowCancelledReply, ShowPlacement, ShowRef, ShowReply, TicketRef,
-    TicketReply, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
+    CapacityReleasedRequest, CatalogChangeReply, CatalogChangeRequest, CheckoutReply,
+    ConfigureAdmissionRequest, ConfigureWaitlistRequest, CreateSessionRequest, CreateShowRequest,
+    DrawLotteryRequest, EntryRef, GetAuditRequest, GetHoldRequest, HoldItem, HoldItemResult,
+    HoldManyReply, HoldManyRequest, HoldRef, HoldReply, HoldRequest, IssueBandClaimRequest,
+    ItemStatus, JoinWaitlistRequest, ListShowsReply, ListShowsRequest, LotteryReply, OfferRef,
+    OfferReply, PaymentRef, PaymentReply, PricesReply, SalesReply, SearchReply, SearchRequest,
+    SeatMapReply, SeatMapRequest, SessionReply, SetPricesRequest, SetWaitlistPolicyRequest,
+    ShowCancelledReply, ShowPlacement, ShowRef, ShowReply, TicketRef, TicketReply,
+    WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
 };
 use statemachine::{
     BookingId, ClientCommand, EntryId, Group, HoldId, IdempotencyKey, OfferId, OperatorCommand,
@@ -192,8 +193,11 @@ impl BookingService for BookingApi {
     ) -> Result<Response<ShowPlacement>, Status> {
         self.operator_mutation(request.metadata())?;
         let new_show = convert::new_show(request.get_ref())?;
-        let placed =
-            self.service.create_show(new_show.spec, new_show.group, new_show.setup).await?;
+        let (spec, group, setup) = (new_show.spec, new_show.group, new_show.setup);
+        let placed = match new_show.listing {
+            Some(listing) => self.service.create_listed_show(spec, listing, group, setup).await?,
+            None => self.service.create_show(spec, group, setup).await?,
+        };
         Ok(Response::new(ShowPlacement { show_id: placed.show.0, group_id: placed.group }))
     }
 
@@ -623,6 +627,25 @@ impl BookingService for BookingApi {
         let payment = PaymentId(input::nonzero("payment_id", request.payment_id)?);
         let view = operations::get_payment(&self.service, show, payment, viewer).await?;
         Ok(Response::new(convert::payment_reply(show, &view)))
+    }
+
+    async fn change_catalog(
+        &self,
+        request: Request<CatalogChangeRequest>,
+    ) -> Result<Response<CatalogChangeReply>, Status> {
+        self.operator_mutation(request.metadata())?;
+        let command = convert::catalog_command(request.get_ref())?;
+        let written = operations::change_catalog(&self.service, command).await?;
+        Ok(Response::new(convert::catalog_reply(&written)))
+    }
+
+    async fn search(
+        &self,
+        request: Request<SearchRequest>,
+    ) -> Result<Response<SearchReply>, Status> {
+        let query = convert::search_query(request.get_ref())?;
+        let results = operations::search(&self.service, &query)?;
+        Ok(Response::new(convert::search_reply(results)))
     }
 }
 

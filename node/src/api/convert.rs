@@ -7,9 +7,10 @@
 
 use proto::booking as pb;
 use statemachine::{
-    Actor, AuditRecord, BookingView, ClientRequest, HoldView, OfferView, OrderKey, PaymentView,
-    SeatMap, SeatRange, SeatStatus, ShowId, ShowPolicy, ShowSpec, TicketId, TicketStatus,
-    TicketView, WaitlistOrdering, WaitlistRules, WaitlistSkip,
+    Actor, AuditRecord, BookingView, CatalogCommand, Change, ClientRequest, EventId, EventSpec,
+    HallId, HallSpec, HoldView, ListingSpec, OfferView, OrderKey, PaymentView, Row, SeatMap,
+    SeatRange, SeatStatus, Section, ShowId, ShowPolicy, ShowSpec, TicketId, TicketStatus,
+    TicketView, VenueId, VenueSpec, WaitlistOrdering, WaitlistRules, WaitlistSkip,
 };
 
 use crate::error::ApiError;
@@ -19,8 +20,10 @@ use crate::names::{
     OfferStateName, PaymentStateName, ReasonName, ShowStatusName, TicketStateName,
 };
 use crate::operations::{
-    AuditTrail, EntryWithOffer, SalesChanged, ShowSummary, WaitlistPolicyView,
+    AuditTrail, CatalogWritten, EntryWithOffer, SalesChanged, SearchResults, ShowSummary,
+    WaitlistPolicyView,
 };
+use crate::search::{SEARCH_LIMIT_DEFAULT, SearchQuery, Sort};
 use crate::service::{ShowSetup, checked_spec};
 
 /// The show and the hold request of a `Hold` message (or of a `HoldMany` item): its seats
@@ -46,6 +49,8 @@ pub struct NewShow {
     pub group: u64,
     /// Set-up commands.
     pub setup: Vec<statemachine::OperatorCommand>,
+    /// Its place in the catalog (its seats then the hall's: `spec.layout` is left empty).
+    pub listing: Option<ListingSpec>,
 }
 
 /// Checks a create-show request completely (the spec the state machine would check, and the
@@ -67,9 +72,23 @@ pub fn new_show(request: &pb::CreateShowRequest) -> Result<NewShow, ApiError> {
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
     let policy = show_policy(request.policy.as_ref(), request.hold_ttl_ms)?;
+    let listing = match &request.listing {
+        None => None,
+        Some(_) if !layout.is_empty() => {
+            return Err(ApiError::InvalidArgument(
+                "layout: a listed show's seats are its hall's (leave layout empty)".into(),
+            ));
+        }
+        Some(listing) => Some(ListingSpec {
+            event: EventId(input::nonzero("listing.event_id", listing.event_id)?),
+            hall: HallId(input::nonzero("listing.hall_id", listing.hall_id)?),
+            starts_at_ms: listing.starts_at_ms,
+        }),
+    };
     let spec =
         ShowSpec { show, currency, prices_minor: request.prices_minor.clone(), layout, policy };
-    let spec = checked_spec(spec)?;
+    // A listed show's layout is its hall's, filled in (and the spec checked) by the service.
+    let spec = if listing.is_some() { spec } else { checked_spec(spec)? };
     // An absent message, or one with everything at zero, leaves the setting alone.
     let setup = ShowSetup {
         admission: request
@@ -83,7 +102,7 @@ pub fn new_show(request: &pb::CreateShowRequest) -> Result<NewShow, ApiError> {
         open_sales: request.open_sales,
     }
     .commands(show)?;
-    Ok(NewShow { spec, group: request.group_id, setup })
+    Ok(NewShow { spec, group: request.group_id, setup, listing })
 }
 
 /// A show policy from its message: each 0 (or absent optional) keeps the default.
@@ -409,6 +428,167 @@ pub fn waitlist_policy_reply(view: &WaitlistPolicyView) -> pb::WaitlistPolicyRep
 
 fn order_key(order: OrderKey) -> pb::OrderKey {
     pb::OrderKey { band: u32::from(order.band), joined_ms: order.joined_ms, seq: order.seq }
+}
+
+/// A catalog change from its message.
+///
+/// # Errors
+///
+/// `InvalidArgument` for no action or record, a listing changed otherwise than retired, or a
+/// coordinate or class out of range (the state machine checks the rest).
+pub fn catalog_command(request: &pb::CatalogChangeRequest) -> Result<CatalogCommand, ApiError> {
+    use pb::catalog_change_request::Record;
+    let action = pb::CatalogAction::try_from(request.action)
+        .ok()
+        .filter(|action| *action != pb::CatalogAction::Unspecified)
+        .ok_or_else(|| ApiError::InvalidArgument("action: create, update or retire".into()))?;
+    fn change<T>(
+        action: pb::CatalogAction,
+        spec: impl FnOnce() -> Result<T, ApiError>,
+    ) -> Result<Change<T>, ApiError> {
+        Ok(match action {
+            pb::CatalogAction::Create => Change::Create(spec()?),
+            pb::CatalogAction::Update => Change::Update(spec()?),
+            pb::CatalogAction::Retire | pb::CatalogAction::Unspecified => Change::Retire,
+        })
+    }
+    match &request.record {
+        None => Err(ApiError::InvalidArgument("record: a venue, hall, event or listing".into())),
+        Some(Record::Venue(venue)) => Ok(CatalogCommand::Venue {
+            venue: VenueId(venue.venue_id),
+            change: change(action, || {
+                Ok(VenueSpec {
+                    name: venue.name.clone(),
+                    address: venue.address.clone(),
+                    city: venue.city.clone(),
+                    postal_code: venue.postal_code.clone(),
+                    lat_e6: input::micro_degrees("latitude", venue.latitude, 90.0)?,
+                    lon_e6: input::micro_degrees("longitude", venue.longitude, 180.0)?,
+                })
+            })?,
+        }),
+        Some(Record::Hall(hall)) => Ok(CatalogCommand::Hall {
+            hall: HallId(hall.hall_id),
+            change: change(action, || hall_spec(hall))?,
+        }),
+        Some(Record::Event(event)) => Ok(CatalogCommand::Event {
+            event: EventId(event.event_id),
+            change: change(action, || {
+                Ok(EventSpec {
+                    title: event.title.clone(),
+                    description: event.description.clone(),
+                    genre: event.genre.clone(),
+                    language: event.language.clone(),
+                    duration_min: event.duration_min,
+                    images: event.images.clone(),
+                })
+            })?,
+        }),
+        Some(Record::ListingShowId(show)) if action == pb::CatalogAction::Retire => {
+            Ok(CatalogCommand::Listing { show: ShowId(*show), change: Change::Retire })
+        }
+        Some(Record::ListingShowId(_)) => Err(ApiError::InvalidArgument(
+            "action: a listing is made by CreateShow and only retired here".into(),
+        )),
+    }
+}
+
+/// A hall's seats from its message (absent `first_number` and `dx` are 1).
+fn hall_spec(hall: &pb::CatalogHall) -> Result<HallSpec, ApiError> {
+    let sections = hall
+        .sections
+        .iter()
+        .map(|section| {
+            let class = u8::try_from(section.class)
+                .map_err(|_| ApiError::InvalidArgument("sections.class: out of range".into()))?;
+            let rows = section
+                .rows
+                .iter()
+                .map(|row| Row {
+                    label: row.label.clone(),
+                    first_number: row.first_number.unwrap_or(1),
+                    count: row.count,
+                    x: row.x,
+                    y: row.y,
+                    dx: row.dx.unwrap_or(1),
+                    dy: row.dy,
+                })
+                .collect();
+            Ok(Section { name: section.name.clone(), class, rows })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    Ok(HallSpec { venue: VenueId(hall.venue_id), name: hall.name.clone(), sections })
+}
+
+/// What a catalog change did.
+pub fn catalog_reply(written: &CatalogWritten) -> pb::CatalogChangeReply {
+    pb::CatalogChangeReply {
+        kind: written.kind.name().to_owned(),
+        id: written.id,
+        revision: written.revision,
+        changed: written.changed,
+    }
+}
+
+/// A search from its message (empty strings and zeros are absent).
+///
+/// # Errors
+///
+/// `InvalidArgument` for an unknown sort or a point given by half.
+pub fn search_query(request: &pb::SearchRequest) -> Result<SearchQuery, ApiError> {
+    let text = |value: &str| (!value.is_empty()).then(|| value.to_owned());
+    let sort = match request.sort.as_str() {
+        "" | "start" => Sort::Start,
+        "distance" => Sort::Distance,
+        "relevance" => Sort::Relevance,
+        other => {
+            return Err(ApiError::InvalidArgument(format!(
+                "sort: `{other}` is not start, distance or relevance"
+            )));
+        }
+    };
+    Ok(SearchQuery {
+        q: text(&request.q),
+        city: text(&request.city),
+        postal_code: text(&request.postal_code),
+        near: input::near(request.lat, request.lon, request.radius_km)?,
+        from_ms: (request.from_ms != 0).then_some(request.from_ms),
+        until_ms: (request.until_ms != 0).then_some(request.until_ms),
+        genre: text(&request.genre),
+        sort,
+        limit: if request.limit == 0 { SEARCH_LIMIT_DEFAULT } else { request.limit },
+        cursor: text(&request.cursor),
+    })
+}
+
+/// A page of search results.
+pub fn search_reply(results: SearchResults) -> pb::SearchReply {
+    pb::SearchReply {
+        results: results
+            .found
+            .into_iter()
+            .map(|found| pb::SearchResult {
+                show_id: found.show.0,
+                starts_at_ms: found.starts_at_ms,
+                event_id: found.event,
+                title: found.title,
+                genre: found.genre,
+                description: found.description,
+                images: found.images,
+                hall_id: found.hall,
+                hall_name: found.hall_name,
+                venue_id: found.venue,
+                venue_name: found.venue_name,
+                city: found.city,
+                postal_code: found.postal_code,
+                distance_km: found.distance_km,
+                score: found.score,
+            })
+            .collect(),
+        next_cursor: results.next_cursor.unwrap_or_default(),
+        as_of_log_index: results.as_of.log_index,
+        as_of_log_time_ms: results.as_of.log_time_ms,
+    }
 }
 
 #[cfg(test)]

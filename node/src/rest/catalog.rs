@@ -16,8 +16,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use statemachine::{
-    CatalogCommand, CatalogKind, Change, EventId, EventSpec, Group, HallId, HallSpec, Record,
-    Reply, Row, Section, ShowId, VenueId, VenueSpec,
+    CatalogCommand, CatalogKind, Change, EventId, EventSpec, Group, HallId, HallSpec, Record, Row,
+    Section, ShowId, VenueId, VenueSpec,
 };
 use utoipa::{IntoParams, ToSchema};
 
@@ -27,6 +27,7 @@ use crate::rest::error::ErrorBody;
 use crate::rest::extract::{Idempotency, JsonBody, Operator};
 use crate::rest::ids::parse_record_id;
 use crate::rest::types::AsOf;
+use crate::{input, operations};
 
 /// How long a browser and a cache may keep a hall's geometry: it never changes (a hall's seats
 /// are fixed when it is created), so a year, `immutable`.
@@ -168,16 +169,6 @@ fn write_id(field: &str, path: Option<&str>, body: Option<u64>) -> Result<u64, A
     }
 }
 
-/// Degrees as micro-degrees within `±limit` degrees.
-fn micro_degrees(field: &str, degrees: f64, limit: f64) -> Result<i32, ApiError> {
-    if !degrees.is_finite() || degrees.abs() > limit {
-        return Err(ApiError::InvalidArgument(format!("{field}: -{limit}..={limit} degrees")));
-    }
-    // Within ±180° the product is within ±1.8e8, well inside i32.
-    #[allow(clippy::cast_possible_truncation)]
-    Ok((degrees * 1e6).round() as i32)
-}
-
 impl VenueBody {
     fn spec(&self) -> Result<VenueSpec, ApiError> {
         Ok(VenueSpec {
@@ -185,8 +176,8 @@ impl VenueBody {
             address: self.address.clone(),
             city: self.city.clone(),
             postal_code: self.postal_code.clone(),
-            lat_e6: micro_degrees("latitude", self.latitude, 90.0)?,
-            lon_e6: micro_degrees("longitude", self.longitude, 180.0)?,
+            lat_e6: input::micro_degrees("latitude", self.latitude, 90.0)?,
+            lon_e6: input::micro_degrees("longitude", self.longitude, 180.0)?,
         })
     }
 }
@@ -242,13 +233,10 @@ async fn write(
     command: CatalogCommand,
     created: bool,
 ) -> Result<(StatusCode, Json<CatalogWritten>), ApiError> {
-    match state.service.catalog(command).await? {
-        Reply::CatalogChanged { kind, id, revision, changed } => {
-            let status = if created && changed { StatusCode::CREATED } else { StatusCode::OK };
-            Ok((status, Json(CatalogWritten { kind: kind.name().into(), id, revision, changed })))
-        }
-        other => Err(ApiError::unexpected(other)),
-    }
+    let written = operations::change_catalog(&state.service, command).await?;
+    let status = if created && written.changed { StatusCode::CREATED } else { StatusCode::OK };
+    let operations::CatalogWritten { kind, id, revision, changed } = written;
+    Ok((status, Json(CatalogWritten { kind: kind.name().into(), id, revision, changed })))
 }
 
 /// Creates a venue (operator). The same venue again is `200` with `changed: false`.
@@ -1144,15 +1132,6 @@ pub fn labels_of(
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn coordinates_are_kept_to_the_micro_degree_and_bounded() {
-        assert_eq!(micro_degrees("latitude", 38.7223, 90.0).unwrap(), 38_722_300);
-        assert_eq!(micro_degrees("longitude", -9.1393335, 180.0).unwrap(), -9_139_334);
-        for bad in [90.000_001, f64::NAN, f64::INFINITY] {
-            assert!(micro_degrees("latitude", bad, 90.0).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn a_create_needs_its_id_and_an_update_takes_the_paths() {

@@ -16,7 +16,8 @@ use crate::error::ApiError;
 use crate::rest::RestState;
 use crate::rest::error::ErrorBody;
 use crate::rest::types::AsOf;
-use crate::search::{Near, SEARCH_LIMIT_DEFAULT, SEARCH_RADIUS_KM_MAX, SearchQuery, Sort};
+use crate::search::{SEARCH_LIMIT_DEFAULT, SearchQuery, Sort};
+use crate::{input, operations};
 
 /// The parameters of `GET /v1/search` (all optional).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, IntoParams)]
@@ -57,17 +58,7 @@ impl SearchParams {
     ///
     /// `InvalidArgument` for a point given by half, or a radius without a point.
     pub fn query(self) -> Result<SearchQuery, ApiError> {
-        let near = match (self.lat, self.lon, self.radius_km) {
-            (None, None, None) => None,
-            (Some(lat), Some(lon), radius) => {
-                Some(Near { lat, lon, radius_km: radius.unwrap_or(SEARCH_RADIUS_KM_MAX) })
-            }
-            (_, _, _) => {
-                return Err(ApiError::InvalidArgument(
-                    "lat, lon: give both for a point (radius_km needs one)".into(),
-                ));
-            }
-        };
+        let near = input::near(self.lat, self.lon, self.radius_km)?;
         Ok(SearchQuery {
             q: self.q,
             city: self.city,
@@ -145,41 +136,29 @@ pub async fn search(
     let Query(params) = params.map_err(|rejection| {
         ApiError::InvalidArgument(format!("query: {}", rejection.body_text()))
     })?;
-    let page = state.service.search(&params.query()?)?;
-    state.service.read_catalog(|group| {
-        let catalog = group.catalog();
-        // A hit whose listing changed since the index was read is left out of this page, not
-        // shown with content it no longer has (the next search sees the change).
-        let results = page
-            .hits
-            .iter()
-            .filter(|hit| catalog.browsable(hit.show))
-            .filter_map(|hit| {
-                let listing = catalog.listing(hit.show)?;
-                let event = &catalog.event(listing.spec.event)?.spec;
-                let hall = &catalog.hall(listing.spec.hall)?.spec;
-                let venue = &catalog.venue(hall.venue)?.spec;
-                Some(SearchResult {
-                    show_id: hit.show.0,
-                    starts_at_ms: listing.spec.starts_at_ms,
-                    event_id: listing.spec.event.0,
-                    title: event.title.clone(),
-                    genre: event.genre.clone(),
-                    description: event.description.clone(),
-                    images: event.images.clone(),
-                    hall_id: listing.spec.hall.0,
-                    hall_name: hall.name.clone(),
-                    venue_id: hall.venue.0,
-                    venue_name: venue.name.clone(),
-                    city: venue.city.clone(),
-                    postal_code: venue.postal_code.clone(),
-                    distance_km: hit.distance_km,
-                    score: hit.score,
-                })
-            })
-            .collect();
-        Json(SearchResults { results, next_cursor: page.next_cursor, as_of: group.as_of().into() })
-    })
+    let page = operations::search(&state.service, &params.query()?)?;
+    let results = page
+        .found
+        .into_iter()
+        .map(|found| SearchResult {
+            show_id: found.show.0,
+            starts_at_ms: found.starts_at_ms,
+            event_id: found.event,
+            title: found.title,
+            genre: found.genre,
+            description: found.description,
+            images: found.images,
+            hall_id: found.hall,
+            hall_name: found.hall_name,
+            venue_id: found.venue,
+            venue_name: found.venue_name,
+            city: found.city,
+            postal_code: found.postal_code,
+            distance_km: found.distance_km,
+            score: found.score,
+        })
+        .collect();
+    Ok(Json(SearchResults { results, next_cursor: page.next_cursor, as_of: page.as_of.into() }))
 }
 
 #[cfg(test)]
@@ -199,7 +178,10 @@ mod tests {
         let query = query.unwrap();
         assert_eq!(query.q.as_deref(), Some("hamlet"));
         assert_eq!(query.sort, Sort::Distance);
-        assert_eq!(query.near.map(|near| near.radius_km), Some(SEARCH_RADIUS_KM_MAX));
+        assert_eq!(
+            query.near.map(|near| near.radius_km),
+            Some(crate::search::SEARCH_RADIUS_KM_MAX)
+        );
         assert_eq!(query.limit, 5);
         assert!(params("lat=38.7").unwrap().query().is_err());
         assert!(params("radius_km=5").unwrap().query().is_err());

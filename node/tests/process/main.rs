@@ -43,6 +43,7 @@ mod paysim;
 mod rest;
 mod restart;
 mod sdk;
+mod sdk_catalog;
 mod sdk_errors;
 mod sdk_races;
 mod sdk_routing;

@@ -4,6 +4,8 @@
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::catalog::{CatalogCommand, SearchArgs};
+
 /// The nodes asked when neither `--nodes` nor `BOOKCTL_NODES` says otherwise: the local
 /// cluster of `scripts/cluster.sh`.
 pub const NODES_DEFAULT: &str = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103";
@@ -55,8 +57,8 @@ pub struct Cli {
     pub timeout_ms: u64,
 
     /// The operator token, sent on operator commands (show create/open/close/cancel/prices/
-    /// admission/waitlist, capacity release, audit, payment get without --token) when the
-    /// cluster requires one.
+    /// admission/waitlist, catalog, capacity release, audit, payment get without --token) when
+    /// the cluster requires one.
     #[arg(
         long,
         global = true,
@@ -119,6 +121,14 @@ pub enum Command {
     ///
     /// Example: `bookctl audit hold 3 --show 7`.
     Audit(AuditArgs),
+    /// The catalog (operator): venues, halls with their seats, events; retire or delist.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
+    /// Search the shows listed in the catalog: keywords (typos tolerated), city, postal code,
+    /// a point and radius, a time range, genre.
+    ///
+    /// Example: `bookctl search --q hamlte --city lisboa`.
+    Search(SearchArgs),
 }
 
 /// `bookctl session ...`.
@@ -524,9 +534,9 @@ pub enum ShowCommand {
         /// The show's id (non-zero).
         #[arg(long, value_name = "ID")]
         show: u64,
-        /// The number of seats, numbered from 0.
-        #[arg(long, value_name = "N")]
-        seats: u32,
+        /// The number of seats, numbered from 0 (not with --event: the hall's seats).
+        #[arg(long, value_name = "N", required_unless_present = "event", conflicts_with = "event")]
+        seats: Option<u32>,
         /// The price of every seat, in minor units (cents).
         #[arg(long, value_name = "P", default_value_t = 5_000)]
         price_minor: u64,
@@ -551,6 +561,20 @@ pub enum ShowCommand {
         /// Open sales at once (otherwise `bookctl show open`).
         #[arg(long)]
         open: bool,
+        /// One price per seat class, in minor units, comma-separated (instead of
+        /// --price-minor), e.g. for a hall's classes.
+        #[arg(long, value_name = "P,P,..", value_delimiter = ',')]
+        prices: Vec<u64>,
+        /// List the show in the catalog as a showing of this event (with --hall and
+        /// --starts-at-ms): its seats are then the hall's, and --seats is ignored.
+        #[arg(long, value_name = "ID", requires_all = ["hall", "starts_at_ms"])]
+        event: Option<u64>,
+        /// The hall it plays in (with --event).
+        #[arg(long, value_name = "ID", requires = "event")]
+        hall: Option<u64>,
+        /// When it starts, Unix ms (with --event).
+        #[arg(long, value_name = "MS", requires = "event")]
+        starts_at_ms: Option<u64>,
         /// Idempotency key; one is made when omitted.
         #[arg(long)]
         key: Option<String>,
@@ -728,6 +752,62 @@ mod tests {
     #[test]
     fn command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn catalog_commands_become_the_sdks_changes() {
+        use client::{CatalogAction, CatalogRecord};
+        let change = |line: &str| match parse(line).map(|cli| cli.command) {
+            Ok(Command::Catalog(command)) => command.into_change(),
+            other => panic!("{line}: {other:?}"),
+        };
+        let (action, record, _) = change(
+            "catalog venue --id 1 --name Odeon --address A --city Porto --postal-code 4000 \
+             --lat 41.1 --lon -8.6",
+        )
+        .unwrap();
+        assert_eq!(action, CatalogAction::Create);
+        assert!(matches!(record, CatalogRecord::Venue(venue) if venue.longitude == -8.6));
+        let sections = r#"[{"name":"S","class":1,"rows":[{"label":"B","first_number":5,"count":3,"x":0,"y":-2}]}]"#;
+        let line = format!("catalog hall --id 2 --venue 1 --name H --update --sections {sections}");
+        let (action, record, _) = change(&line).unwrap();
+        assert_eq!(action, CatalogAction::Update);
+        let CatalogRecord::Hall(hall) = record else { panic!("{line}") };
+        let row = &hall.sections[0].rows[0];
+        assert_eq!(
+            (hall.sections[0].class, row.first_number, row.count, row.y),
+            (1, Some(5), 3, -2)
+        );
+        assert_eq!(row.dx, None, "dx defaults on the node");
+        let bad = "catalog hall --id 2 --venue 1 --name H --sections [{}]";
+        assert!(change(bad).unwrap_err().contains("--sections"));
+        let (action, record, _) = change("catalog retire listing --id 7").unwrap();
+        assert_eq!((action, record), (CatalogAction::Retire, CatalogRecord::ListingShowId(7)));
+        assert!(parse("catalog retire show --id 7").is_err());
+    }
+
+    #[test]
+    fn a_listed_show_needs_its_event_hall_and_time_and_no_seat_count() {
+        let listed = "show create --show 7 --event 1 --hall 2 --starts-at-ms 5 --prices 10,20";
+        let Ok(Cli { command: Command::Show(ShowCommand::Create { seats, prices, .. }), .. }) =
+            parse(listed)
+        else {
+            panic!("{listed}")
+        };
+        assert_eq!((seats, prices), (None, vec![10, 20]));
+        assert!(parse("show create --show 7 --event 1").is_err());
+        assert!(
+            parse("show create --show 7 --event 1 --hall 2 --starts-at-ms 5 --seats 9").is_err()
+        );
+        assert!(parse("show create --show 7").is_err(), "seats or a listing");
+        assert!(parse("show create --show 7 --seats 9").is_ok());
+        let search = "search --q hamlte --lat 41.1 --lon -8.6 --radius-km 5 --sort distance";
+        let Ok(Cli { command: Command::Search(args), .. }) = parse(search) else { panic!() };
+        let request = args.request();
+        assert_eq!(
+            (request.q.as_str(), request.lon, request.sort.as_str()),
+            ("hamlte", Some(-8.6), "distance")
+        );
     }
 
     #[test]

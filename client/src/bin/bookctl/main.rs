@@ -7,8 +7,10 @@
 //! and never reads or writes local state (a session token is printed, never stored).
 //!
 //! One file per concern: `cli.rs` (the command line), `status.rs` (the status table),
-//! `render.rs` (text and JSON of booking replies), `seats.rs` (the seat map grid).
+//! `render.rs` (text and JSON of booking replies), `seats.rs` (the seat map grid), `catalog.rs`
+//! (the catalog's changes and search).
 
+mod catalog;
 mod cli;
 mod render;
 mod seats;
@@ -19,7 +21,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use client::{
-    Client, Config, Error, MembershipReply, NewShow, ShowPlacement, WaitlistRules, Watch,
+    Client, Config, Error, MembershipReply, NewShow, ShowListing, ShowPlacement, WaitlistRules,
+    Watch,
 };
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -105,6 +108,20 @@ async fn run(cli: Cli) -> ExitCode {
                 |reply| render::capacity_json(&event, reply),
                 |reply| render::capacity_text(&event, reply),
             )
+        }
+        Command::Catalog(command) => match command.into_change() {
+            Ok((action, record, key)) => {
+                let result = client.change_catalog(action, record, key.as_deref()).await;
+                report(json, result, catalog::changed_json, catalog::changed_text)
+            }
+            Err(message) => {
+                eprintln!("bookctl: {message}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Search(args) => {
+            let result = client.search(&args.request()).await;
+            report(json, result, catalog::search_json, catalog::search_text)
         }
         Command::Audit(args) => {
             let result = client.get_audit(args.show, args.kind.wire_name(), args.id).await;
@@ -373,16 +390,33 @@ async fn show(client: &Client, json: bool, command: ShowCommand) -> ExitCode {
             admission_window,
             waitlist,
             open,
+            prices,
+            event,
+            hall,
+            starts_at_ms,
             key,
         } => {
-            let new_show = NewShow {
+            let listing = event.map(|event_id| ShowListing {
+                event_id,
+                hall_id: hall.unwrap_or(0),
+                starts_at_ms: starts_at_ms.unwrap_or(0),
+            });
+            let mut new_show = NewShow {
                 group_id: group,
                 hold_ttl_ms,
                 admission_window,
                 waitlist,
                 open_sales: open,
-                ..NewShow::uniform(show, seats, price_minor, &currency)
+                listing,
+                ..NewShow::uniform(show, seats.unwrap_or(0), price_minor, &currency)
             };
+            if !prices.is_empty() {
+                new_show.prices_minor = prices;
+            }
+            if new_show.listing.is_some() {
+                // The hall's seats and classes.
+                new_show.layout.clear();
+            }
             let what = if open { "created and opened" } else { "created" };
             client.create_show(&new_show, key.as_deref()).await.map(|p| (what, p))
         }

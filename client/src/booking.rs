@@ -108,8 +108,13 @@ impl Client {
         grant_ticket_id: u64,
         key: Option<&str>,
     ) -> Result<HoldReply> {
-        let message =
-            HoldRequest { show_id, seats: seats.to_vec(), price_version, grant_ticket_id };
+        let message = HoldRequest {
+            show_id,
+            seats: seats.to_vec(),
+            price_version,
+            grant_ticket_id,
+            seat_labels: Vec::new(),
+        };
         if self.config().hold_batches_in_flight_max == 0 {
             return self
                 .buyer_mutation(
@@ -147,6 +152,34 @@ impl Client {
                 idempotency_key: key,
             })
         })
+    }
+
+    /// As [`Client::hold_with_grant`], naming the seats by their labels in the show's hall
+    /// (`B12`), for a show in the catalog; the node turns them into seat numbers, and the reply
+    /// names both. Sent as a call of its own (never batched).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::hold`], and `invalid_argument` for a label the hall does not have or a
+    /// show that is not in the catalog.
+    pub async fn hold_labels(
+        &self,
+        token: &str,
+        show_id: u64,
+        seat_labels: &[&str],
+        price_version: u32,
+        grant_ticket_id: u64,
+        key: Option<&str>,
+    ) -> Result<HoldReply> {
+        let message = HoldRequest {
+            show_id,
+            seats: Vec::new(),
+            price_version,
+            grant_ticket_id,
+            seat_labels: seat_labels.iter().map(|label| (*label).to_owned()).collect(),
+        };
+        self.buyer_mutation(token, show_id, key, message, |mut c, r| async move { c.hold(r).await })
+            .await
     }
 
     /// Reads one of the session's holds, linearizably (from the group's leader).

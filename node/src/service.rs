@@ -353,6 +353,55 @@ impl Service {
         self.shared.search.search(query).map_err(search_error)
     }
 
+    /// The seat numbers of `labels` (e.g. `B12`) in `show`'s hall, as this node's replica of
+    /// the catalog knows it (a hall's seats and a listing's hall never change, so any replica
+    /// that knows the listing knows the right numbers).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for a label the hall does not have, or a show that is not listed.
+    pub fn seats_of_labels(&self, show: ShowId, labels: &[String]) -> Result<Vec<u32>, ApiError> {
+        self.read_catalog(|group| {
+            let catalog = group.catalog();
+            let hall = catalog
+                .listing(show)
+                .and_then(|listing| catalog.hall(listing.spec.hall))
+                .ok_or_else(|| {
+                    ApiError::InvalidArgument(format!(
+                        "seat_labels: show {show} is not in the catalog; name seats by number"
+                    ))
+                })?;
+            labels
+                .iter()
+                .map(|label| {
+                    hall.spec.seat_of(label).ok_or_else(|| {
+                        ApiError::InvalidArgument(format!(
+                            "seat_labels: the hall has no seat {label:?}"
+                        ))
+                    })
+                })
+                .collect()
+        })?
+    }
+
+    /// The labels of `seats` in `show`'s hall, if the show is listed (and this replica knows
+    /// it): what both APIs answer beside the seat numbers.
+    ///
+    /// # Errors
+    ///
+    /// `Internal` if the metadata group's state failed.
+    pub fn labels_of(
+        &self,
+        show: ShowId,
+        seats: impl IntoIterator<Item = u32>,
+    ) -> Result<Option<Vec<String>>, ApiError> {
+        self.read_catalog(|group| {
+            let catalog = group.catalog();
+            let hall = catalog.listing(show).and_then(|listing| catalog.hall(listing.spec.hall))?;
+            seats.into_iter().map(|seat| hall.spec.label_of(seat)).collect()
+        })
+    }
+
     /// Proposes an operator command about its show.
     ///
     /// # Errors

@@ -27,7 +27,7 @@ use proto::booking::{
 };
 use statemachine::{
     BookingId, ClientCommand, EntryId, Group, HoldId, IdempotencyKey, OfferId, OperatorCommand,
-    PaymentId, SessionId, TicketId,
+    PaymentId, SessionId, ShowId, TicketId,
 };
 use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::{Request, Response, Status};
@@ -79,6 +79,13 @@ impl BookingApi {
         let session = self.session(metadata)?;
         let key = idempotency_key(metadata)?;
         Ok((session, key))
+    }
+
+    /// `reply` with its seats' labels, for a show in the catalog.
+    fn labelled(&self, mut reply: HoldReply) -> Result<HoldReply, ApiError> {
+        let labels = self.service.labels_of(ShowId(reply.show_id), reply.seats.iter().copied())?;
+        reply.seat_labels = labels.unwrap_or_default();
+        Ok(reply)
     }
 
     /// An operator's mutation: the credential, and an idempotency key (required on every
@@ -219,10 +226,19 @@ impl BookingService for BookingApi {
 
     async fn hold(&self, request: Request<HoldRequest>) -> Result<Response<HoldReply>, Status> {
         let (session, key) = self.buyer_mutation(request.metadata())?;
-        let (show, request) = convert::hold_request(request.get_ref())?;
+        let mut request = request.into_inner();
+        if !request.seat_labels.is_empty() {
+            if !request.seats.is_empty() {
+                let message = "seats: name seats by number or by label, not both";
+                return Err(ApiError::InvalidArgument(message.into()).into());
+            }
+            let show = input::show_id("show_id", request.show_id)?;
+            request.seats = self.service.seats_of_labels(show, &request.seat_labels)?;
+        }
+        let (show, request) = convert::hold_request(&request)?;
         let command = ClientCommand { show, session, key, request };
         let view = operations::hold(&self.service, command).await?;
-        Ok(Response::new(convert::hold_reply(show, &view)))
+        Ok(Response::new(self.labelled(convert::hold_reply(show, &view))?))
     }
 
     async fn hold_many(
@@ -266,7 +282,7 @@ impl BookingService for BookingApi {
         let show = input::show_id("show_id", request.show_id)?;
         let hold = HoldId(input::nonzero("hold_id", request.hold_id)?);
         let view = operations::get_hold(&self.service, show, hold, session).await?;
-        Ok(Response::new(convert::hold_reply(show, &view)))
+        Ok(Response::new(self.labelled(convert::hold_reply(show, &view))?))
     }
 
     async fn cancel_hold(&self, request: Request<HoldRef>) -> Result<Response<HoldReply>, Status> {
@@ -303,7 +319,10 @@ impl BookingService for BookingApi {
         let show = input::show_id("show_id", request.show_id)?;
         let booking = BookingId(input::nonzero("booking_id", request.booking_id)?);
         let view = operations::get_booking(&self.service, show, booking, session).await?;
-        Ok(Response::new(convert::booking_reply(show, &view)))
+        let mut reply = convert::booking_reply(show, &view);
+        let labels = self.service.labels_of(ShowId(reply.show_id), reply.seats.iter().copied())?;
+        reply.seat_labels = labels.unwrap_or_default();
+        Ok(Response::new(reply))
     }
 
     async fn cancel_booking(

@@ -262,6 +262,7 @@ pub fn hold_reply(show: ShowId, view: &HoldView) -> pb::HoldReply {
         offer_id: hold.offer.map_or(0, |offer| offer.0),
         payment_id: hold.payment().map_or(0, |payment| payment.0),
         booking_id: hold.booking().map_or(0, |booking| booking.0),
+        seat_labels: Vec::new(),
     }
 }
 
@@ -280,6 +281,7 @@ pub fn booking_reply(show: ShowId, view: &BookingView) -> pb::BookingReply {
         created_ms: booking.created_ms,
         as_of_log_index: view.as_of.log_index,
         as_of_log_time_ms: view.as_of.log_time_ms,
+        seat_labels: Vec::new(),
     }
 }
 
@@ -629,6 +631,7 @@ mod tests {
             seats: vec![56, 54, 55],
             price_version: 2,
             grant_ticket_id: 3,
+            seat_labels: Vec::new(),
         };
         let (show, request) = hold_request(&message).unwrap();
         assert_eq!(show, ShowId(4));

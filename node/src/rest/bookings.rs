@@ -29,6 +29,10 @@ pub struct Booking {
     pub hold_id: String,
     /// Its seats, sorted.
     pub seats: Vec<u32>,
+    /// Their labels in the show's hall (e.g. `B12`), in the order of `seats`, for a show
+    /// listed in the catalog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seat_labels: Option<Vec<String>>,
     /// Its state.
     pub state: BookingStateName,
     /// What was paid.
@@ -50,6 +54,7 @@ impl Booking {
             show_id: show.0,
             hold_id: format_id(show, booking.hold.0),
             seats: booking.seats.to_vec(),
+            seat_labels: None,
             state: booking.state.into(),
             price: booking.price.into(),
             payment_id: format_id(show, booking.payment.0),
@@ -80,7 +85,8 @@ pub async fn get_booking(
 ) -> Result<Json<Booking>, ApiError> {
     let (show, number) = parse_id("booking_id", &booking_id)?;
     let view = operations::get_booking(&state.service, show, BookingId(number), session).await?;
-    Ok(Json(Booking::from_view(show, &view)))
+    let labels = state.service.labels_of(show, view.booking.seats.iter().copied())?;
+    Ok(Json(Booking { seat_labels: labels, ..Booking::from_view(show, &view) }))
 }
 
 /// Cancels one of this session's bookings: its seats return (to the waitlist first) and

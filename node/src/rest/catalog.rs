@@ -1078,56 +1078,6 @@ pub fn listing_of(state: &RestState, show: ShowId) -> Result<Option<Listing>, Ap
     state.service.read_catalog(|group| Listing::of(group, show))
 }
 
-/// The seat numbers of `labels` in `show`'s hall, as this replica of the catalog knows it.
-///
-/// # Errors
-///
-/// `InvalidArgument` for a label the hall does not have, or a show that is not listed.
-pub fn seats_of_labels(
-    state: &RestState,
-    show: ShowId,
-    labels: &[String],
-) -> Result<Vec<u32>, ApiError> {
-    state.service.read_catalog(|group| {
-        let catalog = group.catalog();
-        let hall = catalog
-            .listing(show)
-            .and_then(|listing| catalog.hall(listing.spec.hall))
-            .ok_or_else(|| {
-                ApiError::InvalidArgument(format!(
-                    "seat_labels: show {show} is not in the catalog; name seats by number"
-                ))
-            })?;
-        labels
-            .iter()
-            .map(|label| {
-                hall.spec.seat_of(label).ok_or_else(|| {
-                    ApiError::InvalidArgument(format!(
-                        "seat_labels: the hall has no seat {label:?}"
-                    ))
-                })
-            })
-            .collect()
-    })?
-}
-
-/// The labels of `seats` in `show`'s hall, if the show is listed (and this replica knows it).
-///
-/// # Errors
-///
-/// `Internal` if the metadata group's state failed.
-pub fn labels_of(
-    state: &RestState,
-    show: ShowId,
-    seats: impl IntoIterator<Item = u32>,
-) -> Result<Option<Vec<String>>, ApiError> {
-    state.service.read_catalog(|group| {
-        let catalog = group.catalog();
-        let hall = catalog.listing(show).and_then(|listing| catalog.hall(listing.spec.hall))?;
-        seats.into_iter().map(|seat| hall.spec.label_of(seat)).collect()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

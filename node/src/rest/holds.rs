@@ -14,7 +14,6 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::rest::RestState;
-use crate::rest::catalog;
 use crate::rest::error::ErrorBody;
 use crate::rest::extract::{Idempotency, JsonBody, Session};
 use crate::rest::ids::{format_id, parse_id, parse_show_id};
@@ -88,7 +87,7 @@ impl HoldRequest {
             }
             (true, false) => {}
         }
-        self.seats = catalog::seats_of_labels(state, show, &self.seat_labels)?;
+        self.seats = state.service.seats_of_labels(show, &self.seat_labels)?;
         self.seat_labels.clear();
         Ok(self)
     }
@@ -137,7 +136,7 @@ pub async fn create_hold(
     let request = request.resolve_labels(&state, show)?.into_request(show)?;
     let command = ClientCommand { show, session, key, request };
     let view = operations::hold(&state.service, command).await?;
-    let labels = catalog::labels_of(&state, show, view.hold.seats.iter().copied())?;
+    let labels = state.service.labels_of(show, view.hold.seats.iter().copied())?;
     Ok((StatusCode::CREATED, Json(Hold { seat_labels: labels, ..Hold::from_view(show, &view) })))
 }
 
@@ -162,7 +161,7 @@ pub async fn get_hold(
 ) -> Result<Json<Hold>, ApiError> {
     let (show, number) = parse_id("hold_id", &hold_id)?;
     let view = operations::get_hold(&state.service, show, HoldId(number), session).await?;
-    let labels = catalog::labels_of(&state, show, view.hold.seats.iter().copied())?;
+    let labels = state.service.labels_of(show, view.hold.seats.iter().copied())?;
     Ok(Json(Hold { seat_labels: labels, ..Hold::from_view(show, &view) }))
 }
 

@@ -369,7 +369,13 @@ impl Client {
 
 /// The hold request for `seats` of `show_id` at the current price version.
 fn hold_message(show_id: u64, seats: &[u32]) -> HoldRequest {
-    HoldRequest { show_id, seats: seats.to_vec(), price_version: PRICE_VERSION, grant_ticket_id: 0 }
+    HoldRequest {
+        show_id,
+        seats: seats.to_vec(),
+        price_version: PRICE_VERSION,
+        grant_ticket_id: 0,
+        seat_labels: Vec::new(),
+    }
 }
 
 /// `message` with the session token of `token` and, for a mutation, idempotency key `key`.

@@ -2,11 +2,12 @@
 //! creates a venue, a hall and an event with `change_catalog` (the same create again changes
 //! nothing), makes a show in the hall with `create_show` and a listing (its seats are the
 //! hall's), renames and retires; a buyer's `search` finds a misspelt title, a show near a point,
-//! and stops finding it once its event is retired; bad input and conflicts get their codes.
+//! and stops finding it once its event is retired; a buyer holds seats by their labels and
+//! reads them back on the hold and the booking; bad input and conflicts get their codes.
 //!
 //! Reference: issue 16 section 1 (operator create/update/retire through REST, gRPC, SDK and
 //! bookctl, validated with clear errors; creating a show instantiates its seats from the hall)
-//! and section 2 (search).
+//! and section 2 (search); section 1's seat ids on the wire as the hall's labels.
 
 use std::io;
 
@@ -33,6 +34,7 @@ async fn sdk_catalog_and_search() -> io::Result<()> {
     report.check("the_operator_builds_a_catalog", built);
     if built_ok {
         report.check("a_buyer_searches", a_buyer_searches(&sdk).await);
+        report.check("a_buyer_names_seats_by_label", a_buyer_names_seats_by_label(&sdk).await);
         report.check("errors_have_their_codes", errors_have_their_codes(&sdk).await);
         report.check(
             "a_retired_event_is_no_longer_found",
@@ -152,6 +154,38 @@ async fn a_buyer_searches(sdk: &Sdk) -> io::Result<()> {
     ensure!(first.distance_km.is_some_and(|km| km < 1.0), "distance: {first:?}");
     let far = SearchRequest { lat: Some(38.72), lon: Some(-9.14), radius_km: Some(50.0), ..near };
     ensure!(found(client, far).await?.is_empty(), "Porto is not within 50 km of Lisbon");
+    Ok(())
+}
+
+/// A hold of `A1` and `B20` (seats 0 and 8): the reply, the hold read back and, once paid, the
+/// booking name both numbers and labels; a label the hall lacks holds nothing.
+async fn a_buyer_names_seats_by_label(sdk: &Sdk) -> io::Result<()> {
+    let client = &sdk.client;
+    let buyer = sdk.session().await?;
+    let missing = client.hold_labels(&buyer, SHOWS, &["A1", "Z9"], 1, 0, None).await;
+    let message = expect_rejected(
+        "a label the hall lacks",
+        missing,
+        Code::InvalidArgument,
+        "invalid_argument",
+    )?;
+    ensure!(message.contains("Z9"), "{message}");
+    let key = sdk.key("labels");
+    let held = client.hold_labels(&buyer, SHOWS, &["B20", "A1"], 1, 0, Some(&key)).await;
+    let held = expect_ok("hold A1 and B20", held)?;
+    ensure!(held.seats == [0, 8] && held.seat_labels == ["A1", "B20"], "{held:?}");
+    ensure!(held.price_minor == 9_500, "6000 + 3500: {held:?}");
+    let read = expect_ok("read the hold", client.get_hold(&buyer, SHOWS, held.hold_id).await)?;
+    ensure!(read.seat_labels == ["A1", "B20"], "{read:?}");
+    let checkout = client.checkout(&buyer, SHOWS, held.hold_id, Some(&sdk.key("pay"))).await;
+    let checkout = expect_ok("checkout", checkout)?;
+    let paid = sdk.pay(1, SHOWS, checkout.payment_id, checkout.amount_minor).await?;
+    ensure!(paid["effect"] == "confirmed", "the webhook's answer: {paid}");
+    let confirmed = expect_ok("read the hold", client.get_hold(&buyer, SHOWS, held.hold_id).await)?;
+    ensure!(confirmed.booking_id != 0, "{confirmed:?}");
+    let booking = client.get_booking(&buyer, SHOWS, confirmed.booking_id).await;
+    let booking = expect_ok("read the booking", booking)?;
+    ensure!(booking.seats == [0, 8] && booking.seat_labels == ["A1", "B20"], "{booking:?}");
     Ok(())
 }
 

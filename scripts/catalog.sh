@@ -5,10 +5,15 @@
 # call is idempotent (the same record again changes nothing), so running it twice is harmless.
 #
 # Usage: bash scripts/catalog.sh [node address, default 127.0.0.1:7101]
-# The operator credential is $BOOKING_OPERATOR_TOKEN (the demo's by default).
+# The operator credential is read from $BOOKING_OPERATOR_TOKEN_FILE, by default the file that
+# scripts/cluster.sh made (cluster-data/secrets/operator at the repository's root).
 set -euo pipefail
 node="${1:-127.0.0.1:7101}"
-token="${BOOKING_OPERATOR_TOKEN:-demo-operator-token}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+token_file="${BOOKING_OPERATOR_TOKEN_FILE:-${BOOKING_CLUSTER_DIR:-$root/cluster-data}/secrets/operator}"
+[ -r "$token_file" ] || { echo "catalog: no operator credential at $token_file" >&2; exit 2; }
+token="$(cat "$token_file")"
+# (The header is handed to curl through a file descriptor: never on its command line.)
 
 # POSTs a JSON body as the operator, again under the same idempotency key while the cluster
 # answers 503 (no leader yet, or the request needs another node's replica to catch up: the
@@ -18,7 +23,7 @@ post() {
   key="catalog-$(sha256sum <<<"$path $body" | cut -c1-32)"
   for attempt in 1 2 3 4 5 6 7 8 9 10; do
     answer=$(curl -sS -w '\n%{http_code}' -X POST "http://$node$path" \
-      -H "Authorization: Bearer $token" -H "Idempotency-Key: $key" \
+      -H @<(printf 'Authorization: Bearer %s\n' "$token") -H "Idempotency-Key: $key" \
       -H 'Content-Type: application/json' --data "$body")
     status=${answer##*$'\n'}
     case "$status" in

@@ -17,7 +17,14 @@
 # with --bootstrap only when its data directory does not exist yet, i.e. on the very first start
 # of the cluster; a wiped node restarted later joins without it. paysim keeps its ledger in
 # $BOOKING_CLUSTER_DIR/paysim (GET http://127.0.0.1:7100/ledger), its log in paysim.log; it signs
-# with PAYSIM_WEBHOOK_SECRET, else BOOKING_WEBHOOK_SECRET, else the nodes' development secret.
+# with the nodes' webhook secret.
+#
+# Secrets: on its first start the cluster gets random ones (32 bytes, hex), in files only their
+# owner reads: $BOOKING_CLUSTER_DIR/secrets/{session,operator,webhook} (or the values of
+# BOOKING_SESSION_SECRET, BOOKING_OPERATOR_TOKEN, BOOKING_WEBHOOK_SECRET, when set then). The
+# nodes read them with --session-secret-file, --operator-token-file, --webhook-secret-file, so a
+# node restarted from any shell comes back with the same ones; bookctl reads the operator's with
+# --operator-token-file (export BOOKCTL_OPERATOR_TOKEN_FILE=$BOOKING_CLUSTER_DIR/secrets/operator).
 #
 # Environment: BOOKING_GROUPS (data groups, default 4), BOOKINGD_ARGS (extra bookingd arguments),
 # PAYSIM_ARGS (extra paysim arguments, e.g. --decline-ratio 0.1; see paysim --help),
@@ -37,6 +44,7 @@ bookctl="$target_dir/release/bookctl"
 paysim="$target_dir/release/paysim"
 paysim_address=127.0.0.1:7100
 node_ids=(1 2 3)
+secrets_dir="$cluster_dir/secrets"
 
 address() { printf '127.0.0.1:710%s\n' "$1"; }
 peers() {
@@ -55,6 +63,24 @@ check_node() {
     1 | 2 | 3) ;;
     *) die "node must be one of ${node_ids[*]}, got '${1:-}'" ;;
   esac
+}
+
+# Makes the cluster's secrets once: random (or from the environment), readable by their owner only.
+make_secrets() {
+  local name variable value
+  mkdir -p "$secrets_dir"
+  chmod 700 "$secrets_dir"
+  for name in session operator webhook; do
+    [ -s "$secrets_dir/$name" ] && continue
+    case "$name" in
+      session) variable=BOOKING_SESSION_SECRET ;;
+      operator) variable=BOOKING_OPERATOR_TOKEN ;;
+      webhook) variable=BOOKING_WEBHOOK_SECRET ;;
+    esac
+    value="${!variable:-}"
+    [ -n "$value" ] || value="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+    (umask 077 && printf '%s\n' "$value" >"$secrets_dir/$name")
+  done
 }
 
 # The pid of node N if it runs a bookingd started by this script, else nothing.
@@ -98,7 +124,8 @@ start_paysim() {
   # shellcheck disable=SC2206 # PAYSIM_ARGS is split on purpose
   args+=(${PAYSIM_ARGS:-})
   echo "cluster: starting paysim ${args[*]}" >&2
-  PAYSIM_WEBHOOK_SECRET="${PAYSIM_WEBHOOK_SECRET:-${BOOKING_WEBHOOK_SECRET:-booking-cluster-development-webhook-secret}}" \
+  make_secrets
+  PAYSIM_WEBHOOK_SECRET="$(cat "$secrets_dir/webhook")" \
     setsid "$paysim" "${args[@]}" >>"$log" 2>&1 </dev/null &
   echo $! >"$cluster_dir/paysim.pid"
   local deadline=$((SECONDS + 10))
@@ -136,8 +163,13 @@ build() {
 # Starts node N in the background; bootstraps only if its data directory is new and $2 is yes.
 start() {
   local id="$1" may_bootstrap="$2" data="$cluster_dir/n$1" log="$cluster_dir/n$1.log"
+  make_secrets
   local args=(--id "$id" --data "$data" --listen "$(address "$id")" --peers "$(peers)"
-    --groups "$groups" --provider-url "http://$paysim_address")
+    --groups "$groups" --provider-url "http://$paysim_address"
+    --session-secret-file "$secrets_dir/session" --operator-token-file "$secrets_dir/operator"
+    --webhook-secret-file "$secrets_dir/webhook"
+    # The demo's thousands of simulated buyers all come from 127.0.0.1.
+    --rate-new-sessions-per-address 10000)
   if [ "$may_bootstrap" = yes ] && [ ! -e "$data" ]; then args+=(--bootstrap); fi
   # BOOKINGD_ARGS is split on spaces on purpose: it holds several arguments.
   # shellcheck disable=SC2206
@@ -147,7 +179,9 @@ start() {
   echo "cluster: starting node $id: bookingd ${args[*]}" >&2
   echo "=== $(date -u +%FT%TZ) start: bookingd ${args[*]}" >>"$log"
   # setsid: the node outlives this shell and gets no signal meant for the terminal.
-  setsid "$bookingd" "${args[@]}" >>"$log" 2>&1 </dev/null &
+  # The files are the secrets: the same variables in the environment would be a second source.
+  env -u BOOKING_SESSION_SECRET -u BOOKING_OPERATOR_TOKEN -u BOOKING_WEBHOOK_SECRET \
+    -u BOOKING_SINK_SECRET setsid "$bookingd" "${args[@]}" >>"$log" 2>&1 </dev/null &
   echo $! >"$cluster_dir/n$id.pid"
 }
 
@@ -175,7 +209,7 @@ stop() {
 
 bookctl_status() {
   [ -x "$bookctl" ] || die "$bookctl is missing: run '$0 up' (it builds) or cargo build --release -p client"
-  "$bookctl" --nodes "$(nodes)" status "$@"
+  "$bookctl" --nodes "$(nodes)" --operator-token-file "$secrets_dir/operator" status "$@"
 }
 
 cmd_up() {
@@ -207,6 +241,7 @@ $(tail -n 20 "$cluster_dir/n$id.log" 2>/dev/null)"
   bookctl_status
   echo "cluster: the buyer's page at http://$(address "${node_ids[0]}")/, the operator's at /ops" >&2
   echo "cluster: API reference (Swagger UI) at http://$(address "${node_ids[0]}")/docs" >&2
+  echo "cluster: the operator credential is in $secrets_dir/operator (bookctl: export BOOKCTL_OPERATOR_TOKEN_FILE=$secrets_dir/operator)" >&2
 }
 
 cmd_down() {

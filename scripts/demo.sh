@@ -23,16 +23,16 @@ target_dir="${CARGO_TARGET_DIR:-target}"
 for arg in "$@"; do
   case "$arg" in -h | --help) exec "$target_dir/release/onsale" --help ;; esac
 done
-# Secrets of the demo cluster, shared by every node and by the driver (a real cluster sets its
-# own: --session-secret, --webhook-secret, --operator-token).
-export BOOKING_SESSION_SECRET="${BOOKING_SESSION_SECRET:-demo-session-secret}"
-export BOOKING_WEBHOOK_SECRET="${BOOKING_WEBHOOK_SECRET:-demo-webhook-secret}"
-export BOOKING_OPERATOR_TOKEN="${BOOKING_OPERATOR_TOKEN:-demo-operator-token}"
 bash scripts/cluster.sh up >/dev/null
+# The cluster's random secrets, which cluster.sh made on its first start; the driver and the
+# catalog script read them from their files.
+secrets="$(cd "${BOOKING_CLUSTER_DIR:-cluster-data}" && pwd)/secrets"
+export BOOKING_OPERATOR_TOKEN_FILE="$secrets/operator"
 echo "demo: cluster up (bash scripts/cluster.sh status shows it), paysim on 127.0.0.1:7100"
 bash scripts/catalog.sh 127.0.0.1:7101
 status=0
-BOOKING_PROVIDER="${BOOKING_PROVIDER:-http://127.0.0.1:7100}" "$target_dir/release/onsale" "$@" ||
+BOOKING_PROVIDER="${BOOKING_PROVIDER:-http://127.0.0.1:7100}" "$target_dir/release/onsale" \
+  --operator-token-file "$secrets/operator" --webhook-secret-file "$secrets/webhook" "$@" ||
   status=$?
 ledger=$(curl -fsS http://127.0.0.1:7100/ledger 2>/dev/null || true)
 if [ -n "$ledger" ]; then
@@ -51,8 +51,9 @@ if [ -n "$webhooks" ]; then
 fi
 echo
 echo "demo: buy a ticket in your browser:   http://127.0.0.1:7101/   (search \"hamlet\", or \"hamlte\")"
-echo "demo: the operator's page:            http://127.0.0.1:7101/ops   (token: $BOOKING_OPERATOR_TOKEN)"
+echo "demo: the operator's page:            http://127.0.0.1:7101/ops   (its credential: cat $secrets/operator)"
 echo "demo: the API reference:              http://127.0.0.1:7101/docs"
 echo "demo: the cluster keeps running. Try: $target_dir/release/bookctl show list"
+echo "      (operator commands: export BOOKCTL_OPERATOR_TOKEN_FILE=$secrets/operator)"
 echo "demo: stop it with: bash scripts/cluster.sh down"
 exit "$status"

@@ -209,8 +209,8 @@ impl Client {
     }
 
     /// Sends `token` as `authorization: Bearer <token>` on operator calls (creating shows,
-    /// opening and closing sales, capacity events, audit trails): needed when the cluster has
-    /// an operator token. Clones share it.
+    /// opening and closing sales, capacity events, audit trails) and on every admin call
+    /// (status, membership changes): the nodes refuse those calls without it. Clones share it.
     ///
     /// ```no_run
     /// # fn run() -> client::Result<()> {
@@ -267,7 +267,7 @@ impl Client {
     pub async fn status(&self, address: &str, with_digest: bool) -> Result<StatusReply> {
         let address = address::normalize(address)?;
         let channel = self.channel(&address)?;
-        let request = tonic::Request::new(StatusRequest { with_digest });
+        let request = self.operator_metadata(false, None)?.request(StatusRequest { with_digest });
         let call = async move { AdminServiceClient::new(channel).status(request).await };
         let timeout = self.inner.config.attempt_timeout;
         let status = match tokio::time::timeout(timeout, call).await {
@@ -407,7 +407,7 @@ impl Client {
             // Learns every reporting leader; errors are for the call below to meet.
             self.cluster_status(false).await;
         }
-        let metadata = CallMetadata::mutation(self.key_or_fresh(None).as_deref())?;
+        let metadata = self.operator_metadata(true, None)?;
         let (reply, _) = self
             .call(Route::Group(group_id), kind, &metadata, |channel| attempt(channel, &metadata))
             .await?;

@@ -1063,8 +1063,13 @@ async fn the_operator_token_goes_on_operator_calls_only() {
         .search(&client::SearchRequest { q: "hamlet".into(), ..Default::default() })
         .await
         .unwrap();
+    // Admin calls are operator calls too, a status round included.
+    client.status(&node.address, false).await.unwrap();
+    client.transfer_leader(1, 1).await.unwrap();
 
     for method in [
+        "status",
+        "transfer_leader",
         "change_catalog",
         "create_show",
         "close_sales",
@@ -1079,7 +1084,7 @@ async fn the_operator_token_goes_on_operator_calls_only() {
     ] {
         let call = &node.calls(method)[0];
         assert_eq!(call.authorization.as_deref(), Some("Bearer op-secret"), "{method}");
-        let read = matches!(method, "get_audit" | "get_payment");
+        let read = matches!(method, "get_audit" | "get_payment" | "status");
         assert_eq!(call.key.is_some(), !read, "{method}");
     }
     assert_eq!(node.calls("get_payment")[1].authorization.as_deref(), Some("Bearer buyer"));

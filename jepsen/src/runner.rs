@@ -111,7 +111,7 @@ pub async fn run(options: &TestOptions) -> Result<TestResult, HarnessError> {
     let cluster = Arc::new(Cluster::start(cluster_options).await?);
     let paysim = if payments {
         let binary = cluster.binary().with_file_name("paysim");
-        let secret = cluster.options().webhook_secret.clone().unwrap_or_default();
+        let secret = cluster.options().webhook().to_owned();
         let dir = options.data_dir.join("paysim");
         let nodes = cluster.addresses();
         match payments::Paysim::start(&binary, provider, &dir, &nodes, &secret, options.seed).await
@@ -161,7 +161,7 @@ async fn run_on(
         http: reqwest::Client::new(),
         nodes: cluster.addresses(),
         // The suite's options always set it (`ClusterOptions::new`).
-        webhook_secret: cluster.options().webhook_secret.clone().unwrap_or_default(),
+        webhook_secret: cluster.options().webhook().to_owned(),
         recorder: Arc::clone(&recorder),
         workload: options.workload,
         shows: shows.clone(),

@@ -159,7 +159,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_replica_whose_digest_differs_from_the_leaders_is_flagged() {
-        let cluster = test_node::start(None).await;
+        let cluster = test_node::start().await;
         let hosted = cluster.node.shared().group(1).unwrap().clone();
         hosted.reader.keep_checkpoints(4).unwrap();
         let show = cluster.open_show(7, 100).await;

@@ -15,6 +15,8 @@ use serde::Deserialize;
 use statemachine::SinkName;
 use statemachine::limits::SINKS_PER_GROUP_MAX;
 
+use crate::secrets::{SecretFiles, Secrets};
+
 /// The groups a cluster has by default: the metadata group 0 and this many data groups.
 pub const DATA_GROUPS_DEFAULT: u64 = 4;
 /// The most data groups a cluster may have (each costs every hosting node a few tasks).
@@ -103,19 +105,24 @@ pub struct Args {
     /// How often a leader's tick worker looks for overdue holds, grants and offers, ms.
     #[arg(long, value_name = "MS")]
     pub tick_ms: Option<u64>,
-    /// The secret session tokens are signed with: the same on every node (a built-in
-    /// development secret if unset, with a warning).
-    #[arg(long, env = "BOOKING_SESSION_SECRET", value_name = "TEXT", hide_env_values = true)]
-    pub session_secret: Option<String>,
-    /// The bearer token operator calls (creating shows, capacity events, audit) need; when
-    /// unset, operator calls are open (with a warning).
-    #[arg(long, env = "BOOKING_OPERATOR_TOKEN", value_name = "TEXT", hide_env_values = true)]
-    pub operator_token: Option<String>,
-    /// The secret payment provider webhooks are signed with (`t=<unix seconds>,v1=<hex
-    /// HMAC-SHA256 of "<t>." + raw body>`); a built-in development secret if unset, with a
-    /// warning.
-    #[arg(long, env = "BOOKING_WEBHOOK_SECRET", value_name = "TEXT", hide_env_values = true)]
-    pub webhook_secret: Option<String>,
+    /// A file holding the secret session tokens are signed with (or `BOOKING_SESSION_SECRET`):
+    /// the same on every node, at least 32 bytes.
+    #[arg(long, value_name = "FILE")]
+    pub session_secret_file: Option<PathBuf>,
+    /// A file holding the bearer token every operator call needs, gRPC `AdminService` included
+    /// (or `BOOKING_OPERATOR_TOKEN`): at least 32 bytes.
+    #[arg(long, value_name = "FILE")]
+    pub operator_token_file: Option<PathBuf>,
+    /// A file holding the secret payment provider webhooks are signed with (or
+    /// `BOOKING_WEBHOOK_SECRET`; the header is `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>." +
+    /// raw body>`): at least 32 bytes.
+    #[arg(long, value_name = "FILE")]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Development mode: the public development secrets stand in for any secret not given, and
+    /// only a loopback --listen address is accepted. Never for a cluster others can reach.
+    #[arg(long)]
+    #[serde(default)]
+    pub dev: bool,
     /// How far a webhook signature's timestamp may be from this node's clock, either way, in
     /// seconds (default 300, at most 86400); an older delivery is refused as a replay.
     #[arg(long, value_name = "S")]
@@ -131,10 +138,10 @@ pub struct Args {
     #[arg(long = "sink", value_name = "NAME=URL", value_delimiter = ',', value_parser = parse_sink)]
     #[serde(default, deserialize_with = "sinks_from_table")]
     pub sinks: Vec<(String, String)>,
-    /// The secret sink deliveries are signed with (as the payment provider signs webhooks); a
-    /// built-in development secret if unset, with a warning.
-    #[arg(long, env = "BOOKING_SINK_SECRET", value_name = "TEXT", hide_env_values = true)]
-    pub sink_secret: Option<String>,
+    /// A file holding the secret sink deliveries are signed with, as the payment provider signs
+    /// webhooks (or `BOOKING_SINK_SECRET`): at least 32 bytes; required with --sink.
+    #[arg(long, value_name = "FILE")]
+    pub sink_secret_file: Option<PathBuf>,
     /// Failed attempts of a batch before its events become dead letters (default 8).
     #[arg(long, value_name = "N")]
     pub sink_attempts: Option<u32>,
@@ -158,9 +165,14 @@ pub struct Args {
     /// Requests per second one session may make (token bucket; bursts of twice as many).
     #[arg(long, value_name = "N")]
     pub rate_per_session: Option<u32>,
-    /// Requests per second one client address may make (token bucket; bursts of twice as many).
+    /// Requests per second one client address may make (token bucket; bursts of twice as many);
+    /// an IPv6 address counts as its /64.
     #[arg(long, value_name = "N")]
     pub rate_per_address: Option<u32>,
+    /// Sessions per second one client address may create (default 100; bursts of twice as
+    /// many).
+    #[arg(long, value_name = "N")]
+    pub rate_new_sessions_per_address: Option<u32>,
 }
 
 fn parse_peer(text: &str) -> Result<(NodeId, String), String> {
@@ -228,12 +240,11 @@ pub struct Config {
     pub snapshot_logs: u64,
     /// The tick worker's period, ms.
     pub tick_ms: u64,
-    /// The session token secret, if configured.
-    pub session_secret: Option<String>,
-    /// The operator credential, if configured.
-    pub operator_token: Option<String>,
-    /// The payment webhook secret, if configured.
-    pub webhook_secret: Option<String>,
+    /// The session secret, the operator credential, the webhook and sink secrets (their
+    /// `Debug` shows none of them).
+    pub secrets: Secrets,
+    /// Development mode (`--dev`): loopback only, development secrets allowed.
+    pub dev: bool,
     /// How far a webhook signature's timestamp may be from this node's clock, in seconds
     /// (1..=[`crate::signature::TOLERANCE_S_MAX`]).
     pub webhook_tolerance_s: u64,
@@ -241,8 +252,6 @@ pub struct Config {
     pub provider_url: Option<String>,
     /// The outbox sinks: name and URL (checked), in the order given.
     pub sinks: Vec<(SinkName, String)>,
-    /// The sink signing secret, if configured.
-    pub sink_secret: Option<String>,
     /// Failed attempts of a batch before its events become dead letters.
     pub sink_attempts: u32,
     /// Age after which a failing event becomes a dead letter, seconds.
@@ -259,6 +268,8 @@ pub struct Config {
     pub rate_per_session: u32,
     /// Requests per second per client address.
     pub rate_per_address: u32,
+    /// Sessions created per second per client address.
+    pub rate_new_sessions_per_address: u32,
     /// Deliberately unsafe, for the Jepsen suite only: every read that should be linearizable
     /// is served from this node's replica, without ReadIndex and without checking leadership,
     /// so an old leader that has not yet noticed it was deposed serves stale reads. Set only by
@@ -277,6 +288,19 @@ impl Config {
     /// [`ConfigError`] when the file cannot be read or parsed, or a setting is missing or out
     /// of range.
     pub fn load(args: Args) -> Result<Config, ConfigError> {
+        Config::load_with(args, &|name| std::env::var(name).ok())
+    }
+
+    /// As [`Config::load`], with the secrets' environment variables looked up in `env` instead
+    /// of the process's environment (a test's in-process node, the simulator's nodes).
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::load`].
+    pub fn load_with(
+        args: Args,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
         let file = match &args.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -288,10 +312,14 @@ impl Config {
             }
             None => Args::default(),
         };
-        Config::merge(args, file)
+        Config::merge(args, file, env)
     }
 
-    fn merge(args: Args, file: Args) -> Result<Config, ConfigError> {
+    fn merge(
+        args: Args,
+        file: Args,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid(message);
         let id = args.id.or(file.id).ok_or_else(|| invalid("--id is required".into()))?;
         if id == 0 {
@@ -301,6 +329,13 @@ impl Config {
         let listen =
             args.listen.or(file.listen).ok_or_else(|| invalid("--listen is required".into()))?;
         let advertise = args.advertise.or(file.advertise).unwrap_or_else(|| listen.to_string());
+        let dev = args.dev || file.dev;
+        if dev && !listen.ip().is_loopback() {
+            return Err(invalid(format!(
+                "--dev: {listen} is not a loopback address; development mode (public secrets) \
+                 listens on loopback only"
+            )));
+        }
         let mut peers = BTreeMap::new();
         let listed = if args.peers.is_empty() { file.peers } else { args.peers };
         for (peer, address) in listed {
@@ -364,6 +399,13 @@ impl Config {
                 "--sink-attempts, --sink-concurrency, --sink-rate: at least 1".into(),
             ));
         }
+        let files = SecretFiles {
+            session: args.session_secret_file.or(file.session_secret_file),
+            operator: args.operator_token_file.or(file.operator_token_file),
+            webhook: args.webhook_secret_file.or(file.webhook_secret_file),
+            sink: args.sink_secret_file.or(file.sink_secret_file),
+        };
+        let secrets = Secrets::load(&files, env, dev, !sinks.is_empty())?;
         let sink_age_max_s = args.sink_age_max_s.or(file.sink_age_max_s).unwrap_or(600).max(1);
         let webhook_tolerance_s = args
             .webhook_tolerance_s
@@ -389,13 +431,11 @@ impl Config {
             election_max_ms,
             snapshot_logs,
             tick_ms,
-            session_secret: args.session_secret.or(file.session_secret),
-            operator_token: args.operator_token.or(file.operator_token),
-            webhook_secret: args.webhook_secret.or(file.webhook_secret),
+            secrets,
+            dev,
             webhook_tolerance_s,
             provider_url,
             sinks,
-            sink_secret: args.sink_secret.or(file.sink_secret),
             sink_attempts,
             sink_age_max_s,
             sink_concurrency,
@@ -410,6 +450,11 @@ impl Config {
                 .or(file.audit_checkpoint_entries)
                 .unwrap_or(1_000),
             rate_per_session: args.rate_per_session.or(file.rate_per_session).unwrap_or(50).max(1),
+            rate_new_sessions_per_address: args
+                .rate_new_sessions_per_address
+                .or(file.rate_new_sessions_per_address)
+                .unwrap_or(crate::limits::NEW_SESSIONS_PER_ADDRESS_DEFAULT)
+                .max(1),
             rate_per_address: args
                 .rate_per_address
                 .or(file.rate_per_address)
@@ -484,6 +529,7 @@ pub fn initial_voters(group: GroupId, members: &[NodeId], replicas: usize) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secrets::test_env;
 
     fn args(line: &str) -> Args {
         Args::try_parse_from(line.split_whitespace()).unwrap()
@@ -496,7 +542,9 @@ mod tests {
              [peers]\n2 = \"127.0.0.1:2\"\n",
         )
         .unwrap();
-        let config = Config::merge(args("bookingd --id 1 --listen 127.0.0.1:7101"), file).unwrap();
+        let config =
+            Config::merge(args("bookingd --id 1 --listen 127.0.0.1:7101"), file, &test_env)
+                .unwrap();
         assert_eq!(config.id, 1);
         assert_eq!(config.data_groups, 8);
         assert_eq!(config.listen.port(), 7101);
@@ -506,6 +554,7 @@ mod tests {
         let config = Config::merge(
             args("bookingd --id 1 --data /x --listen 127.0.0.1:1 --webhook-tolerance-s 60"),
             toml::from_str("webhook-tolerance-s = 900").unwrap(),
+            &test_env,
         )
         .unwrap();
         assert_eq!(config.webhook_tolerance_s, 60);
@@ -515,7 +564,7 @@ mod tests {
     fn bad_settings_are_refused_with_their_name() {
         let base = "bookingd --id 1 --data /x --listen 127.0.0.1:1";
         let refuse = |extra: &str| {
-            let error = Config::merge(args(&format!("{base} {extra}")), Args::default());
+            let error = Config::merge(args(&format!("{base} {extra}")), Args::default(), &test_env);
             error.unwrap_err().to_string()
         };
         assert!(refuse("--groups 0").contains("--groups"));
@@ -524,9 +573,48 @@ mod tests {
         assert!(refuse("--webhook-tolerance-s 0").contains("--webhook-tolerance-s"));
         assert!(refuse("--webhook-tolerance-s 86401").contains("--webhook-tolerance-s"));
         assert!(Args::try_parse_from(["bookingd", "--peers", "2"]).is_err());
-        let missing = Config::merge(args("bookingd --id 1"), Args::default());
+        let missing = Config::merge(args("bookingd --id 1"), Args::default(), &test_env);
         assert!(missing.unwrap_err().to_string().contains("--data"));
         assert!(toml::from_str::<Args>("color = 1").is_err());
+    }
+
+    #[test]
+    fn secrets_come_from_files_or_the_environment_never_the_command_line() {
+        // The old flags that took the value itself are gone.
+        for flag in ["--session-secret", "--operator-token", "--webhook-secret", "--sink-secret"] {
+            assert!(Args::try_parse_from(["bookingd", flag, "s3cret"]).is_err(), "{flag}");
+        }
+        let base = "bookingd --id 1 --data /x --listen 127.0.0.1:1";
+        let none = |_: &str| None;
+        let message = Config::merge(args(base), Args::default(), &none).unwrap_err().to_string();
+        assert!(message.contains("missing secrets") && message.contains("--dev"), "{message}");
+        let dev = Config::merge(args(&format!("{base} --dev")), Args::default(), &none).unwrap();
+        assert!(dev.dev && dev.secrets.development);
+        // The config file may name the files too.
+        let dir = tempfile::tempdir().unwrap();
+        let operator = dir.path().join("operator");
+        std::fs::write(&operator, "o".repeat(40)).unwrap();
+        let file: Args =
+            toml::from_str(&format!("operator-token-file = {:?}", operator.display().to_string()))
+                .unwrap();
+        let config = Config::merge(args(&format!("{base} --dev")), file, &none).unwrap();
+        use secrecy::ExposeSecret;
+        assert_eq!(config.secrets.operator.expose_secret(), "o".repeat(40));
+    }
+
+    #[test]
+    fn dev_mode_listens_on_loopback_only() {
+        let none = |_: &str| None;
+        for listen in ["0.0.0.0:7101", "10.0.0.5:7101", "[::]:7101"] {
+            let line = format!("bookingd --id 1 --data /x --dev --listen {listen}");
+            let error = Config::merge(args(&line), Args::default(), &none).unwrap_err();
+            assert!(error.to_string().contains("loopback"), "{listen}: {error}");
+        }
+        let line = "bookingd --id 1 --data /x --dev --listen [::1]:7101";
+        assert!(Config::merge(args(line), Args::default(), &none).is_ok());
+        // With real secrets, any address.
+        let line = "bookingd --id 1 --data /x --listen 0.0.0.0:7101";
+        assert!(Config::merge(args(line), Args::default(), &test_env).is_ok());
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub async fn run(config: Result<Config, ConfigError>) -> ExitCode {
         }
     };
     let id = config.id;
+    // Every setting, for whoever reads the log later; the secrets show as `[REDACTED]`.
+    tracing::info!(?config, "bookingd starting");
     if statemachine::VERIFY {
         tracing::info!("verify build: every invariant is checked after every applied entry");
     }

@@ -250,7 +250,7 @@ mod tests {
 
     fn config(id: u64, peer: u64, bootstrap: bool) -> Config {
         let address = |id: u64| format!("10.9.0.{id}:7101");
-        Config::load(Args {
+        let args = Args {
             id: Some(id),
             data: Some("/nonexistent/not-opened".into()),
             listen: Some(address(id).parse().unwrap()),
@@ -264,8 +264,8 @@ mod tests {
             // Bursts of two: the third call from one address is refused.
             rate_per_address: Some(1),
             ..Args::default()
-        })
-        .unwrap()
+        };
+        Config::load_with(args, &crate::secrets::test_env).unwrap()
     }
 
     fn environment(wires: &Wires, config: &Config, entropy: Entropy) -> Environment {
@@ -311,11 +311,18 @@ mod tests {
         }
 
         let channel = wires.network().connect_lazy(&Endpoint::from_static("http://10.9.0.2:7101"));
-        let status = AdminServiceClient::new(channel.clone())
-            .status(StatusRequest { with_digest: false })
-            .await
-            .unwrap()
-            .into_inner();
+        // Every admin call needs the operator credential, the bootstrap's included. (Node 1 is
+        // asked without: a refused admin call pays its address's bucket, which node 2's
+        // sessions below count on.)
+        let other = wires.network().connect_lazy(&Endpoint::from_static("http://10.9.0.1:7101"));
+        let mut anonymous = AdminServiceClient::new(other);
+        let refused = anonymous.status(StatusRequest { with_digest: false }).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+        let mut admin = AdminServiceClient::new(channel.clone());
+        let mut request = tonic::Request::new(StatusRequest { with_digest: false });
+        let bearer = format!("Bearer {}", crate::secrets::TEST_OPERATOR_TOKEN);
+        request.metadata_mut().insert("authorization", bearer.parse().unwrap());
+        let status = admin.status(request).await.unwrap().into_inner();
         assert_eq!((status.node_id, status.address.as_str()), (2, "10.9.0.2:7101"));
         let mut booking = BookingServiceClient::new(channel);
         let session = booking.create_session(CreateSessionRequest {}).await.unwrap().into_inner();

@@ -56,6 +56,7 @@ pub mod provider;
 pub mod rest;
 pub mod search;
 pub mod seat_maps;
+pub mod secrets;
 pub mod service;
 pub mod sessions;
 pub mod signature;

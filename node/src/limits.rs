@@ -6,10 +6,16 @@
 //! `ApiError::RateLimited` (429, `rate_limited`, `Retry-After` in whole seconds) before any
 //! handler runs. A bucket refills at its rate per second and holds [`BURST_SECONDS`] seconds of
 //! it, so a page that fires a few requests at once is not refused. The session key is the
-//! `Authorization` header value (hashed; a request without one is limited by address only);
+//! bearer token as authentication reads it (after `Bearer `, trimmed; hashed), so a session is
+//! one bucket however its header is spaced: a token the cluster issued names one session id,
+//! and the token alone determines it. A request without a token is limited by address only;
 //! the operator credential is no session and pays only its address bucket, so operating a
 //! cluster under load is never throttled by buyers' limits. The address is the TCP peer's IP,
-//! never a header a client could forge. Buckets are per node: a node counts what it receives.
+//! never a header a client could forge, and an IPv6 address counts as its /64 (the block one
+//! host is given, inside which it can pick addresses freely). Creating a session pays a third
+//! bucket, per address, much smaller than the address's request rate: sessions cost nothing to
+//! make, so without it one address could mint a fresh session bucket per request. A `HoldMany`
+//! call pays every bucket once per item. Buckets are per node: a node counts what it receives.
 //!
 //! Where the peer address comes from: REST is served by the node's tonic server
 //! (`tonic::transport::Server` with `accept_http1`), which puts a
@@ -25,7 +31,7 @@
 //! Never decides anything about a booking, and never trusts `X-Forwarded-For`.
 
 use std::collections::BTreeSet;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +41,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{Extensions, HeaderMap};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
+use secrecy::ExposeSecret;
 
 use crate::config::Config;
 use crate::error::ApiError;
@@ -58,6 +65,8 @@ pub struct Limits {
 struct Inner {
     sessions: DefaultKeyedRateLimiter<u128>,
     addresses: DefaultKeyedRateLimiter<IpAddr>,
+    /// Sessions created, per address (its /64 for IPv6).
+    new_sessions: DefaultKeyedRateLimiter<IpAddr>,
     /// The IPs of the configured peers, whose forwarded requests skip the address bucket.
     peers: BTreeSet<IpAddr>,
     checks: AtomicU64,
@@ -68,24 +77,26 @@ impl Limits {
     /// Buckets refilling at `per_session` and `per_address` requests a second, each as deep as
     /// [`BURST_SECONDS`] of its rate; forwarded requests from `peers` skip the address bucket.
     pub fn new(per_session: u32, per_address: u32, peers: BTreeSet<IpAddr>) -> Limits {
-        let quota = |rate: u32| {
-            let rate = NonZeroU32::new(rate).unwrap_or(NonZeroU32::MIN);
-            let burst =
-                rate.saturating_mul(NonZeroU32::new(BURST_SECONDS).unwrap_or(NonZeroU32::MIN));
-            Quota::per_second(rate).allow_burst(burst)
-        };
         Limits::with_quotas(quota(per_session), quota(per_address), peers)
+    }
+
+    /// The same limits, with `per_address` sessions a second created per address.
+    pub fn with_new_sessions(mut self, per_address: u32) -> Limits {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.new_sessions = DefaultKeyedRateLimiter::keyed(quota(per_address));
+        }
+        self
     }
 
     /// The same limits, with `token` (the operator credential) exempt from the session bucket.
     pub fn with_operator(mut self, token: Option<&str>) -> Limits {
-        self.operator = token.map(|token| session_key(format!("Bearer {token}").as_bytes()));
+        self.operator = token.and_then(|token| token_key(token.as_bytes()));
         self
     }
 
     /// The node's limits: `--rate-per-session`, `--rate-per-address`, the IPs of its `--peers`
     /// given as IP literals (host names are not resolved: their forwarded requests pay the
-    /// address bucket), and `--operator-token` exempt from the session bucket.
+    /// address bucket), and the operator credential exempt from the session bucket.
     pub fn from_config(config: &Config) -> Limits {
         let peers = config
             .peers
@@ -93,7 +104,8 @@ impl Limits {
             .filter_map(|address| address.parse::<SocketAddr>().ok().map(|address| address.ip()))
             .collect();
         Limits::new(config.rate_per_session, config.rate_per_address, peers)
-            .with_operator(config.operator_token.as_deref())
+            .with_operator(Some(config.secrets.operator.expose_secret()))
+            .with_new_sessions(config.rate_new_sessions_per_address)
     }
 
     /// Buckets with explicit quotas (tests use tiny ones).
@@ -102,6 +114,9 @@ impl Limits {
             inner: Arc::new(Inner {
                 sessions: DefaultKeyedRateLimiter::keyed(per_session),
                 addresses: DefaultKeyedRateLimiter::keyed(per_address),
+                new_sessions: DefaultKeyedRateLimiter::keyed(quota(
+                    NEW_SESSIONS_PER_ADDRESS_DEFAULT,
+                )),
                 peers,
                 checks: AtomicU64::new(0),
                 clock: DefaultClock::default(),
@@ -127,14 +142,15 @@ impl Limits {
         if inner.checks.fetch_add(1, Ordering::Relaxed).is_multiple_of(SWEEP_EVERY_CHECKS) {
             inner.sessions.retain_recent();
             inner.addresses.retain_recent();
+            inner.new_sessions.retain_recent();
         }
         let session = headers
             .get("authorization")
-            .map(|value| session_key(value.as_bytes()))
+            .and_then(|value| session_key(value.as_bytes()))
             .filter(|key| self.operator != Some(*key))
             .map(|key| inner.sessions.check_key(&key));
         let address = peer_ip(extensions).filter(|ip| !(forwarded && inner.peers.contains(ip)));
-        let address = address.map(|ip| inner.addresses.check_key(&ip));
+        let address = address.map(|ip| inner.addresses.check_key(&address_key(ip)));
         if let Some(Err(not_until)) = session {
             return Err(limited("this session", not_until.wait_time_from(inner.clock.now())));
         }
@@ -146,6 +162,35 @@ impl Limits {
 }
 
 impl Limits {
+    /// Charges an `AdminService` call: with the operator credential it is free (membership
+    /// changes and status rounds must never be refused to the operator under load); without
+    /// (a call the service refuses anyway), it pays its address's bucket, so that guessing the
+    /// credential is as slow as the address's rate.
+    ///
+    /// # Errors
+    ///
+    /// `RateLimited` when the address's bucket is empty.
+    pub fn check_admin(
+        &self,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+    ) -> Result<(), ApiError> {
+        let operator = headers
+            .get("authorization")
+            .and_then(|value| session_key(value.as_bytes()))
+            .is_some_and(|key| self.operator == Some(key));
+        if operator {
+            return Ok(());
+        }
+        let inner = &self.inner;
+        match peer_ip(extensions).map(|ip| inner.addresses.check_key(&address_key(ip))) {
+            Some(Err(not_until)) => {
+                Err(limited("this address", not_until.wait_time_from(inner.clock.now())))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Takes one token from the bucket of the session whose bare token is `token`: the bucket
     /// a call carrying `Authorization: Bearer <token>` pays. Each item of a `HoldMany` call pays
     /// its session's bucket this way (the call itself pays its address's bucket once).
@@ -154,7 +199,7 @@ impl Limits {
     ///
     /// `RateLimited` when the bucket is empty.
     pub fn check_session(&self, token: &str) -> Result<(), ApiError> {
-        let key = session_key(format!("Bearer {}", token.trim()).as_bytes());
+        let Some(key) = token_key(token.as_bytes()) else { return Ok(()) };
         if self.operator == Some(key) {
             return Ok(());
         }
@@ -163,11 +208,79 @@ impl Limits {
             limited("this session", not_until.wait_time_from(inner.clock.now()))
         })
     }
+
+    /// Takes `count` more tokens from the bucket of the request's address: the items of a
+    /// `HoldMany` call beyond the first, which the call's own check paid for.
+    ///
+    /// # Errors
+    ///
+    /// `RateLimited` when the bucket lacks them (none is taken then), or when `count` is more
+    /// than the bucket can ever hold.
+    pub fn check_address_n(&self, extensions: &Extensions, count: u32) -> Result<(), ApiError> {
+        let (Some(ip), Some(count)) = (peer_ip(extensions), NonZeroU32::new(count)) else {
+            return Ok(());
+        };
+        let inner = &self.inner;
+        match inner.addresses.check_key_n(&address_key(ip), count) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(not_until)) => {
+                Err(limited("this address", not_until.wait_time_from(inner.clock.now())))
+            }
+            Err(_insufficient) => Err(ApiError::RateLimited {
+                message: format!("{count} requests at once are more than this address's burst"),
+                retry_after_s: 1,
+            }),
+        }
+    }
+
+    /// Takes one token from the new-session bucket of the request's address.
+    ///
+    /// # Errors
+    ///
+    /// `RateLimited` when the address has created sessions at its rate.
+    pub fn check_new_session(&self, extensions: &Extensions) -> Result<(), ApiError> {
+        let Some(ip) = peer_ip(extensions) else { return Ok(()) };
+        let inner = &self.inner;
+        inner.new_sessions.check_key(&address_key(ip)).map_err(|not_until| {
+            limited("this address (new sessions)", not_until.wait_time_from(inner.clock.now()))
+        })
+    }
 }
 
-/// The bucket key of an `Authorization` value (a hash: tokens are not kept in memory).
-fn session_key(authorization: &[u8]) -> u128 {
-    hash128(b"rate-limit-session", authorization)
+/// Sessions a second one address may create by default (bursts of twice as many): a front end
+/// that makes sessions for its buyers makes many from one address, a flood of them far more.
+pub const NEW_SESSIONS_PER_ADDRESS_DEFAULT: u32 = 100;
+
+/// A bucket refilling at `rate` a second, [`BURST_SECONDS`] of it deep.
+fn quota(rate: u32) -> Quota {
+    let rate = NonZeroU32::new(rate).unwrap_or(NonZeroU32::MIN);
+    let burst = rate.saturating_mul(NonZeroU32::new(BURST_SECONDS).unwrap_or(NonZeroU32::MIN));
+    Quota::per_second(rate).allow_burst(burst)
+}
+
+/// The session bucket key of an `Authorization` value: its bearer token as authentication
+/// reads it (after `Bearer `, trimmed), hashed (tokens are not kept in memory); `None` without
+/// a token.
+fn session_key(authorization: &[u8]) -> Option<u128> {
+    let token = std::str::from_utf8(authorization).ok()?.strip_prefix("Bearer ")?;
+    token_key(token.as_bytes())
+}
+
+/// The session bucket key of a bare token, trimmed; `None` for an empty one.
+fn token_key(token: &[u8]) -> Option<u128> {
+    let token = token.trim_ascii();
+    (!token.is_empty()).then(|| hash128(b"rate-limit-session", token))
+}
+
+/// The address bucket key of `ip`: itself for IPv4 (and IPv4-mapped IPv6), its /64 for IPv6.
+pub fn address_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX))),
+        },
+    }
 }
 
 fn limited(who: &str, wait: Duration) -> ApiError {
@@ -193,17 +306,37 @@ mod tests {
 
     #[test]
     fn the_config_trusts_peers_given_as_ip_literals_and_names_the_operator() {
-        let config = crate::Config::load(crate::Args {
+        let args = crate::Args {
             id: Some(1),
             data: Some("/tmp/unused".into()),
             listen: Some("127.0.0.1:1".parse().unwrap()),
             peers: vec![(2, "10.1.2.3:7102".into()), (3, "node-3.example:7103".into())],
-            operator_token: Some("op".into()),
             ..crate::Args::default()
-        })
-        .unwrap();
+        };
+        let config = crate::Config::load_with(args, &crate::secrets::test_env).unwrap();
         let limits = Limits::from_config(&config);
         assert_eq!(limits.inner.peers, BTreeSet::from(["10.1.2.3".parse().unwrap()]));
-        assert_eq!(limits.operator, Some(session_key(b"Bearer op")));
+        let operator = format!("Bearer  {} ", crate::secrets::TEST_OPERATOR_TOKEN);
+        assert_eq!(limits.operator, session_key(operator.as_bytes()));
+        assert_eq!(config.rate_new_sessions_per_address, NEW_SESSIONS_PER_ADDRESS_DEFAULT);
+    }
+
+    #[test]
+    fn an_ipv6_address_counts_as_its_slash_64() {
+        let key = |text: &str| address_key(text.parse().unwrap());
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), key("2001:db8:1:2:ffff:0:0:9"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:10.0.0.1"), key("10.0.0.1"));
+        assert_ne!(key("10.0.0.1"), key("10.0.0.2"));
+    }
+
+    #[test]
+    fn a_token_is_one_bucket_however_its_header_is_spaced() {
+        let key = |header: &str| session_key(header.as_bytes());
+        assert_eq!(key("Bearer tok"), key("Bearer   tok  "));
+        assert_eq!(key("Bearer tok"), token_key(b" tok"));
+        assert_ne!(key("Bearer tok"), key("Bearer tok2"));
+        assert_eq!(key("Bearer "), None);
+        assert_eq!(key("Basic tok"), None);
     }
 }

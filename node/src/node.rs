@@ -17,6 +17,7 @@ use proto::booking::admin_service_client::AdminServiceClient;
 use raft::{
     DialerRef, GroupId, GroupNetwork, Groups, GrpcTransport, NetworkConfig, NodeId, RaftService,
 };
+use secrecy::ExposeSecret;
 use statemachine::METADATA_GROUP;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -34,7 +35,7 @@ use crate::metrics::Metrics;
 use crate::provider::Provider;
 use crate::search::SearchIndex;
 use crate::service::Service;
-use crate::sessions::{DEVELOPMENT_SECRET, Sessions};
+use crate::sessions::Sessions;
 use crate::sink::Sink;
 use crate::workers::WorkerSettings;
 
@@ -196,12 +197,12 @@ impl Node {
                 .local_addr()
                 .map_err(|source| StartError::Listen { address: config.listen, source })?,
         };
-        let secret = config.session_secret.clone().unwrap_or_else(|| {
-            tracing::warn!("no --session-secret: using the built-in development secret");
-            DEVELOPMENT_SECRET.to_owned()
-        });
-        if config.operator_token.is_none() {
-            tracing::warn!("no --operator-token: operator calls are open to every caller");
+        if config.secrets.development {
+            tracing::warn!(
+                "--dev: public development secrets stand in for the ones not given; anyone who \
+                 knows them can forge sessions and webhooks and call operator APIs (this node \
+                 listens on loopback only)"
+            );
         }
         #[cfg(feature = "unsafe-modes")]
         if config.unsafe_stale_reads {
@@ -211,7 +212,11 @@ impl Node {
                  for testing the Jepsen suite only, never for real sales"
             );
         }
-        let sessions = Sessions::with_entropy(&secret, config.operator_token.clone(), entropy);
+        let sessions = Sessions::with_entropy(
+            config.secrets.session.expose_secret(),
+            config.secrets.operator.expose_secret(),
+            entropy,
+        );
         let limits = Limits::from_config(&config);
         let audits = Audits::default();
         let search = SearchIndex::new();
@@ -352,8 +357,9 @@ pub fn serve_incoming(
 /// One router for the node's one port: gRPC requests (content type `application/grpc`) go to
 /// the gRPC services, the rest to the REST routes (with a JSON 404 for unknown paths). Calls
 /// of the gRPC `BookingService` pay the same token buckets as REST calls (per session, per
-/// client address), and are refused with RESOURCE_EXHAUSTED and `retry-after` metadata; peer
-/// Raft traffic and operator `AdminService` calls are not limited.
+/// client address), and are refused with RESOURCE_EXHAUSTED and `retry-after` metadata;
+/// `AdminService` calls without the operator credential pay the address bucket (those with it
+/// are free), and peer Raft traffic is not limited.
 fn one_port(
     rest: axum::Router,
     grpc: axum::Router,
@@ -372,11 +378,21 @@ fn one_port(
                 .get("content-type")
                 .and_then(|value| value.to_str().ok())
                 .is_some_and(|value| value.starts_with("application/grpc"));
-            let limited = request.uri().path().starts_with("/booking.v1.BookingService/");
-            if is_grpc
-                && limited
-                && let Err(error) = limits.check(request.headers(), request.extensions(), false)
-            {
+            let path = request.uri().path();
+            let checked = if !is_grpc {
+                Ok(())
+            } else if path == "/booking.v1.BookingService/CreateSession" {
+                limits
+                    .check(request.headers(), request.extensions(), false)
+                    .and_then(|()| limits.check_new_session(request.extensions()))
+            } else if path.starts_with("/booking.v1.BookingService/") {
+                limits.check(request.headers(), request.extensions(), false)
+            } else if path.starts_with("/booking.v1.AdminService/") {
+                limits.check_admin(request.headers(), request.extensions())
+            } else {
+                Ok(())
+            };
+            if let Err(error) = checked {
                 let retry_after = error.retry_after_s();
                 let mut response = tonic::Status::from(error).into_http::<axum::body::Body>();
                 if let Some(seconds) = retry_after {
@@ -458,7 +474,8 @@ async fn bootstrap(shared: Arc<Shared>, network: NetworkConfig) {
     let mut addresses = BTreeMap::new();
     addresses.insert(config.id, config.advertise.clone());
     for (&peer, route) in &config.peers {
-        addresses.insert(peer, advertised_address(peer, route, &network).await);
+        let token = config.secrets.operator.expose_secret();
+        addresses.insert(peer, advertised_address(peer, route, &network, token).await);
     }
     for (group, voters) in to_found {
         let nodes: BTreeMap<NodeId, BasicNode> = voters
@@ -473,8 +490,14 @@ async fn bootstrap(shared: Arc<Shared>, network: NetworkConfig) {
 }
 
 /// Asks `peer` (at `route`, through `network`'s dialer when it has one) for the address it
-/// advertises, until it answers.
-async fn advertised_address(peer: NodeId, route: &str, network: &NetworkConfig) -> String {
+/// advertises, until it answers; the call presents the operator credential `token`, which every
+/// `AdminService` call needs.
+async fn advertised_address(
+    peer: NodeId,
+    route: &str,
+    network: &NetworkConfig,
+    token: &str,
+) -> String {
     let uri = if route.contains("://") { route.to_owned() } else { format!("http://{route}") };
     let mut delay = Duration::from_millis(50);
     loop {
@@ -482,7 +505,9 @@ async fn advertised_address(peer: NodeId, route: &str, network: &NetworkConfig) 
             let endpoint =
                 Endpoint::from_shared(uri.clone())?.connect_timeout(network.connect_timeout);
             let mut client = AdminServiceClient::new(network.connect_lazy(&endpoint));
-            let reply = client.status(StatusRequest { with_digest: false }).await?.into_inner();
+            let mut request = tonic::Request::new(StatusRequest { with_digest: false });
+            request.metadata_mut().insert("authorization", format!("Bearer {token}").parse()?);
+            let reply = client.status(request).await?.into_inner();
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(reply)
         };
         match tokio::time::timeout(Duration::from_secs(2), answer).await {
@@ -498,26 +523,15 @@ async fn advertised_address(peer: NodeId, route: &str, network: &NetworkConfig) 
     }
 }
 
-/// The outbox dispatcher's settings from the node's: its sinks, signing with the sink secret
-/// (the development one, with a warning, when a sink is configured without it).
+/// The outbox dispatcher's settings from the node's: its sinks, signing with the sink secret.
 fn dispatch_settings(
     config: &Config,
     dialer: Option<&DialerRef>,
 ) -> Result<DispatchSettings, StartError> {
-    let secret = match &config.sink_secret {
-        Some(secret) => secret.clone(),
-        None => {
-            if !config.sinks.is_empty() {
-                tracing::warn!(
-                    "no --sink-secret: sink deliveries are signed with the built-in development secret"
-                );
-            }
-            DEVELOPMENT_SINK_SECRET.to_owned()
-        }
-    };
+    let secret = config.secrets.sink_or_unused();
     let mut sinks = Vec::new();
     for (name, url) in &config.sinks {
-        let sink = Sink::new(name.clone(), url, &secret, dialer.cloned());
+        let sink = Sink::new(name.clone(), url, secret, dialer.cloned());
         sinks.push(sink.map_err(ConfigError::Invalid)?);
     }
     Ok(DispatchSettings {
@@ -528,7 +542,3 @@ fn dispatch_settings(
         rate_per_s: config.sink_rate,
     })
 }
-
-/// The sink secret used when none is configured: fine on a laptop and in tests, never in
-/// production (the node warns).
-pub const DEVELOPMENT_SINK_SECRET: &str = "booking-cluster-development-sink-secret";

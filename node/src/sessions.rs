@@ -22,9 +22,6 @@ use crate::error::ApiError;
 pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 128;
 /// Random bytes in a session token (the issue asks for at least 128 bits).
 pub const TOKEN_RANDOM_BYTES: usize = 16;
-/// The session secret nodes use when none is configured: fine on a laptop, never in
-/// production (bookingd warns at start-up).
-pub const DEVELOPMENT_SECRET: &str = "booking-cluster-development-session-secret";
 
 const TOKEN_PREFIX: &str = "g1_";
 const CLAIM_PREFIX: &str = "c1_";
@@ -39,25 +36,21 @@ pub const CLAIM_VALID_S_DEFAULT: u64 = 24 * 3_600;
 #[derive(Clone)]
 pub struct Sessions {
     secret: Vec<u8>,
-    operator_token: Option<String>,
+    operator_token: String,
     /// Where the random part of a token comes from.
     entropy: Entropy,
 }
 
 impl Sessions {
     /// Tokens under `secret` (the same on every node of a cluster) with the operating system's
-    /// randomness; operator calls need `operator_token` if one is given, and are open
-    /// otherwise.
-    pub fn new(secret: &str, operator_token: Option<String>) -> Sessions {
+    /// randomness; operator calls need `operator_token`.
+    pub fn new(secret: &str, operator_token: &str) -> Sessions {
         Sessions::with_entropy(secret, operator_token, Entropy::system())
     }
 
     /// As [`Sessions::new`], with the random part of each token drawn from `entropy`.
-    pub fn with_entropy(
-        secret: &str,
-        operator_token: Option<String>,
-        entropy: Entropy,
-    ) -> Sessions {
+    pub fn with_entropy(secret: &str, operator_token: &str, entropy: Entropy) -> Sessions {
+        let operator_token = operator_token.to_owned();
         Sessions { secret: secret.as_bytes().to_vec(), operator_token, entropy }
     }
 
@@ -197,9 +190,8 @@ impl Sessions {
     ///
     /// `Unauthenticated` without a bearer token, `Forbidden` with another one.
     pub fn operator(&self, authorization: Option<&str>) -> Result<(), ApiError> {
-        let Some(expected) = &self.operator_token else { return Ok(()) };
         let token = bearer(authorization)?;
-        if constant_time_eq(token, expected) {
+        if constant_time_eq(token, &self.operator_token) {
             Ok(())
         } else {
             Err(ApiError::Forbidden("this call needs the operator credential".into()))
@@ -277,14 +269,14 @@ mod tests {
 
     #[test]
     fn issued_tokens_verify_on_any_node_and_forged_ones_do_not() {
-        let one = Sessions::new("secret", None);
-        let other = Sessions::new("secret", None);
+        let one = Sessions::new("secret", "op");
+        let other = Sessions::new("secret", "op");
         let token = one.issue().unwrap();
         assert!(token.len() >= TOKEN_PREFIX.len() + 64);
         let header = format!("Bearer {token}");
         assert_eq!(one.session(Some(&header)).unwrap(), other.session(Some(&header)).unwrap());
         assert_ne!(one.issue().unwrap(), token);
-        let foreign = Sessions::new("another secret", None);
+        let foreign = Sessions::new("another secret", "op");
         assert_eq!(foreign.session(Some(&header)).unwrap_err().code().name(), "unauthenticated");
         let mut forged = token.clone();
         forged.replace_range(5..6, if &token[5..6] == "0" { "1" } else { "0" });
@@ -296,16 +288,16 @@ mod tests {
 
     #[test]
     fn a_band_claim_is_good_for_its_session_and_show_until_it_expires() {
-        let sessions = Sessions::new("secret", None);
+        let sessions = Sessions::new("secret", "op");
         let (show, buyer, other) = (ShowId(7), SessionId(11), SessionId(12));
         let claim = sessions.issue_claim(show, buyer, 2, 1_000);
-        let another_node = Sessions::new("secret", None);
+        let another_node = Sessions::new("secret", "op");
         assert_eq!(another_node.claimed_band(&claim, show, buyer, 999).unwrap(), 2);
         let refused = |result: Result<u8, ApiError>| result.unwrap_err().code().name();
         assert_eq!(refused(sessions.claimed_band(&claim, show, other, 999)), "forbidden");
         assert_eq!(refused(sessions.claimed_band(&claim, ShowId(8), buyer, 999)), "forbidden");
         assert_eq!(refused(sessions.claimed_band(&claim, show, buyer, 1_000)), "forbidden");
-        let foreign = Sessions::new("another secret", None);
+        let foreign = Sessions::new("another secret", "op");
         assert_eq!(refused(foreign.claimed_band(&claim, show, buyer, 999)), "forbidden");
         // A buyer who edits the band (or the expiry) breaks the tag.
         let edited = claim.replacen("_2_", "_0_", 1);
@@ -323,22 +315,20 @@ mod tests {
             bytes.fill(counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
             Ok(())
         });
-        let sessions = Sessions::with_entropy("secret", None, entropy);
+        let sessions = Sessions::with_entropy("secret", "op", entropy);
         let first = sessions.issue().unwrap();
         assert!(first.starts_with(&format!("{TOKEN_PREFIX}{}_", "00".repeat(TOKEN_RANDOM_BYTES))));
         let second = sessions.issue().unwrap();
         assert!(second.starts_with(&format!("{TOKEN_PREFIX}{}_", "01".repeat(TOKEN_RANDOM_BYTES))));
         let header = format!("Bearer {second}");
-        assert!(Sessions::new("secret", None).session(Some(&header)).is_ok());
-        let dry = Sessions::with_entropy("secret", None, Entropy::new(|_| Err("dry".into())));
+        assert!(Sessions::new("secret", "op").session(Some(&header)).is_ok());
+        let dry = Sessions::with_entropy("secret", "op", Entropy::new(|_| Err("dry".into())));
         assert_eq!(dry.issue().unwrap_err().code().name(), "internal");
     }
 
     #[test]
-    fn the_operator_credential_is_checked_when_configured() {
-        let open = Sessions::new("s", None);
-        assert!(open.operator(None).is_ok());
-        let closed = Sessions::new("s", Some("op-token".into()));
+    fn the_operator_credential_is_always_checked() {
+        let closed = Sessions::new("s", "op-token");
         assert_eq!(closed.operator(None).unwrap_err().code().name(), "unauthenticated");
         assert_eq!(closed.operator(Some("Bearer nope")).unwrap_err().code().name(), "forbidden");
         assert!(closed.operator(Some("Bearer op-token")).is_ok());
@@ -346,7 +336,7 @@ mod tests {
 
     #[test]
     fn a_viewer_is_a_session_or_else_the_operator() {
-        let closed = Sessions::new("s", Some("op-token".into()));
+        let closed = Sessions::new("s", "op-token");
         let token = closed.issue().unwrap();
         let header = format!("Bearer {token}");
         assert_eq!(

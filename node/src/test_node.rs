@@ -21,8 +21,9 @@ pub struct OneNode {
     _dir: tempfile::TempDir,
 }
 
-/// Starts a one-node cluster with `webhook_secret` and waits until it leads every group.
-pub async fn start(webhook_secret: Option<&str>) -> OneNode {
+/// Starts a one-node cluster with the secrets of [`crate::secrets::Secrets::for_tests`], and
+/// waits until it leads every group.
+pub async fn start() -> OneNode {
     let dir = tempfile::tempdir().unwrap();
     let address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let args = Args {
@@ -34,13 +35,13 @@ pub async fn start(webhook_secret: Option<&str>) -> OneNode {
         heartbeat_ms: Some(50),
         election_min_ms: Some(150),
         election_max_ms: Some(300),
-        webhook_secret: webhook_secret.map(str::to_owned),
         // No background auditor: a test that counts log entries must not meet its proposals
         // (the auditor's own test drives it by hand).
         audit_checkpoint_entries: Some(0),
         ..Args::default()
     };
-    let node = Node::start(Config::load(args).unwrap()).await.unwrap();
+    let config = Config::load_with(args, &crate::secrets::test_env).unwrap();
+    let node = Node::start(config).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !node.shared().groups.values().all(|group| group.is_leader()) {
         assert!(tokio::time::Instant::now() < deadline, "no leader");

@@ -507,7 +507,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_hold_watch_follows_the_group_to_its_booking() {
-        let cluster = test_node::start(None).await;
+        let cluster = test_node::start().await;
         let show = cluster.open_show(5, 20).await;
         let (owner, stranger) = (SessionId(11), SessionId(12));
         let hold = cluster.hold(show, owner, &[3, 4]).await;
@@ -545,7 +545,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_ticket_watch_sees_its_grant_and_its_departure() {
-        let cluster = test_node::start(None).await;
+        let cluster = test_node::start().await;
         let show = cluster.open_show(6, 20).await;
         let command =
             statemachine::OperatorCommand::ConfigureAdmission { show, enabled: true, window: 1 };

@@ -47,7 +47,8 @@ async fn start_cluster(dir: &tempfile::TempDir) -> Vec<Node> {
             election_max_ms: Some(800),
             ..Args::default()
         };
-        nodes.push(Node::start(Config::load(args).unwrap()).await.unwrap());
+        let config = Config::load_with(args, &node::secrets::test_env).unwrap();
+        nodes.push(Node::start(config).await.unwrap());
     }
     nodes
 }
@@ -111,6 +112,7 @@ async fn the_tick_worker_expires_an_overdue_hold_without_any_client_write() {
             let mut other = BookingServiceClient::connect(address).await.unwrap();
             let mut request = tonic::Request::new(create.clone());
             request.metadata_mut().insert("idempotency-key", "create-5".parse().unwrap());
+            request.metadata_mut().insert("authorization", operator());
             if let Ok(reply) = other.create_show(request).await {
                 break 'created reply.into_inner();
             }
@@ -121,6 +123,7 @@ async fn the_tick_worker_expires_an_overdue_hold_without_any_client_write() {
     assert_eq!(created.group_id, 1);
     let mut open = tonic::Request::new(ShowRef { show_id: 5 });
     open.metadata_mut().insert("idempotency-key", "open-5".parse().unwrap());
+    open.metadata_mut().insert("authorization", operator());
     client.open_sales(open).await.unwrap();
     let mut hold = tonic::Request::new(HoldRequest {
         show_id: 5,
@@ -149,4 +152,9 @@ async fn the_tick_worker_expires_an_overdue_hold_without_any_client_write() {
     for node in nodes {
         node.shutdown().await;
     }
+}
+
+/// The `authorization` value of the operator credential the nodes of this file run with.
+fn operator() -> tonic::metadata::MetadataValue<tonic::metadata::Ascii> {
+    format!("Bearer {}", node::secrets::TEST_OPERATOR_TOKEN).parse().unwrap()
 }

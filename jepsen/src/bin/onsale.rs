@@ -3,6 +3,7 @@
 //! `scripts/demo.sh` runs it against the local 3-node cluster. Exit 0 when every end-of-run
 //! check holds, 1 when one fails, 2 on bad usage or when the show cannot be set up.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -60,17 +61,14 @@ struct Args {
     /// The longest the buyers may run, seconds.
     #[arg(long, default_value_t = 40)]
     time_limit_s: u64,
-    /// The webhook secret of the nodes.
-    #[arg(
-        long,
-        env = "BOOKING_WEBHOOK_SECRET",
-        hide_env_values = true,
-        default_value = "booking-cluster-development-webhook-secret"
-    )]
-    webhook_secret: String,
-    /// The operator token of the cluster, if it has one.
-    #[arg(long, env = "BOOKING_OPERATOR_TOKEN", hide_env_values = true)]
-    operator_token: Option<String>,
+    /// A file holding the nodes' webhook secret (or the secret itself in
+    /// BOOKING_WEBHOOK_SECRET; the nodes' development one by default).
+    #[arg(long, value_name = "FILE")]
+    webhook_secret_file: Option<PathBuf>,
+    /// A file holding the cluster's operator credential (or the credential itself in
+    /// BOOKING_OPERATOR_TOKEN; the nodes' development one by default).
+    #[arg(long, value_name = "FILE")]
+    operator_token_file: Option<PathBuf>,
     /// The payment provider's base URL (`paysim`, e.g. http://127.0.0.1:7100), which the
     /// cluster's nodes charge through (their `--provider-url`): buyers check out and wait, and
     /// `--decline-percent` is set as its decline ratio. Without it, each buyer posts the
@@ -82,6 +80,23 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    let secrets =
+        secret(args.webhook_secret_file.as_deref(), "BOOKING_WEBHOOK_SECRET", WEBHOOK_DEV)
+            .and_then(|webhook| {
+                let operator = secret(
+                    args.operator_token_file.as_deref(),
+                    "BOOKING_OPERATOR_TOKEN",
+                    OPERATOR_DEV,
+                )?;
+                Ok((webhook, operator))
+            });
+    let (webhook_secret, operator_token) = match secrets {
+        Ok(secrets) => secrets,
+        Err(message) => {
+            eprintln!("onsale: {message}");
+            return ExitCode::from(2);
+        }
+    };
     let show_id = args.show.unwrap_or_else(|| {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         now.as_secs()
@@ -99,8 +114,8 @@ async fn main() -> ExitCode {
         cancel_percent: args.cancel_percent,
         seed: args.seed,
         time_limit: Duration::from_secs(args.time_limit_s),
-        webhook_secret: args.webhook_secret,
-        operator_token: args.operator_token.clone(),
+        webhook_secret,
+        operator_token: Some(operator_token.clone()),
         provider: args.provider.clone(),
     };
     if let Some(provider) = &args.provider
@@ -116,15 +131,12 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let client = match &args.operator_token {
-        Some(token) => match client.with_operator_token(token) {
-            Ok(client) => client,
-            Err(error) => {
-                eprintln!("onsale: --operator-token: {error}");
-                return ExitCode::from(2);
-            }
-        },
-        None => client,
+    let client = match client.with_operator_token(&operator_token) {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("onsale: the operator credential: {error}");
+            return ExitCode::from(2);
+        }
     };
     let group = match onsale::create_show(&client, &plan).await {
         Ok(group) => group,
@@ -191,4 +203,23 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The nodes' development webhook secret (`bookingd --dev`).
+const WEBHOOK_DEV: &str = "booking-cluster-development-webhook-secret";
+/// The nodes' development operator credential (`bookingd --dev`).
+const OPERATOR_DEV: &str = "booking-cluster-development-operator-token";
+
+/// A secret from `file` (without its final newline), else the environment variable `env`, else
+/// `development`.
+fn secret(file: Option<&Path>, env: &str, development: &str) -> Result<String, String> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+        return Ok(text.trim_end_matches(['\n', '\r']).to_owned());
+    }
+    Ok(std::env::var(env)
+        .ok()
+        .filter(|value| !value.is_empty())
+        .unwrap_or_else(|| development.to_owned()))
 }

@@ -96,17 +96,22 @@ pub struct ClusterOptions {
     pub snapshot_logs: Option<u64>,
     /// The tick worker's period (`--tick-ms`); the daemon's default if `None`.
     pub tick_ms: Option<u64>,
-    /// `--session-secret`, the same on every node; the daemon's development secret if `None`.
+    /// The session secret, the same on every node (in a file, `--session-secret-file`);
+    /// [`SESSION_SECRET_DEFAULT`] if `None`.
     pub session_secret: Option<String>,
-    /// `--operator-token`; the clients of [`Cluster::client`] send it. Operator calls are open
-    /// if `None`.
+    /// The operator credential (`--operator-token-file`); the clients of [`Cluster::client`]
+    /// send it. [`OPERATOR_TOKEN_DEFAULT`] if `None`.
     pub operator_token: Option<String>,
-    /// `--webhook-secret`; the daemon's development secret if `None`.
+    /// The webhook secret (`--webhook-secret-file`); [`WEBHOOK_SECRET_DEFAULT`] if `None`.
     pub webhook_secret: Option<String>,
+    /// The sink secret (`--sink-secret-file`); [`SINK_SECRET_DEFAULT`] if `None`.
+    pub sink_secret: Option<String>,
     /// `--rate-per-session`; the daemon's default if `None`.
     pub rate_per_session: Option<u32>,
     /// `--rate-per-address`; the daemon's default if `None`.
     pub rate_per_address: Option<u32>,
+    /// `--rate-new-sessions-per-address`; the daemon's default if `None`.
+    pub rate_new_sessions_per_address: Option<u32>,
     /// More arguments for every node, after the others.
     pub extra_args: Vec<String>,
     /// Start every node under libfaketime (when it is found) so that [`Cluster::skew`] works.
@@ -134,7 +139,45 @@ pub struct ClusterOptions {
     pub exclusive: bool,
 }
 
+/// The session secret of a cluster whose options give none (at least 32 bytes, as the nodes
+/// require; public, for tests only).
+pub const SESSION_SECRET_DEFAULT: &str = "testkit-session-secret-0123456789abcdef";
+/// The operator credential of a cluster whose options give none.
+pub const OPERATOR_TOKEN_DEFAULT: &str = "testkit-operator-token-0123456789abcdef";
+/// The webhook secret of a cluster whose options give none.
+pub const WEBHOOK_SECRET_DEFAULT: &str = "testkit-webhook-secret-0123456789abcdef";
+/// The sink secret of a cluster whose options give none.
+pub const SINK_SECRET_DEFAULT: &str = "testkit-sink-secret-0123456789abcdef";
+
 impl ClusterOptions {
+    /// The operator credential the nodes get and the cluster's clients send.
+    pub fn operator(&self) -> &str {
+        self.operator_token.as_deref().unwrap_or(OPERATOR_TOKEN_DEFAULT)
+    }
+
+    /// The webhook secret the nodes get.
+    pub fn webhook(&self) -> &str {
+        self.webhook_secret.as_deref().unwrap_or(WEBHOOK_SECRET_DEFAULT)
+    }
+
+    /// Each secret's flag, the name of the file it is written to, and its value.
+    pub(crate) fn secret_files(&self) -> [(&'static str, &'static str, &str); 4] {
+        [
+            (
+                "--session-secret-file",
+                "session",
+                self.session_secret.as_deref().unwrap_or(SESSION_SECRET_DEFAULT),
+            ),
+            ("--operator-token-file", "operator", self.operator()),
+            ("--webhook-secret-file", "webhook", self.webhook()),
+            (
+                "--sink-secret-file",
+                "sink",
+                self.sink_secret.as_deref().unwrap_or(SINK_SECRET_DEFAULT),
+            ),
+        ]
+    }
+
     /// A suite's run of `nodes` nodes in `dir`: two data groups of three replicas, the
     /// daemon's Raft timing (150 ms heartbeats, elections after 600-1200 ms), fixed test
     /// secrets, rate limits out of the way (the suite measures the cluster, and every client
@@ -146,10 +189,11 @@ impl ClusterOptions {
             dir: Some(dir.into()),
             addressing: Addressing::suite(7300),
             session_secret: Some("jepsen-session-secret-0123456789abcdef".to_owned()),
-            operator_token: Some("jepsen-operator-token".to_owned()),
+            operator_token: Some("jepsen-operator-token-0123456789abcdef".to_owned()),
             webhook_secret: Some("jepsen-webhook-secret-0123456789abcdef".to_owned()),
             rate_per_session: Some(1_000_000),
             rate_per_address: Some(1_000_000),
+            rate_new_sessions_per_address: Some(1_000_000),
             clock_skew: true,
             poll: Duration::from_millis(100),
             status_timeout: Duration::from_secs(1),
@@ -182,8 +226,10 @@ impl ClusterOptions {
             session_secret: None,
             operator_token: None,
             webhook_secret: None,
+            sink_secret: None,
             rate_per_session: None,
             rate_per_address: None,
+            rate_new_sessions_per_address: None,
             extra_args: Vec::new(),
             clock_skew: false,
             faketime_library: None,
@@ -541,17 +587,14 @@ fn clients(
     Ok((client, status_client, admin))
 }
 
-/// An SDK client of `addresses` with `config`, sending the operator token when there is one.
+/// An SDK client of `addresses` with `config`, sending the operator token on operator calls.
 fn make_client(
     options: &ClusterOptions,
     addresses: Vec<String>,
     config: Config,
 ) -> Result<Client, ClusterError> {
     let client = Client::with_config(addresses, config)?;
-    Ok(match &options.operator_token {
-        Some(token) => client.with_operator_token(token)?,
-        None => client,
-    })
+    Ok(client.with_operator_token(options.operator())?)
 }
 
 #[cfg(test)]

@@ -32,7 +32,10 @@ pub mod wait;
 pub mod webhook;
 pub mod workload;
 
-pub use cluster::{Addressing, Cluster, ClusterOptions};
+pub use cluster::{
+    Addressing, Cluster, ClusterOptions, OPERATOR_TOKEN_DEFAULT, SESSION_SECRET_DEFAULT,
+    SINK_SECRET_DEFAULT, WEBHOOK_SECRET_DEFAULT,
+};
 pub use error::ClusterError;
 pub use observe::Converged;
 pub use wait::{Waiting, wait_for};

@@ -212,12 +212,22 @@ impl Cluster {
             .arg(options.election_min_ms.to_string())
             .arg("--election-max-ms")
             .arg(options.election_max_ms.to_string());
+        // The secrets go in files only the owner reads: never on the command line (which the
+        // banner below logs, and every local user can list).
+        let secrets = node.dir.join("secrets");
+        fs::create_dir_all(&secrets).map_err(ClusterError::io("create the secrets directory"))?;
+        for (flag, name, value) in options.secret_files() {
+            let path = secrets.join(name);
+            write_private(&path, value)?;
+            command.arg(flag).arg(&path);
+        }
         let optional = [
-            ("--session-secret", options.session_secret.clone()),
-            ("--operator-token", options.operator_token.clone()),
-            ("--webhook-secret", options.webhook_secret.clone()),
             ("--rate-per-session", options.rate_per_session.map(|rate| rate.to_string())),
             ("--rate-per-address", options.rate_per_address.map(|rate| rate.to_string())),
+            (
+                "--rate-new-sessions-per-address",
+                options.rate_new_sessions_per_address.map(|rate| rate.to_string()),
+            ),
             ("--snapshot-logs", options.snapshot_logs.map(|entries| entries.to_string())),
             ("--tick-ms", options.tick_ms.map(|tick| tick.to_string())),
         ];
@@ -539,4 +549,18 @@ fn append(path: &Path) -> Result<File, ClusterError> {
         .append(true)
         .open(path)
         .map_err(ClusterError::io(format!("open {}", path.display())))
+}
+
+/// Writes `value` to `path`, readable and writable by the owner only.
+fn write_private(path: &Path, value: &str) -> Result<(), ClusterError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let what = || format!("write {}", path.display());
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(ClusterError::io(what()))?;
+    file.write_all(value.as_bytes()).map_err(ClusterError::io(what()))
 }

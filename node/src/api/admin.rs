@@ -4,6 +4,8 @@
 //! (a hint elsewhere): add a learner, promote learners, remove nodes, move a replica (learner,
 //! catch up, then one joint-consensus change), transfer leadership. Never edits a membership
 //! by hand and never forces anything: every change is a Raft log entry committed by a quorum.
+//! Every call, `Status` included, needs the operator credential: [`OperatorOnly`] checks it
+//! before any method runs, so a method added later cannot forget to.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -18,6 +20,8 @@ use proto::booking::{
 };
 use raft::NodeId;
 use statemachine::METADATA_GROUP;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
 use crate::error::ApiError;
@@ -42,9 +46,10 @@ impl AdminApi {
         AdminApi { shared }
     }
 
-    /// The tonic service.
-    pub fn into_server(self) -> AdminServiceServer<AdminApi> {
-        AdminServiceServer::new(self)
+    /// The tonic service, behind the operator credential.
+    pub fn into_server(self) -> InterceptedService<AdminServiceServer<AdminApi>, OperatorOnly> {
+        let check = OperatorOnly { shared: self.shared.clone() };
+        AdminServiceServer::with_interceptor(self, check)
     }
 
     /// The group `group`, if this node leads it.
@@ -265,6 +270,22 @@ impl AdminService for AdminApi {
             }
         }
         Ok(Response::new(self.membership_reply(hosted)))
+    }
+}
+
+/// Refuses a call without the operator credential (`authorization: Bearer <token>`):
+/// UNAUTHENTICATED without one, PERMISSION_DENIED (`forbidden`) with another.
+#[derive(Clone)]
+pub struct OperatorOnly {
+    shared: Arc<Shared>,
+}
+
+impl Interceptor for OperatorOnly {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let authorization =
+            request.metadata().get("authorization").and_then(|value| value.to_str().ok());
+        self.shared.sessions.operator(authorization)?;
+        Ok(request)
     }
 }
 

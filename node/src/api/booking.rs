@@ -66,7 +66,7 @@ impl BookingApi {
         self.service.shared().sessions.session(metadata_str(metadata, keys::AUTHORIZATION))
     }
 
-    /// Checks the operator credential (open when the cluster has none).
+    /// Checks the operator credential.
     fn operator(&self, metadata: &MetadataMap) -> Result<(), ApiError> {
         self.service.shared().sessions.operator(metadata_str(metadata, keys::AUTHORIZATION))
     }
@@ -245,11 +245,16 @@ impl BookingService for BookingApi {
         &self,
         request: Request<HoldManyRequest>,
     ) -> Result<Response<HoldManyReply>, Status> {
-        let items = request.into_inner().items;
+        let (_, extensions, message) = request.into_parts();
+        let items = message.items;
         if items.is_empty() || items.len() > HOLD_MANY_ITEMS_MAX {
             let message = format!("items: 1..={HOLD_MANY_ITEMS_MAX} holds per call");
             return Err(ApiError::InvalidArgument(message).into());
         }
+        // The call paid its address's bucket once, as every call does; its other items pay
+        // here, so that batching buys no more than the address's rate.
+        let more = u32::try_from(items.len() - 1).unwrap_or(u32::MAX);
+        self.service.shared().limits.check_address_n(&extensions, more)?;
         let parsed: Vec<Result<ClientCommand, ApiError>> =
             items.into_iter().map(|item| self.hold_item(item)).collect();
         let commands = parsed.iter().filter_map(|command| command.as_ref().ok().cloned()).collect();

@@ -43,7 +43,8 @@ use raft::{Clock, DialerRef};
 use serde::{Deserialize, Serialize};
 
 use crate::http_client::{HttpClient, SendError};
-use crate::rest::webhook::{DEVELOPMENT_WEBHOOK_SECRET, WebhookEvent, WebhookResult};
+use crate::rest::webhook::{WebhookEvent, WebhookResult};
+use crate::secrets::SecretKind;
 use crate::signature::{SIGNATURE_HEADER, sign};
 use behaviour::{Behaviour, Draws};
 use ledger::{Charge, ChargeStatus, Ledger, Record, Refund};
@@ -634,7 +635,7 @@ pub async fn run(args: Args) -> ExitCode {
     };
     let secret = std::env::var(SECRET_ENV).unwrap_or_else(|_| {
         tracing::warn!("{SECRET_ENV} unset: signing webhooks with the development secret");
-        DEVELOPMENT_WEBHOOK_SECRET.to_owned()
+        SecretKind::Webhook.development().to_owned()
     });
     let urls: Vec<String> = args
         .webhook_url

@@ -282,7 +282,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn hold_events_stream_each_change_and_end_when_the_hold_is_cancelled() {
-        let cluster = test_node::start(None).await;
+        let cluster = test_node::start().await;
         let sessions = &cluster.node.shared().sessions;
         let (token, other) = (sessions.issue().unwrap(), sessions.issue().unwrap());
         let session = sessions.session(Some(&format!("Bearer {token}"))).unwrap();
@@ -323,7 +323,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ticket_events_stream_the_place_in_line() {
-        let cluster = test_node::start(None).await;
+        let cluster = test_node::start().await;
         let sessions = &cluster.node.shared().sessions;
         let token = sessions.issue().unwrap();
         let session = sessions.session(Some(&format!("Bearer {token}"))).unwrap();

@@ -31,7 +31,7 @@ impl FromRequestParts<RestState> for Session {
     }
 }
 
-/// Proof that the caller holds the operator credential (when the cluster has one).
+/// Proof that the caller holds the operator credential.
 #[derive(Clone, Copy, Debug)]
 pub struct Operator;
 

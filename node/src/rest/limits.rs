@@ -1,10 +1,12 @@
 //! The REST skin of the rate limits (`crate::limits`): a middleware in front of every route
 //! that charges the request's session and address buckets and answers 429 (`rate_limited`,
-//! `Retry-After` in whole seconds) before any handler runs. A request forwarded by another node
-//! (`booking-forwarded`) skips the address bucket when it comes from a peer.
+//! `Retry-After` in whole seconds) before any handler runs; `POST /v1/sessions` also pays its
+//! address's new-session bucket. A request forwarded by another node (`booking-forwarded`) skips
+//! the address bucket when it comes from a peer.
 
 use axum::Router;
 use axum::extract::{Request, State};
+use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
@@ -14,7 +16,12 @@ use crate::rest::forward::FORWARDED_HEADER;
 /// The middleware: 429 over a limit, else the request goes on.
 pub async fn enforce(State(limits): State<Limits>, request: Request, next: Next) -> Response {
     let forwarded = request.headers().contains_key(FORWARDED_HEADER);
-    match limits.check(request.headers(), request.extensions(), forwarded) {
+    let mut checked = limits.check(request.headers(), request.extensions(), forwarded);
+    if checked.is_ok() && request.method() == Method::POST && request.uri().path() == "/v1/sessions"
+    {
+        checked = limits.check_new_session(request.extensions());
+    }
+    match checked {
         Ok(()) => next.run(request).await,
         Err(error) => error.into_response(),
     }
@@ -88,6 +95,65 @@ mod tests {
         for _ in 0..5 {
             limits.check_session("op").unwrap();
         }
+    }
+
+    #[tokio::test]
+    async fn the_whitespace_trick_shares_a_bucket() {
+        let app = app(Limits::with_quotas(per_minute(2), per_minute(1000), BTreeSet::new()));
+        for header in ["Bearer a", "Bearer  a"] {
+            assert_eq!(status(&app, request(Some(header), None, false)).await.0, StatusCode::OK);
+        }
+        for header in ["Bearer a ", "Bearer \ta", "Bearer     a"] {
+            let (code, _) = status(&app, request(Some(header), None, false)).await;
+            assert_eq!(code, StatusCode::TOO_MANY_REQUESTS, "{header:?} got a bucket of its own");
+        }
+    }
+
+    #[tokio::test]
+    async fn creating_sessions_pays_a_bucket_of_its_own_per_address() {
+        let limits = Limits::with_quotas(per_minute(1000), per_minute(1000), BTreeSet::new())
+            .with_new_sessions(1);
+        let app = layer(
+            Router::new()
+                .route("/v1/sessions", axum::routing::post(|| async { "token" }))
+                .route("/x", get(|| async { "ok" })),
+            limits,
+        );
+        let create = |peer: &str| {
+            let mut request = Request::post("/v1/sessions").body(Body::empty()).unwrap();
+            let address: SocketAddr = peer.parse().unwrap();
+            request.extensions_mut().insert(ConnectInfo(address));
+            request
+        };
+        // Bursts of two from one address; then refused, though its request bucket is full.
+        for _ in 0..2 {
+            assert_eq!(status(&app, create("10.0.0.1:1")).await.0, StatusCode::OK);
+        }
+        assert_eq!(status(&app, create("10.0.0.1:2")).await.0, StatusCode::TOO_MANY_REQUESTS);
+        let other = request(None, Some("10.0.0.1:3"), false);
+        assert_eq!(status(&app, other).await.0, StatusCode::OK, "other calls go on");
+        // Another IPv6 address of the same /64 is the same address; another /64 is not.
+        for _ in 0..2 {
+            assert_eq!(status(&app, create("[2001:db8::1]:1")).await.0, StatusCode::OK);
+        }
+        let same = create("[2001:db8::ffff:1]:1");
+        assert_eq!(status(&app, same).await.0, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(status(&app, create("[2001:db8:0:1::1]:1")).await.0, StatusCode::OK);
+    }
+
+    #[test]
+    fn a_hold_many_call_pays_its_address_once_per_item() {
+        let limits = Limits::with_quotas(per_minute(1000), per_minute(5), BTreeSet::new());
+        let mut extensions = axum::http::Extensions::new();
+        extensions.insert(ConnectInfo("10.0.0.7:1".parse::<SocketAddr>().unwrap()));
+        // The call's own check, then its 3 other items: 4 of the 5.
+        limits.check(&axum::http::HeaderMap::new(), &extensions, false).unwrap();
+        limits.check_address_n(&extensions, 3).unwrap();
+        let refused = limits.check_address_n(&extensions, 2).unwrap_err();
+        assert_eq!(refused.code().name(), "rate_limited");
+        // None was taken by the refused batch: one item still fits.
+        limits.check_address_n(&extensions, 1).unwrap();
+        assert!(limits.check_address_n(&extensions, 6).is_err(), "more than the burst");
     }
 
     #[tokio::test]

@@ -101,7 +101,7 @@ mod tests {
     /// layer times every route; the groups' state is scraped.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn requests_holds_and_groups_are_exported() {
-        let cluster = test_node::start(None).await;
+        let cluster = test_node::start().await;
         cluster.open_show(4, 10).await;
         let app = crate::rest::router(cluster.service.clone(), None);
         let token = cluster.service.shared().sessions.issue().unwrap();
@@ -149,7 +149,7 @@ mod tests {
     async fn waitlist_outcomes_decisions_and_promotion_lags_are_exported() {
         use statemachine::{ClientRequest, OperatorCommand, Reply, SessionId};
 
-        let cluster = test_node::start(None).await;
+        let cluster = test_node::start().await;
         let show = cluster.open_show(5, 2).await;
         let on = OperatorCommand::ConfigureWaitlist { show, enabled: true, policy_version: 1 };
         cluster.service.operator(on).await.unwrap();

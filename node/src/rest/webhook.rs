@@ -11,12 +11,11 @@
 //! neither proposes anything. Never decides what a payment outcome does to a hold: the state
 //! machine does.
 
-use std::sync::Once;
-
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use statemachine::{
     PaymentEffect, PaymentId, PaymentOutcome, PaymentResult, ProviderEventId, ShowId,
@@ -34,9 +33,6 @@ use crate::rest::ids::{format_id, parse_id};
 use crate::sessions::hash128;
 use crate::signature::{self, SIGNATURE_HEADER};
 
-/// The webhook secret used when the node has none configured: fine on a laptop and in tests,
-/// never in production (the node warns on the first webhook it verifies with it).
-pub const DEVELOPMENT_WEBHOOK_SECRET: &str = "booking-cluster-development-webhook-secret";
 /// The longest provider event id accepted.
 pub const EVENT_ID_BYTES_MAX: usize = 128;
 
@@ -229,21 +225,9 @@ pub async fn payment_webhook(
     Ok(Json(WebhookReply::new(show, payment, effect)))
 }
 
-/// The node's webhook secret, or the development one (with a warning, once per process).
+/// The node's webhook secret.
 fn secret(state: &RestState) -> &str {
-    static WARNED: Once = Once::new();
-    match &state.service.shared().config.webhook_secret {
-        Some(secret) => secret,
-        None => {
-            WARNED.call_once(|| {
-                tracing::warn!(
-                    "no --webhook-secret: payment webhooks are verified with the built-in \
-                     development secret"
-                );
-            });
-            DEVELOPMENT_WEBHOOK_SECRET
-        }
-    }
+    state.service.shared().config.secrets.webhook.expose_secret()
 }
 
 #[cfg(test)]
@@ -260,6 +244,7 @@ mod tests {
     use statemachine::Currency;
 
     use super::*;
+    use crate::secrets::SecretKind;
     use crate::signature::sign;
     use crate::test_node;
 
@@ -343,7 +328,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_signed_success_confirms_once_and_bad_callbacks_change_nothing() {
-        let cluster = test_node::start(Some("hook-secret")).await;
+        let secrets = crate::secrets::Secrets::for_tests();
+        let hook_secret = secrets.webhook.expose_secret();
+        let cluster = test_node::start().await;
         let show = cluster.open_show(9, 10).await;
         let session = SessionId(31);
         let hold = cluster.hold(show, session, &[2, 3]).await;
@@ -363,11 +350,11 @@ mod tests {
         let unsigned = app.clone().oneshot(post_webhook(&body, None)).await.unwrap();
         assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(json_of(unsigned).await["code"], "unauthenticated");
-        let forged = sign(DEVELOPMENT_WEBHOOK_SECRET, now_s, &body);
+        let forged = sign(SecretKind::Webhook.development(), now_s, &body);
         let wrong_secret = app.clone().oneshot(post_webhook(&body, Some(forged))).await.unwrap();
         assert_eq!(wrong_secret.status(), StatusCode::UNAUTHORIZED);
         // A genuine signature of this very body, made longer ago than the tolerance: a replay.
-        let replayed = sign("hook-secret", now_s - TOLERANCE_S - 1, &body);
+        let replayed = sign(hook_secret, now_s - TOLERANCE_S - 1, &body);
         let replay = app.clone().oneshot(post_webhook(&body, Some(replayed))).await.unwrap();
         assert_eq!(replay.status(), StatusCode::UNAUTHORIZED);
         let refusal = json_of(replay).await;
@@ -376,16 +363,16 @@ mod tests {
             refusal["message"].as_str().unwrap().contains("outside the tolerance"),
             "{refusal}"
         );
-        let ahead = sign("hook-secret", now_s + TOLERANCE_S + 60, &body);
+        let ahead = sign(hook_secret, now_s + TOLERANCE_S + 60, &body);
         let future = app.clone().oneshot(post_webhook(&body, Some(ahead))).await.unwrap();
         assert_eq!(future.status(), StatusCode::UNAUTHORIZED);
         let garbage = b"{not json";
-        let signed_garbage = post_webhook(garbage, Some(sign("hook-secret", now_s, garbage)));
+        let signed_garbage = post_webhook(garbage, Some(sign(hook_secret, now_s, garbage)));
         let malformed = app.clone().oneshot(signed_garbage).await.unwrap();
         assert_eq!(malformed.status(), StatusCode::BAD_REQUEST);
         assert_eq!(cluster.applied_index(), before, "nothing was proposed");
 
-        let signature = sign("hook-secret", now_s, &body);
+        let signature = sign(hook_secret, now_s, &body);
         let paid = app.clone().oneshot(post_webhook(&body, Some(signature.clone()))).await.unwrap();
         assert_eq!(paid.status(), StatusCode::OK);
         let reply = json_of(paid).await;

@@ -45,8 +45,9 @@ const BACKOFF_MAX: Duration = Duration::from_millis(400);
 /// The price version of a newly created show (the state machine starts at 1).
 pub const PRICE_VERSION: u32 = 1;
 
-/// The session token of the operator who creates and opens shows.
-pub const OPERATOR: &str = "operator-token-0000000001";
+/// The credential of the operator who creates and opens shows: the one a test cluster's nodes
+/// get unless its options say otherwise.
+pub const OPERATOR: &str = testkit::OPERATOR_TOKEN_DEFAULT;
 
 /// The machine code of an error (`booking-code`), or `""` for an error the transport made.
 pub fn booking_code(status: &Status) -> &str {

@@ -47,6 +47,7 @@ mod sdk_catalog;
 mod sdk_errors;
 mod sdk_races;
 mod sdk_routing;
+mod security;
 mod snapshot;
 mod workload;
 

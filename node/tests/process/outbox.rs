@@ -31,7 +31,7 @@ use crate::rest::{Api, OPERATOR_TOKEN, Report, Show, ensure};
 /// The first show id of this file.
 const SHOWS: u64 = 420;
 /// The sink secret the nodes sign with.
-const SINK_SECRET: &str = "process-test-sink-secret";
+const SINK_SECRET: &str = "process-test-sink-secret-0123456789abcdef";
 /// Attempts before a batch is given up on: with backoffs of 100 ms doubling (less up to a
 /// quarter), about 2.4-3.1 s of failures, longer than `flaky` fails and shorter than `dead`.
 const ATTEMPTS: u32 = 6;
@@ -129,10 +129,10 @@ async fn the_outbox_reaches_every_sink() -> io::Result<()> {
         dead.serve().await?
     );
     let mut options = options(3);
-    options.extra_args.extend(
-        ["--sink", &sinks, "--sink-secret", SINK_SECRET, "--sink-attempts", &ATTEMPTS.to_string()]
-            .map(str::to_owned),
-    );
+    options.sink_secret = Some(SINK_SECRET.to_owned());
+    options
+        .extra_args
+        .extend(["--sink", &sinks, "--sink-attempts", &ATTEMPTS.to_string()].map(str::to_owned));
     let api = Api::start(options).await?;
     let mut report = Report::default();
     let run = Run { api: &api, good: &good, flaky: &flaky, dead: &dead };

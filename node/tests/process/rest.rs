@@ -40,7 +40,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 pub const OPERATOR_TOKEN: &str = OPERATOR;
 
 /// The payment webhook secret of the clusters the REST tests start.
-pub const WEBHOOK_SECRET: &str = "process-test-webhook-secret";
+pub const WEBHOOK_SECRET: &str = "process-test-webhook-secret-0123456789abcdef";
 
 /// The price version of a new show.
 pub const PRICE_VERSION: u32 = 1;

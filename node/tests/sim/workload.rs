@@ -30,7 +30,7 @@ use testkit::workload::{Buyer, TestShow};
 use tokio::sync::watch;
 
 use crate::net::{self, TurmoilNet};
-use crate::world::{WEBHOOK_SECRET, wall_clock_ms};
+use crate::world::{OPERATOR_TOKEN, WEBHOOK_SECRET, wall_clock_ms};
 
 /// The traffic a show gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +122,7 @@ pub fn sdk(first: u64, nodes: u64) -> Client {
     let next = AtomicU64::new(0);
     let keys = move || format!("sim-sdk-{client}-{}", next.fetch_add(1, Ordering::Relaxed));
     Client::with_connector(addresses, config, Arc::new(TurmoilNet))
+        .and_then(|client| client.with_operator_token(OPERATOR_TOKEN))
         .expect("valid addresses")
         .with_key_source(Arc::new(keys))
 }

@@ -26,7 +26,12 @@ use crate::net::{self, TurmoilNet};
 /// The simulated wall clock starts here (turmoil's default would be the real time).
 pub const EPOCH_S: u64 = 1_800_000_000;
 /// The webhook secret of every simulated node.
-pub const WEBHOOK_SECRET: &str = "sim-webhook-secret";
+pub const WEBHOOK_SECRET: &str = "sim-webhook-secret-0123456789abcdef";
+/// The nodes' operator credential; every SDK client of the run carries it (the SDK sends it on
+/// operator calls only).
+pub const OPERATOR_TOKEN: &str = "sim-operator-token-0123456789abcdef";
+/// The nodes' session secret.
+const SESSION_SECRET: &str = "sim-session-secret-0123456789abcdef";
 /// The turmoil host name of the simulated payment provider.
 pub const PAYSIM_HOST: &str = "paysim";
 /// The port it serves on.
@@ -354,7 +359,13 @@ impl World {
         let nodes = self.options.nodes;
         let peers =
             (1..=nodes).filter(|peer| *peer != id).map(|peer| (peer, net::address(peer))).collect();
-        Config::load(Args {
+        let secrets = |name: &str| match name {
+            "BOOKING_SESSION_SECRET" => Some(SESSION_SECRET.to_owned()),
+            "BOOKING_OPERATOR_TOKEN" => Some(OPERATOR_TOKEN.to_owned()),
+            "BOOKING_WEBHOOK_SECRET" => Some(WEBHOOK_SECRET.to_owned()),
+            _ => None,
+        };
+        let args = Args {
             id: Some(id),
             data: Some("/simulated".into()),
             listen: Some(format!("0.0.0.0:{}", net::PORT).parse().expect("a socket address")),
@@ -368,9 +379,6 @@ impl World {
             election_max_ms: Some(800),
             snapshot_logs: Some(24),
             tick_ms: Some(100),
-            session_secret: Some("sim-session-secret".into()),
-            operator_token: None,
-            webhook_secret: Some(WEBHOOK_SECRET.into()),
             // The default (300 s), which absorbs the nemesis's skew of up to 30 s.
             webhook_tolerance_s: None,
             // With a provider, every group leader's payment worker charges through it; without,
@@ -381,7 +389,6 @@ impl World {
                 .then(|| format!("http://{PAYSIM_HOST}:{PAYSIM_PORT}")),
             // No outbox sinks: each group leader acknowledges its outbox instead.
             sinks: Vec::new(),
-            sink_secret: None,
             sink_attempts: None,
             sink_age_max_s: None,
             sink_concurrency: None,
@@ -392,8 +399,15 @@ impl World {
             audit_checkpoint_entries: Some(0),
             rate_per_session: Some(1_000_000),
             rate_per_address: Some(1_000_000),
+            rate_new_sessions_per_address: Some(1_000_000),
             config: None,
-        })
+            session_secret_file: None,
+            operator_token_file: None,
+            webhook_secret_file: None,
+            sink_secret_file: None,
+            dev: false,
+        };
+        Config::load_with(args, &secrets)
     }
 }
 

@@ -22,7 +22,8 @@ pub const NODES_DEFAULT: &str = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103";
 /// A buyer's commands need a session token (--token or BOOKCTL_TOKEN) from `bookctl session
 /// new`; `bookctl hold` makes a session when none is given and prints its token. Operator
 /// commands (show create/open/close/cancel/prices/admission/waitlist, capacity release, audit,
-/// and `payment get` without --token) send --operator-token when the cluster has one.
+/// and `payment get` without --token), and the admin commands (status, membership), send the
+/// operator credential: from --operator-token-file, or BOOKCTL_OPERATOR_TOKEN.
 ///
 /// Exit status: 0 success, 1 rejected or failed (including a node that did not answer
 /// `status`), 2 usage error.
@@ -56,17 +57,13 @@ pub struct Cli {
     )]
     pub timeout_ms: u64,
 
-    /// The operator token, sent on operator commands (show create/open/close/cancel/prices/
-    /// admission/waitlist, catalog, capacity release, audit, payment get without --token) when
-    /// the cluster requires one.
-    #[arg(
-        long,
-        global = true,
-        env = "BOOKCTL_OPERATOR_TOKEN",
-        value_name = "T",
-        hide_env_values = true
-    )]
-    pub operator_token: Option<String>,
+    /// A file holding the operator credential, sent on operator commands (show create/open/
+    /// close/cancel/prices/admission/waitlist, catalog, capacity release, audit, payment get
+    /// without --token) and admin commands (status, learner, promote, remove, move, transfer).
+    /// Or the credential itself in BOOKCTL_OPERATOR_TOKEN; never on the command line, where
+    /// every local user could read it.
+    #[arg(long, global = true, env = "BOOKCTL_OPERATOR_TOKEN_FILE", value_name = "FILE")]
+    pub operator_token_file: Option<std::path::PathBuf>,
 
     /// What to do.
     #[command(subcommand)]
@@ -208,7 +205,7 @@ pub enum PaymentCommand {
         #[arg(long, value_name = "SHOW-N", value_parser = parse_entity_id)]
         payment: (u64, u64),
         /// The session token of the attempt's owner; without one, the operator reads it
-        /// (--operator-token).
+        /// (--operator-token-file).
         #[arg(long, env = "BOOKCTL_TOKEN", value_name = "T", hide_env_values = true)]
         token: Option<String>,
     },
@@ -952,9 +949,10 @@ mod tests {
 
     #[test]
     fn operator_commands_parse() {
-        match parse("--operator-token op audit hold 3 --show 7").unwrap() {
-            Cli { operator_token, command: Command::Audit(args), .. } => {
-                assert_eq!(operator_token.as_deref(), Some("op"));
+        assert!(parse("--operator-token op audit hold 3 --show 7").is_err(), "no token in argv");
+        match parse("--operator-token-file /run/op audit hold 3 --show 7").unwrap() {
+            Cli { operator_token_file, command: Command::Audit(args), .. } => {
+                assert_eq!(operator_token_file, Some("/run/op".into()));
                 assert_eq!((args.kind, args.id, args.show), (AuditKind::Hold, 3, 7));
             }
             other => panic!("{other:?}"),

@@ -52,15 +52,31 @@ fn main() -> ExitCode {
     runtime.block_on(run(cli))
 }
 
+/// The operator credential: the contents of --operator-token-file (without the final newline),
+/// else BOOKCTL_OPERATOR_TOKEN, else none.
+fn operator_token(cli: &Cli) -> Result<Option<String>, String> {
+    if let Some(path) = &cli.operator_token_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| format!("--operator-token-file {}: {error}", path.display()))?;
+        return Ok(Some(text.trim_end_matches(['\n', '\r']).to_owned()));
+    }
+    Ok(std::env::var("BOOKCTL_OPERATOR_TOKEN").ok().filter(|token| !token.is_empty()))
+}
+
 /// Runs the command and prints its outcome.
 async fn run(cli: Cli) -> ExitCode {
     let config =
         Config { retry_budget: Duration::from_millis(cli.timeout_ms), ..Config::default() };
-    let client = Client::with_config(cli.nodes.clone(), config).and_then(|client| {
-        match cli.operator_token.as_deref().filter(|token| !token.is_empty()) {
-            Some(token) => client.with_operator_token(token),
-            None => Ok(client),
+    let token = match operator_token(&cli) {
+        Ok(token) => token,
+        Err(message) => {
+            eprintln!("bookctl: {message}");
+            return ExitCode::from(2);
         }
+    };
+    let client = Client::with_config(cli.nodes.clone(), config).and_then(|client| match token {
+        Some(token) => client.with_operator_token(&token),
+        None => Ok(client),
     });
     let client = match client {
         Ok(client) => client,

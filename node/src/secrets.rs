@@ -65,7 +65,7 @@ impl SecretKind {
         match self {
             SecretKind::Session => "booking-cluster-development-session-secret",
             SecretKind::Operator => "booking-cluster-development-operator-token",
-            SecretKind::Webhook => "booking-cluster-development-webhook-secret",
+            SecretKind::Webhook => crate::rest::webhook::DEVELOPMENT_WEBHOOK_SECRET,
             SecretKind::Sink => "booking-cluster-development-sink-secret",
         }
     }

@@ -43,8 +43,7 @@ use raft::{Clock, DialerRef};
 use serde::{Deserialize, Serialize};
 
 use crate::http_client::{HttpClient, SendError};
-use crate::rest::webhook::{WebhookEvent, WebhookResult};
-use crate::secrets::SecretKind;
+use crate::rest::webhook::{DEVELOPMENT_WEBHOOK_SECRET, WebhookEvent, WebhookResult};
 use crate::signature::{SIGNATURE_HEADER, sign};
 use behaviour::{Behaviour, Draws};
 use ledger::{Charge, ChargeStatus, Ledger, Record, Refund};
@@ -635,7 +634,7 @@ pub async fn run(args: Args) -> ExitCode {
     };
     let secret = std::env::var(SECRET_ENV).unwrap_or_else(|_| {
         tracing::warn!("{SECRET_ENV} unset: signing webhooks with the development secret");
-        SecretKind::Webhook.development().to_owned()
+        DEVELOPMENT_WEBHOOK_SECRET.to_owned()
     });
     let urls: Vec<String> = args
         .webhook_url

@@ -33,6 +33,10 @@ use crate::rest::ids::{format_id, parse_id};
 use crate::sessions::hash128;
 use crate::signature::{self, SIGNATURE_HEADER};
 
+/// The webhook secret of a node run with `--dev` (and of `paysim` without
+/// `PAYSIM_WEBHOOK_SECRET`): public, for a laptop only. Part of the webhook contract, so that the
+/// provider and the node agree on it without paysim importing more of the node.
+pub const DEVELOPMENT_WEBHOOK_SECRET: &str = "booking-cluster-development-webhook-secret";
 /// The longest provider event id accepted.
 pub const EVENT_ID_BYTES_MAX: usize = 128;
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A local 3-node booking cluster on loopback: node N listens on 127.0.0.1:710N, and the simulated
-# payment provider (paysim) on 127.0.0.1:7100. Each data group's leader charges checkouts and
+# A local 3-node booking cluster on loopback: node N serves clients on 127.0.0.1:710N and its
+# peers (Raft, mutual TLS) on 127.0.0.1:720N, and the simulated payment provider (paysim) on 127.0.0.1:7100. Each data group's leader charges checkouts and
 # makes refunds through paysim (--provider-url); paysim's signed webhooks go to whichever node
 # answers (it is given every node's webhook URL and moves on from one that is down).
 #
@@ -26,6 +26,10 @@
 # node restarted from any shell comes back with the same ones; bookctl reads the operator's with
 # --operator-token-file (export BOOKCTL_OPERATOR_TOKEN_FILE=$BOOKING_CLUSTER_DIR/secrets/operator).
 #
+# TLS: on its first start the cluster gets its own CA and a certificate per node, made by
+# `bookctl certs` in $BOOKING_CLUSTER_DIR/tls (ca.crt, ca.key, node-N.crt, node-N.key; keys
+# readable by their owner only). The nodes speak Raft to each other over mutual TLS with them.
+#
 # Environment: BOOKING_GROUPS (data groups, default 4), BOOKINGD_ARGS (extra bookingd arguments),
 # PAYSIM_ARGS (extra paysim arguments, e.g. --decline-ratio 0.1; see paysim --help),
 # BOOKING_UP_TIMEOUT_S (how long `up` waits for leaders, default 60), CARGO_TARGET_DIR, RUST_LOG.
@@ -45,11 +49,13 @@ paysim="$target_dir/release/paysim"
 paysim_address=127.0.0.1:7100
 node_ids=(1 2 3)
 secrets_dir="$cluster_dir/secrets"
+tls_dir="$cluster_dir/tls"
 
 address() { printf '127.0.0.1:710%s\n' "$1"; }
+peer_address() { printf '127.0.0.1:720%s\n' "$1"; }
 peers() {
   local id list=()
-  for id in "${node_ids[@]}"; do list+=("$id=$(address "$id")"); done
+  for id in "${node_ids[@]}"; do list+=("$id=$(peer_address "$id")"); done
   (IFS=,; printf '%s\n' "${list[*]}")
 }
 nodes() {
@@ -160,11 +166,28 @@ build() {
   (cd "$root" && cargo build --release --workspace --bins)
 }
 
+# Makes the cluster's CA once, and node N's certificate once.
+make_certs() {
+  local id="$1"
+  [ -x "$bookctl" ] || die "$bookctl is missing: run '$0 up' (it builds) or cargo build --release -p client"
+  if [ ! -s "$tls_dir/ca.crt" ]; then
+    mkdir -p "$tls_dir"
+    chmod 700 "$tls_dir"
+    "$bookctl" certs init --dir "$tls_dir" --name "local booking cluster CA" >/dev/null
+  fi
+  if [ ! -s "$tls_dir/node-$id.crt" ]; then
+    "$bookctl" certs node --dir "$tls_dir" --id "$id" --host 127.0.0.1 --host localhost >/dev/null
+  fi
+}
+
 # Starts node N in the background; bootstraps only if its data directory is new and $2 is yes.
 start() {
   local id="$1" may_bootstrap="$2" data="$cluster_dir/n$1" log="$cluster_dir/n$1.log"
   make_secrets
+  make_certs "$id"
   local args=(--id "$id" --data "$data" --listen "$(address "$id")" --peers "$(peers)"
+    --peer-listen "$(peer_address "$id")" --tls-ca-file "$tls_dir/ca.crt"
+    --tls-cert-file "$tls_dir/node-$id.crt" --tls-key-file "$tls_dir/node-$id.key"
     --groups "$groups" --provider-url "http://$paysim_address"
     --session-secret-file "$secrets_dir/session" --operator-token-file "$secrets_dir/operator"
     --webhook-secret-file "$secrets_dir/webhook"

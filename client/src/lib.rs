@@ -55,6 +55,7 @@ mod address;
 mod batch;
 mod booking;
 mod catalog;
+pub mod certs;
 mod client;
 mod connector;
 mod error;

@@ -68,15 +68,40 @@ pub struct Args {
     /// The directory of this node's database (created if missing).
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
-    /// Where to serve the peer Raft service and the client and admin APIs.
+    /// Where to serve the client APIs (gRPC and REST) and the admin API.
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<SocketAddr>,
-    /// The address other nodes and clients reach this node at; defaults to --listen.
+    /// The address clients reach this node at; defaults to --listen.
     #[arg(long, value_name = "HOST:PORT")]
     pub advertise: Option<String>,
-    /// This node's address book: ID=HOST:PORT,... Peers are dialled at these addresses whatever
-    /// the groups' memberships say. With --bootstrap, these ids (and this node) are the initial
-    /// members.
+    /// Where to serve Raft traffic between nodes (and the admin API, for the bootstrap), behind
+    /// mutual TLS with --tls-ca-file, --tls-cert-file and --tls-key-file. Required unless --dev,
+    /// which serves Raft on the client port without TLS.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub peer_listen: Option<SocketAddr>,
+    /// The address other nodes reach this node's peer port at; defaults to --peer-listen.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub peer_advertise: Option<String>,
+    /// The cluster's CA certificate (PEM, `bookctl certs init`): a peer's certificate must be
+    /// signed by it.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// This node's certificate (PEM, `bookctl certs node`), naming `node-<id>.peers.booking`:
+    /// presented on the peer port and when dialing peers, whose certificates must name the node
+    /// they are dialed as.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// This node's private key (PEM), in a file only the node's user reads.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key_file: Option<PathBuf>,
+    /// For a process that embeds nodes on a network of its own (the simulator): Raft on the
+    /// client port without TLS, outside --dev. Neither a flag nor a config key.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub plain_peers: bool,
+    /// This node's address book: ID=HOST:PORT,... Peers are dialled at these addresses (their
+    /// peer ports, or their client ports under --dev) whatever the groups' memberships say.
+    /// With --bootstrap, these ids (and this node) are the initial members.
     #[arg(long, value_name = "ID=HOST:PORT,...", value_delimiter = ',', value_parser = parse_peer)]
     #[serde(default, deserialize_with = "peers_from_table")]
     pub peers: Vec<(NodeId, String)>,
@@ -175,6 +200,25 @@ pub struct Args {
     pub rate_new_sessions_per_address: Option<u32>,
 }
 
+/// Node `id`'s peer TLS from the files named by the three `--tls-*` flags, all required.
+fn peer_tls(
+    id: NodeId,
+    files: [(&str, Option<PathBuf>); 3],
+) -> Result<raft::tls::PeerTls, ConfigError> {
+    let mut pems = Vec::new();
+    for (flag, path) in files {
+        let path =
+            path.ok_or_else(|| ConfigError::Invalid(format!("--peer-listen needs {flag}")))?;
+        let pem = std::fs::read(&path)
+            .map_err(|error| ConfigError::Invalid(format!("{flag} {}: {error}", path.display())))?;
+        pems.push(pem);
+    }
+    let [ca, certificate, key]: [Vec<u8>; 3] =
+        pems.try_into().map_err(|_| ConfigError::Invalid("three TLS files".into()))?;
+    raft::tls::PeerTls::from_pem(id, ca, certificate, key)
+        .map_err(|error| ConfigError::Invalid(format!("--tls-*: {error}")))
+}
+
 fn parse_peer(text: &str) -> Result<(NodeId, String), String> {
     let (id, address) =
         text.split_once('=').ok_or_else(|| format!("`{text}`: expected ID=HOST:PORT"))?;
@@ -218,10 +262,13 @@ pub struct Config {
     pub id: NodeId,
     /// Its database directory.
     pub data: PathBuf,
-    /// Where it listens.
+    /// Where it serves clients.
     pub listen: SocketAddr,
-    /// Where others reach it.
+    /// Where clients reach it.
     pub advertise: String,
+    /// Its peer port, or `None` when Raft traffic is served on the client port without TLS
+    /// (`--dev`, the simulator).
+    pub peer: Option<PeerPort>,
     /// Its address book (without itself).
     pub peers: BTreeMap<NodeId, String>,
     /// Whether to found the groups this node is the first replica of.
@@ -279,6 +326,17 @@ pub struct Config {
     pub unsafe_stale_reads: bool,
 }
 
+/// Where a node serves Raft traffic between nodes, and its mutual TLS.
+#[derive(Clone, Debug)]
+pub struct PeerPort {
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// Where other nodes reach it.
+    pub advertise: String,
+    /// The CA, this node's certificate and key (`Debug` shows none of them).
+    pub tls: raft::tls::PeerTls,
+}
+
 impl Config {
     /// Reads the config file named by `args` (if any), lets `args` override it, and checks the
     /// result.
@@ -330,11 +388,14 @@ impl Config {
             args.listen.or(file.listen).ok_or_else(|| invalid("--listen is required".into()))?;
         let advertise = args.advertise.or(file.advertise).unwrap_or_else(|| listen.to_string());
         let dev = args.dev || file.dev;
-        if dev && !listen.ip().is_loopback() {
-            return Err(invalid(format!(
-                "--dev: {listen} is not a loopback address; development mode (public secrets) \
-                 listens on loopback only"
-            )));
+        let peer_listen = args.peer_listen.or(file.peer_listen);
+        for address in std::iter::once(listen).chain(peer_listen) {
+            if dev && !address.ip().is_loopback() {
+                return Err(invalid(format!(
+                    "--dev: {address} is not a loopback address; development mode (public \
+                     secrets) listens on loopback only"
+                )));
+            }
         }
         let mut peers = BTreeMap::new();
         let listed = if args.peers.is_empty() { file.peers } else { args.peers };
@@ -406,6 +467,35 @@ impl Config {
             sink: args.sink_secret_file.or(file.sink_secret_file),
         };
         let secrets = Secrets::load(&files, env, dev, !sinks.is_empty())?;
+        let tls_files = [
+            ("--tls-ca-file", args.tls_ca_file.or(file.tls_ca_file)),
+            ("--tls-cert-file", args.tls_cert_file.or(file.tls_cert_file)),
+            ("--tls-key-file", args.tls_key_file.or(file.tls_key_file)),
+        ];
+        let peer = match peer_listen {
+            Some(peer_listen) => {
+                let advertise = args
+                    .peer_advertise
+                    .or(file.peer_advertise)
+                    .unwrap_or_else(|| peer_listen.to_string());
+                Some(PeerPort { listen: peer_listen, advertise, tls: peer_tls(id, tls_files)? })
+            }
+            None => {
+                if let Some((flag, _)) = tls_files.iter().find(|(_, path)| path.is_some()) {
+                    return Err(invalid(format!("{flag} needs --peer-listen")));
+                }
+                if !dev && !args.plain_peers {
+                    return Err(invalid(
+                        "--peer-listen is required, with --tls-ca-file, --tls-cert-file and \
+                         --tls-key-file (`bookctl certs`): nodes speak Raft to each other over \
+                         mutual TLS on a port of its own. Only --dev (loopback) serves Raft on \
+                         the client port without TLS"
+                            .into(),
+                    ));
+                }
+                None
+            }
+        };
         let sink_age_max_s = args.sink_age_max_s.or(file.sink_age_max_s).unwrap_or(600).max(1);
         let webhook_tolerance_s = args
             .webhook_tolerance_s
@@ -422,6 +512,7 @@ impl Config {
             data,
             listen,
             advertise,
+            peer,
             peers,
             bootstrap: args.bootstrap || file.bootstrap,
             data_groups,
@@ -463,6 +554,13 @@ impl Config {
             #[cfg(feature = "unsafe-modes")]
             unsafe_stale_reads: false,
         })
+    }
+
+    /// The address memberships carry for this node: its client address, and its peer port's
+    /// when it has one (`raft::tls::membership_address`).
+    pub fn membership_address(&self) -> String {
+        let peer = self.peer.as_ref().map(|peer| peer.advertise.as_str());
+        raft::tls::membership_address(&self.advertise, peer)
     }
 
     /// Every group id of the cluster: the metadata group 0, then the data groups.
@@ -531,8 +629,60 @@ mod tests {
     use super::*;
     use crate::secrets::test_env;
 
+    /// The command line `line`, with Raft on the client port (`plain_peers`): these tests are
+    /// not about the peer port (`peers_speak_mutual_tls_on_a_port_of_their_own` is).
     fn args(line: &str) -> Args {
-        Args::try_parse_from(line.split_whitespace()).unwrap()
+        Args { plain_peers: true, ..Args::try_parse_from(line.split_whitespace()).unwrap() }
+    }
+
+    #[test]
+    fn peers_speak_mutual_tls_on_a_port_of_their_own() {
+        let parse = |line: &str| Args::try_parse_from(line.split_whitespace()).unwrap();
+        let refuse = |line: &str| {
+            Config::merge(parse(line), Args::default(), &test_env).unwrap_err().to_string()
+        };
+        let base = "bookingd --id 1 --data /x --listen 127.0.0.1:1";
+        assert!(refuse(base).contains("--peer-listen is required"));
+        assert!(refuse(&format!("{base} --tls-ca-file /ca")).contains("needs --peer-listen"));
+        let with_port = format!("{base} --peer-listen 127.0.0.1:2");
+        assert!(refuse(&with_port).contains("--peer-listen needs --tls-ca-file"));
+        // `--dev` keeps Raft on the client port, loopback only, peer port included.
+        let dev = Config::merge(parse(&format!("{base} --dev")), Args::default(), &test_env);
+        assert!(dev.unwrap().peer.is_none());
+        let open = format!("{base} --dev --peer-listen 0.0.0.0:2");
+        assert!(refuse(&open).contains("loopback"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let ca = client::certs::new_authority("test", 1).unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        };
+        let ca_file = write("ca.crt", &ca.certificate_pem);
+        for id in [1, 2] {
+            let node = client::certs::issue_node(&ca, id, &[], 1).unwrap();
+            write(&format!("node-{id}.crt"), &node.certificate_pem);
+            write(&format!("node-{id}.key"), &node.key_pem);
+        }
+        let tls = |cert: u64, key: u64| {
+            let path = |name: String| dir.path().join(name).display().to_string();
+            format!(
+                "{with_port} --peer-advertise n1:2 --tls-ca-file {ca_file} --tls-cert-file {} \
+                 --tls-key-file {}",
+                path(format!("node-{cert}.crt")),
+                path(format!("node-{key}.key"))
+            )
+        };
+        let config = Config::merge(parse(&tls(1, 1)), Args::default(), &test_env).unwrap();
+        assert_eq!(config.membership_address(), "127.0.0.1:1 peer=n1:2");
+        assert!(!format!("{config:?}").contains("PRIVATE KEY"), "Debug shows no key");
+        // Node 2's certificate does not make node 1.
+        assert!(refuse(&tls(2, 2)).contains("node 2's"));
+        let missing = tls(1, 1).replace(&ca_file, "/nonexistent/ca.crt");
+        assert!(refuse(&missing).contains("--tls-ca-file /nonexistent/ca.crt"));
+        let not_pem = tls(1, 1).replace(&ca_file, &write("junk", "junk"));
+        assert!(refuse(&not_pem).contains("not a PEM certificate"));
     }
 
     #[test]

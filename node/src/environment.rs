@@ -263,6 +263,8 @@ mod tests {
             election_max_ms: Some(300),
             // Bursts of two: the third call from one address is refused.
             rate_per_address: Some(1),
+            // Raft on the client port: nodes on a simulated network.
+            plain_peers: true,
             ..Args::default()
         };
         Config::load_with(args, &crate::secrets::test_env).unwrap()

@@ -101,8 +101,11 @@ impl HostedGroup {
     pub fn leader_hint(&self) -> Option<LeaderHint> {
         let metrics = self.raft.metrics().borrow_watched().clone();
         let id = metrics.current_leader?;
-        let address =
-            metrics.membership_config.membership().get_node(&id).map(|node| node.addr.clone());
+        let address = metrics
+            .membership_config
+            .membership()
+            .get_node(&id)
+            .map(|node| raft::tls::client_address(&node.addr).to_owned());
         Some(LeaderHint { id, address })
     }
 

@@ -311,6 +311,8 @@ mod tests {
             data: Some("/tmp/unused".into()),
             listen: Some("127.0.0.1:1".parse().unwrap()),
             peers: vec![(2, "10.1.2.3:7102".into()), (3, "node-3.example:7103".into())],
+            // Raft on the client port: nodes on a simulated network.
+            plain_peers: true,
             ..crate::Args::default()
         };
         let config = crate::Config::load_with(args, &crate::secrets::test_env).unwrap();

@@ -1,5 +1,7 @@
-//! A running `bookingd` node: its database, its transport, every group it hosts, and the one
-//! gRPC server that serves peers (Raft), clients (booking) and operators (admin).
+//! A running `bookingd` node: its database, its transport, every group it hosts, and its two
+//! servers: the client port (booking over gRPC and REST, and the admin API) and the peer port
+//! (Raft between nodes, behind mutual TLS, and the admin API the bootstrap asks peers). Under
+//! `--dev` and in the simulator, the client port serves Raft too, without TLS.
 //!
 //! Owns start-up (on an [`Environment`]: open its storage, pin the address book, start every
 //! group, serve), the one-time bootstrap of the groups this node is the first replica of, and
@@ -22,7 +24,6 @@ use statemachine::METADATA_GROUP;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tonic::transport::Endpoint;
 
 use crate::api::{AdminApi, BookingApi};
 use crate::auditor::{self, Audits};
@@ -56,6 +57,9 @@ pub enum StartError {
         /// Why.
         message: String,
     },
+    /// The peer port's TLS could not be set up.
+    #[error("peer TLS: {0}")]
+    Tls(String),
     /// The listen address could not be bound.
     #[error("listen on {address}: {source}")]
     Listen {
@@ -107,8 +111,11 @@ impl Shared {
 pub struct Node {
     shared: Arc<Shared>,
     address: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
+    /// Stop the client port's server, and the peer port's.
+    stops: Option<(oneshot::Sender<()>, oneshot::Sender<()>)>,
     server: JoinHandle<Result<(), tonic::transport::Error>>,
+    /// The peer port's server, when the node has one.
+    peer_server: Option<(SocketAddr, JoinHandle<Result<(), tonic::transport::Error>>)>,
     bootstrap: Option<JoinHandle<()>>,
     auditor: Option<JoinHandle<()>>,
 }
@@ -135,7 +142,10 @@ impl Node {
     /// [`StartError`] if the storage, a group or the listener cannot start.
     pub async fn start_with(config: Config, environment: Environment) -> Result<Node, StartError> {
         let raft_config = config.raft()?;
-        let Environment { storage, network, clock, entropy, incoming } = environment;
+        let Environment { storage, mut network, clock, entropy, incoming } = environment;
+        if let Some(peer) = &config.peer {
+            network.tls = Some(peer.tls.clone());
+        }
         let transport = GrpcTransport::new(config.id, network.clone());
         for (&peer, address) in &config.peers {
             transport.pin_address(peer, address);
@@ -227,10 +237,20 @@ impl Node {
             tracing::warn!(%error, "the search index could not be built at start; retried on search");
         }
         let (stop, stopped) = oneshot::channel::<()>();
-        let grpc = tonic::service::Routes::new(RaftService::new(registry).into_server())
-            .add_service(BookingApi::new(Service::new(shared.clone())).into_server())
-            .add_service(AdminApi::new(shared.clone()).into_server())
-            .into_axum_router();
+        let (peer_stop, peer_stopped) = oneshot::channel::<()>();
+        let mut grpc = tonic::service::Routes::new(
+            BookingApi::new(Service::new(shared.clone())).into_server(),
+        )
+        .add_service(AdminApi::new(shared.clone()).into_server());
+        let peer_server = match &shared.config.peer {
+            Some(peer) => Some(serve_peers(peer, &registry, &shared, peer_stopped).await?),
+            // `--dev` and the simulator: Raft on the client port, without TLS.
+            None => {
+                grpc = grpc.add_service(RaftService::new(registry).into_server());
+                None
+            }
+        };
+        let grpc = grpc.into_axum_router();
         let rest = crate::rest::router(Service::new(shared.clone()), network.dialer.clone());
         let router = one_port(rest, grpc, shared.limits.clone(), shared.metrics.clone());
         let server = match listener {
@@ -257,12 +277,18 @@ impl Node {
             let interval = Duration::from_millis(shared.config.audit_interval_ms);
             tokio::spawn(auditor::run(groups, shared.audits.clone(), interval))
         });
-        Ok(Node { shared, address, stop: Some(stop), server, bootstrap, auditor })
+        let stops = Some((stop, peer_stop));
+        Ok(Node { shared, address, stops, server, peer_server, bootstrap, auditor })
     }
 
-    /// Where the node serves.
+    /// Where the node serves clients.
     pub fn address(&self) -> SocketAddr {
         self.address
+    }
+
+    /// Where the node serves its peers, when it has a peer port.
+    pub fn peer_address(&self) -> Option<SocketAddr> {
+        self.peer_server.as_ref().map(|(address, _)| *address)
     }
 
     /// What the API handlers share.
@@ -275,20 +301,58 @@ impl Node {
         for task in [self.bootstrap.take(), self.auditor.take()].into_iter().flatten() {
             task.abort();
         }
-        if let Some(stop) = self.stop.take() {
+        if let Some((stop, peer_stop)) = self.stops.take() {
             let _ = stop.send(());
+            let _ = peer_stop.send(());
         }
         for group in self.shared.groups.values() {
             group.shutdown().await;
         }
-        match tokio::time::timeout(Duration::from_secs(5), &mut self.server).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(error))) => tracing::warn!(%error, "server stopped with an error"),
-            Ok(Err(error)) => tracing::warn!(%error, "server task failed"),
-            Err(_elapsed) => self.server.abort(),
+        let servers = std::iter::once(&mut self.server)
+            .chain(self.peer_server.as_mut().map(|(_, server)| server));
+        for server in servers {
+            match tokio::time::timeout(Duration::from_secs(5), &mut *server).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(error))) => tracing::warn!(%error, "server stopped with an error"),
+                Ok(Err(error)) => tracing::warn!(%error, "server task failed"),
+                Err(_elapsed) => server.abort(),
+            }
         }
     }
 }
+
+/// Serves the peer port: Raft between nodes and the admin API (which the bootstrap asks peers
+/// for their addresses), behind mutual TLS: a caller needs a certificate of the cluster's CA,
+/// and Raft messages must speak for the node it names. Until `stopped` fires.
+async fn serve_peers(
+    peer: &crate::config::PeerPort,
+    registry: &Groups,
+    shared: &Arc<Shared>,
+    stopped: oneshot::Receiver<()>,
+) -> Result<(SocketAddr, JoinHandle<Result<(), tonic::transport::Error>>), StartError> {
+    let listener = TcpListener::bind(peer.listen)
+        .await
+        .map_err(|source| StartError::Listen { address: peer.listen, source })?;
+    let address = listener
+        .local_addr()
+        .map_err(|source| StartError::Listen { address: peer.listen, source })?;
+    let server = tonic::transport::Server::builder()
+        .tls_config(peer.tls.server().timeout(PEER_HANDSHAKE_TIMEOUT))
+        .map_err(|error| StartError::Tls(error.to_string()))?
+        .initial_stream_window_size(raft::HTTP2_STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(raft::HTTP2_CONNECTION_WINDOW_BYTES)
+        .add_service(RaftService::new(registry.clone()).with_peer_certificates().into_server())
+        .add_service(AdminApi::new(shared.clone()).into_server());
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let server = tokio::spawn(server.serve_with_incoming_shutdown(incoming, async {
+        let _ = stopped.await;
+    }));
+    tracing::info!(%address, "serving peers (mutual TLS)");
+    Ok((address, server))
+}
+
+/// How long a connection to the peer port may take to finish its TLS handshake.
+const PEER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where a node's connections come from.
 enum Listener {
@@ -472,7 +536,7 @@ async fn bootstrap(shared: Arc<Shared>, network: NetworkConfig) {
         return;
     }
     let mut addresses = BTreeMap::new();
-    addresses.insert(config.id, config.advertise.clone());
+    addresses.insert(config.id, config.membership_address());
     for (&peer, route) in &config.peers {
         let token = config.secrets.operator.expose_secret();
         addresses.insert(peer, advertised_address(peer, route, &network, token).await);
@@ -489,21 +553,21 @@ async fn bootstrap(shared: Arc<Shared>, network: NetworkConfig) {
     }
 }
 
-/// Asks `peer` (at `route`, through `network`'s dialer when it has one) for the address it
-/// advertises, until it answers; the call presents the operator credential `token`, which every
-/// `AdminService` call needs.
+/// Asks `peer` (at `route`: its peer port, over mutual TLS when `network` has TLS; through
+/// `network`'s dialer when it has one) for the address its memberships should carry, until it
+/// answers; the call presents the operator credential `token`, which every `AdminService` call
+/// needs.
 async fn advertised_address(
     peer: NodeId,
     route: &str,
     network: &NetworkConfig,
     token: &str,
 ) -> String {
-    let uri = if route.contains("://") { route.to_owned() } else { format!("http://{route}") };
     let mut delay = Duration::from_millis(50);
     loop {
         let answer = async {
             let endpoint =
-                Endpoint::from_shared(uri.clone())?.connect_timeout(network.connect_timeout);
+                network.peer_endpoint(peer, route)?.connect_timeout(network.connect_timeout);
             let mut client = AdminServiceClient::new(network.connect_lazy(&endpoint));
             let mut request = tonic::Request::new(StatusRequest { with_digest: false });
             request.metadata_mut().insert("authorization", format!("Bearer {token}").parse()?);

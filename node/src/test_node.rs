@@ -38,6 +38,8 @@ pub async fn start() -> OneNode {
         // No background auditor: a test that counts log entries must not meet its proposals
         // (the auditor's own test drives it by hand).
         audit_checkpoint_entries: Some(0),
+        // Raft on the client port, without TLS: an in-process test's node.
+        plain_peers: true,
         ..Args::default()
     };
     let config = Config::load_with(args, &crate::secrets::test_env).unwrap();

@@ -45,6 +45,8 @@ async fn start_cluster(dir: &tempfile::TempDir) -> Vec<Node> {
             heartbeat_ms: Some(100),
             election_min_ms: Some(400),
             election_max_ms: Some(800),
+            // Raft on the client port, without TLS: an in-process test's nodes.
+            plain_peers: true,
             ..Args::default()
         };
         let config = Config::load_with(args, &node::secrets::test_env).unwrap();

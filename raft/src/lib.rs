@@ -15,7 +15,8 @@
 //! state and snapshots), `error.rs` (the storage errors), `wire.rs` (the bytes of openraft's
 //! messages between nodes), `network.rs` (sending them: the transport seam and its gRPC
 //! implementation), `service.rs` (receiving them: the Raft service and the registry of hosted
-//! groups), `proposer.rs` (the write path of a group on its leader: batching, log time, fencing).
+//! groups), `tls.rs` (who a peer is: mutual TLS and the node id in its certificate, and the
+//! client and peer parts of a membership's addresses), `proposer.rs` (the write path of a group on its leader: batching, log time, fencing).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), raft::StoreError> {
@@ -47,6 +48,7 @@ mod service;
 mod sim_disk;
 mod state_machine;
 mod storage;
+pub mod tls;
 mod types;
 mod wire;
 
@@ -71,3 +73,13 @@ pub use types::{
 
 /// One Raft group on this node.
 pub type Raft = openraft::Raft<TypeConfig, StateMachineStore>;
+
+/// The bytes of `message` (an openraft request) as a node sends it to a peer's Raft service, in
+/// `GroupRequest.payload`: for tests that speak to a peer port as a node would.
+///
+/// # Errors
+///
+/// When the message does not encode.
+pub fn encode_peer_message<T: serde::Serialize>(message: &T) -> Result<Vec<u8>, String> {
+    wire::encode("peer message", message).map_err(|error| error.to_string())
+}

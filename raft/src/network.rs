@@ -114,6 +114,9 @@ pub struct NetworkConfig {
     pub keep_alive_interval: Duration,
     /// How connections are opened: `None` for TCP (with `TCP_NODELAY`), or a simulator's network.
     pub dialer: Option<DialerRef>,
+    /// Mutual TLS to peers' peer ports (`https`, each peer's certificate checked against the
+    /// node it is dialed as), or `None` for plain HTTP/2 (`--dev`, the simulator).
+    pub tls: Option<crate::tls::PeerTls>,
 }
 
 impl Default for NetworkConfig {
@@ -125,6 +128,7 @@ impl Default for NetworkConfig {
             snapshot_chunk_bytes: 1024 * 1024,
             keep_alive_interval: Duration::from_secs(5),
             dialer: None,
+            tls: None,
         }
     }
 }
@@ -132,6 +136,28 @@ impl Default for NetworkConfig {
 const _: () = assert!(1024 * 1024 < MESSAGE_BYTES_MAX);
 
 impl NetworkConfig {
+    /// The endpoint of peer `target` at `address` (`host:port`, or a URI): `https` with this
+    /// node's certificate and `target`'s name expected when [`NetworkConfig::tls`] is set,
+    /// `http` otherwise.
+    ///
+    /// # Errors
+    ///
+    /// When `address` is not a valid URI, or the TLS settings are refused.
+    pub fn peer_endpoint(
+        &self,
+        target: NodeId,
+        address: &str,
+    ) -> Result<Endpoint, tonic::transport::Error> {
+        let host = address.split_once("://").map_or(address, |(_, host)| host);
+        match &self.tls {
+            Some(tls) => {
+                Endpoint::from_shared(format!("https://{host}"))?.tls_config(tls.client(target))
+            }
+            None if address.contains("://") => Endpoint::from_shared(address.to_owned()),
+            None => Endpoint::from_shared(format!("http://{address}")),
+        }
+    }
+
     /// A channel to `endpoint` that connects on its first call, through [`NetworkConfig::dialer`]
     /// when one is set and over TCP otherwise. The endpoint's own settings (its connect timeout,
     /// keep-alive) apply either way. The transport makes its peer channels with it; a node makes
@@ -527,7 +553,7 @@ impl GroupRouter<TypeConfig, GroupId> for GrpcTransport {
 
 impl PeerTransport for GrpcTransport {
     fn on_peer_address(&self, target: NodeId, node: &Node) {
-        self.set_address(target, &node.addr, false);
+        self.set_address(target, crate::tls::peer_address(&node.addr), false);
     }
 }
 
@@ -545,9 +571,7 @@ impl GrpcTransport {
                 return;
             }
         }
-        let uri =
-            if address.contains("://") { address.to_owned() } else { format!("http://{address}") };
-        let channel = match Endpoint::from_shared(uri) {
+        let channel = match self.inner.config.peer_endpoint(target, address) {
             Ok(endpoint) => {
                 let endpoint = endpoint
                     .connect_timeout(self.inner.config.connect_timeout)

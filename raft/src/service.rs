@@ -6,6 +6,12 @@
 //! whole to `Raft::install_full_snapshot`. Never decides anything about Raft (the group's `Raft`
 //! answers), and never holds the registry's lock across an await.
 //!
+//! On a peer port with mutual TLS ([`RaftService::with_peer_certificates`]), every call must
+//! come with a node certificate, and a message that speaks for a node (a vote's candidate, an
+//! append's or a snapshot's leader, a hand-over's leader) must speak for the node that
+//! certificate names: otherwise `UNAUTHENTICATED` or `PERMISSION_DENIED`, before the group sees
+//! it.
+//!
 //! Statuses: a group this node does not host is `NOT_FOUND`; bytes that do not decode, a
 //! snapshot stream out of order or of the wrong length are `INVALID_ARGUMENT`; a group that is
 //! shutting down (or failed) is `UNAVAILABLE`.
@@ -22,7 +28,7 @@ use serde::Serialize;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::network::MESSAGE_BYTES_MAX;
-use crate::types::{GroupId, Snapshot, SnapshotMeta, Vote};
+use crate::types::{GroupId, NodeId, Snapshot, SnapshotMeta, Vote};
 use crate::{Raft, wire};
 
 /// The largest snapshot a node accepts from a peer.
@@ -81,12 +87,26 @@ impl Groups {
 #[derive(Clone)]
 pub struct RaftService {
     groups: Groups,
+    /// Whether callers must present a node certificate that matches the node they speak for.
+    authenticate: bool,
 }
 
 impl RaftService {
-    /// The service routing to `groups`.
+    /// The service routing to `groups`, taking any caller: for a node's client port under
+    /// `--dev`, and for the simulator's network.
     pub fn new(groups: Groups) -> RaftService {
-        RaftService { groups }
+        RaftService { groups, authenticate: false }
+    }
+
+    /// Requires every caller to present a node certificate (served behind mutual TLS), and
+    /// every message that speaks for a node to speak for that certificate's node.
+    pub fn with_peer_certificates(self) -> RaftService {
+        RaftService { authenticate: true, ..self }
+    }
+
+    /// The node the caller's certificate names, when callers are authenticated.
+    fn caller<T>(&self, request: &Request<T>) -> Result<Option<NodeId>, Status> {
+        if self.authenticate { crate::tls::caller_node(request).map(Some) } else { Ok(None) }
     }
 
     /// The tonic server of this service, with this crate's message limits; add it to a
@@ -102,6 +122,23 @@ impl RaftService {
             Status::not_found(format!("group {group_id} is not hosted on this node"))
         })
     }
+}
+
+/// Refuses a message that speaks for `claimed` from a caller whose certificate names another
+/// node.
+fn check_speaks_for(caller: Option<NodeId>, claimed: NodeId, what: &str) -> Result<(), Status> {
+    match caller {
+        Some(caller) if caller != claimed => Err(Status::permission_denied(format!(
+            "node {caller}'s certificate cannot send a {what} of node {claimed}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The node `vote` is for (a candidate, or the leader it was granted to).
+fn node_of_vote(vote: &Vote) -> NodeId {
+    use openraft::vote::RaftLeaderId;
+    *vote.leader_id().node_id()
 }
 
 fn invalid(error: impl Display) -> Status {
@@ -123,18 +160,24 @@ impl raft_service_server::RaftService for RaftService {
         &self,
         request: Request<GroupRequest>,
     ) -> Result<Response<GroupReply>, Status> {
+        let caller = self.caller(&request)?;
         let GroupRequest { group_id, payload } = request.into_inner();
         let raft = self.group(group_id)?;
-        let rpc = wire::decode("append-entries request", &payload).map_err(invalid)?;
+        let rpc: openraft::raft::AppendEntriesRequest<crate::TypeConfig> =
+            wire::decode("append-entries request", &payload).map_err(invalid)?;
+        check_speaks_for(caller, node_of_vote(&rpc.vote), "append-entries request")?;
         let answer =
             raft.append_entries(rpc).await.map_err(|error| unavailable(group_id, error))?;
         reply("append-entries response", &answer)
     }
 
     async fn vote(&self, request: Request<GroupRequest>) -> Result<Response<GroupReply>, Status> {
+        let caller = self.caller(&request)?;
         let GroupRequest { group_id, payload } = request.into_inner();
         let raft = self.group(group_id)?;
-        let rpc = wire::decode("vote request", &payload).map_err(invalid)?;
+        let rpc: openraft::raft::VoteRequest<crate::TypeConfig> =
+            wire::decode("vote request", &payload).map_err(invalid)?;
+        check_speaks_for(caller, node_of_vote(&rpc.vote), "vote request")?;
         let answer = raft.vote(rpc).await.map_err(|error| unavailable(group_id, error))?;
         reply("vote response", &answer)
     }
@@ -143,9 +186,12 @@ impl raft_service_server::RaftService for RaftService {
         &self,
         request: Request<GroupRequest>,
     ) -> Result<Response<GroupReply>, Status> {
+        let caller = self.caller(&request)?;
         let GroupRequest { group_id, payload } = request.into_inner();
         let raft = self.group(group_id)?;
-        let rpc = wire::decode("pre-vote request", &payload).map_err(invalid)?;
+        let rpc: openraft::raft::VoteRequest<crate::TypeConfig> =
+            wire::decode("pre-vote request", &payload).map_err(invalid)?;
+        check_speaks_for(caller, node_of_vote(&rpc.vote), "pre-vote request")?;
         let answer = raft.pre_vote(rpc).await.map_err(|error| unavailable(group_id, error))?;
         reply("pre-vote response", &answer)
     }
@@ -154,9 +200,12 @@ impl raft_service_server::RaftService for RaftService {
         &self,
         request: Request<GroupRequest>,
     ) -> Result<Response<GroupReply>, Status> {
+        let caller = self.caller(&request)?;
         let GroupRequest { group_id, payload } = request.into_inner();
         let raft = self.group(group_id)?;
-        let rpc = wire::decode("transfer-leader request", &payload).map_err(invalid)?;
+        let rpc: openraft::raft::TransferLeaderRequest<crate::TypeConfig> =
+            wire::decode("transfer-leader request", &payload).map_err(invalid)?;
+        check_speaks_for(caller, node_of_vote(rpc.from_leader()), "transfer-leader request")?;
         let answer =
             raft.handle_transfer_leader(rpc).await.map_err(|error| unavailable(group_id, error))?;
         reply("transfer-leader response", &answer)
@@ -166,6 +215,8 @@ impl raft_service_server::RaftService for RaftService {
         &self,
         request: Request<GroupRequest>,
     ) -> Result<Response<GroupReply>, Status> {
+        // Any node of the cluster may ask.
+        self.caller(&request)?;
         let group_id = request.into_inner().group_id;
         let raft = self.group(group_id)?;
         // The lease answers without a round trip; when it lapsed, ReadIndex asks a quorum.
@@ -186,6 +237,7 @@ impl raft_service_server::RaftService for RaftService {
         &self,
         request: Request<Streaming<SnapshotChunk>>,
     ) -> Result<Response<GroupReply>, Status> {
+        let caller = self.caller(&request)?;
         let mut chunks = request.into_inner();
         let first = chunks.message().await?.and_then(|chunk| chunk.chunk);
         let Some(snapshot_chunk::Chunk::Header(header)) = first else {
@@ -195,6 +247,7 @@ impl raft_service_server::RaftService for RaftService {
         let raft = self.group(group_id)?;
         let (vote, meta): (Vote, SnapshotMeta) =
             wire::decode("snapshot header", &header.payload).map_err(invalid)?;
+        check_speaks_for(caller, node_of_vote(&vote), "snapshot")?;
         if header.total_bytes > SNAPSHOT_BYTES_MAX {
             return Err(invalid(format!(
                 "group {group_id}: a snapshot of {} bytes is over the limit of {SNAPSHOT_BYTES_MAX}",

@@ -139,6 +139,10 @@ pub struct ClusterOptions {
     pub exclusive: bool,
 }
 
+/// How far above its client port a node's peer port is under [`Addressing::Fixed`] (above the
+/// link proxies' ports, `port_base + j`).
+pub const PEER_PORT_OFFSET: u16 = 50;
+
 /// The session secret of a cluster whose options give none (at least 32 bytes, as the nodes
 /// require; public, for tests only).
 pub const SESSION_SECRET_DEFAULT: &str = "testkit-session-secret-0123456789abcdef";
@@ -276,6 +280,25 @@ impl ClusterOptions {
         })
     }
 
+    /// Where node `id` serves its peer port (its client port being `listen`), and the port it
+    /// holds until it is spawned (ephemeral addressing only): under [`Addressing::Fixed`],
+    /// [`PEER_PORT_OFFSET`] above the client port.
+    pub(crate) fn peer_listen(
+        &self,
+        id: NodeId,
+        listen: SocketAddr,
+    ) -> Result<(SocketAddr, Option<TcpListener>), ClusterError> {
+        match self.addressing {
+            Addressing::Fixed { .. } => {
+                let port = listen.port().checked_add(PEER_PORT_OFFSET).ok_or_else(|| {
+                    ClusterError::Invalid(format!("no peer port for node {id} above {listen}"))
+                })?;
+                Ok((SocketAddr::new(listen.ip(), port), None))
+            }
+            Addressing::Ephemeral => self.listen(id),
+        }
+    }
+
     /// Where node `id` serves, and the port it holds until it is spawned (ephemeral
     /// addressing only).
     pub(crate) fn listen(
@@ -330,6 +353,8 @@ pub struct Cluster {
     pub(crate) options: ClusterOptions,
     pub(crate) binary: PathBuf,
     pub(crate) faketime: Option<PathBuf>,
+    /// The cluster's CA: it issues each node's certificate for the peer port.
+    pub(crate) authority: client::certs::Issued,
     pub(crate) nodes: BTreeMap<NodeId, Node>,
     pub(crate) links: Links,
     /// The client [`Cluster::client`] hands out clones of.
@@ -390,30 +415,35 @@ impl Cluster {
 
         // The ports of ephemeral nodes stay bound until each node is spawned.
         let mut addresses = BTreeMap::new();
+        let mut peer_addresses = BTreeMap::new();
         let mut held = BTreeMap::new();
         for id in 1..=options.nodes {
             let (address, listener) = options.listen(id)?;
+            let (peer_address, peer_listener) = options.peer_listen(id, address)?;
             addresses.insert(id, address);
-            if let Some(listener) = listener {
-                held.insert(id, listener);
-            }
+            peer_addresses.insert(id, peer_address);
+            held.insert(id, (listener, peer_listener));
         }
+        // The links carry Raft traffic: they lead to the peer ports (TLS passes through them
+        // untouched), from proxies beside each node's client address.
         let mut proxy_addresses = BTreeMap::new();
         for (&from, &address) in &addresses {
             for &to in addresses.keys() {
                 proxy_addresses.insert((from, to), options.proxy_listen(address, to)?);
             }
         }
-        let links = Links::start(&addresses, |from, to| proxy_addresses[&(from, to)])
+        let links = Links::start(&peer_addresses, |from, to| proxy_addresses[&(from, to)])
             .await
             .map_err(ClusterError::io("start the link proxies"))?;
+        let authority = client::certs::new_authority("testkit cluster", 30)
+            .map_err(|error| ClusterError::Invalid(error.to_string()))?;
 
         let mut nodes = BTreeMap::new();
         for (&id, &listen) in &addresses {
             let mut peers = Vec::new();
             for &peer in addresses.keys() {
                 let via = if peer == id || options.direct_peers {
-                    addresses.get(&peer).copied()
+                    peer_addresses.get(&peer).copied()
                 } else {
                     links.address(id, peer)
                 };
@@ -421,7 +451,8 @@ impl Cluster {
                     via.ok_or_else(|| ClusterError::Invalid(format!("no link {id} -> {peer}")))?;
                 peers.push(format!("{peer}={via}"));
             }
-            nodes.insert(id, Node::create(&root, id, listen, peers.join(","))?);
+            let ports = (listen, peer_addresses[&id]);
+            nodes.insert(id, Node::create(&root, id, ports, peers.join(","))?);
         }
 
         let (client, status_client, admin) = clients(&options, &addresses)?;
@@ -429,6 +460,7 @@ impl Cluster {
             options,
             binary,
             faketime,
+            authority,
             nodes,
             links,
             client,
@@ -510,6 +542,42 @@ impl Cluster {
         Ok(self.node(id)?.listen.to_string())
     }
 
+    /// Node `id`'s peer port (Raft between nodes, mutual TLS).
+    ///
+    /// # Errors
+    ///
+    /// [`ClusterError::NoSuchNode`].
+    pub fn peer_address(&self, id: NodeId) -> Result<SocketAddr, ClusterError> {
+        Ok(self.node(id)?.peer_listen)
+    }
+
+    /// The address memberships carry for node `id`: `<client> peer=<peer port>`, as the node
+    /// reports it in its status.
+    ///
+    /// # Errors
+    ///
+    /// [`ClusterError::NoSuchNode`].
+    pub fn membership_address(&self, id: NodeId) -> Result<String, ClusterError> {
+        let node = self.node(id)?;
+        Ok(format!("{} peer={}", node.listen, node.peer_listen))
+    }
+
+    /// The cluster's CA certificate (PEM), which signed every node's certificate.
+    pub fn ca_certificate(&self) -> &str {
+        &self.authority.certificate_pem
+    }
+
+    /// A certificate and key for node `id` from the cluster's CA (whether or not the node
+    /// exists): what a test presents to a peer port as that node.
+    ///
+    /// # Errors
+    ///
+    /// When the certificate cannot be made.
+    pub fn issue_certificate(&self, id: NodeId) -> Result<client::certs::Issued, ClusterError> {
+        client::certs::issue_node(&self.authority, id, &[], 1)
+            .map_err(|error| ClusterError::Invalid(error.to_string()))
+    }
+
     /// Node `id`'s directory (data, logs, skew file).
     ///
     /// # Errors
@@ -559,10 +627,10 @@ impl Cluster {
     pub(crate) fn add_node(
         &mut self,
         id: NodeId,
-        listen: SocketAddr,
+        ports: (SocketAddr, SocketAddr),
         peers: String,
     ) -> Result<(), ClusterError> {
-        let node = Node::create(&self.root, id, listen, peers)?;
+        let node = Node::create(&self.root, id, ports, peers)?;
         self.nodes.insert(id, node);
         Ok(())
     }

@@ -44,7 +44,7 @@ impl Cluster {
         group: GroupId,
         id: NodeId,
     ) -> Result<MembershipReply, ClusterError> {
-        let address = self.address(id)?;
+        let address = self.membership_address(id)?;
         let leader = self.leader_of(group).await?;
         let view = self.group_status(leader, group, false).await?;
         let reply = if view.voters.contains(&id) {
@@ -65,7 +65,7 @@ impl Cluster {
         Ok(reply)
     }
 
-    /// Adds node `id` (at its own address) to `group` as a learner; with `wait`, the answer
+    /// Adds node `id` (at its own client and peer addresses) to `group` as a learner; with `wait`, the answer
     /// comes once it caught up.
     ///
     /// # Errors
@@ -77,7 +77,7 @@ impl Cluster {
         id: NodeId,
         wait: bool,
     ) -> Result<MembershipReply, ClusterError> {
-        let address = self.address(id)?;
+        let address = self.membership_address(id)?;
         Ok(self.admin.add_learner(group, id, &address, wait).await?)
     }
 

@@ -50,7 +50,10 @@ pub(crate) struct NodeState {
 #[derive(Debug)]
 pub(crate) struct Node {
     pub(crate) id: NodeId,
+    /// Its client port.
     pub(crate) listen: SocketAddr,
+    /// Its peer port (Raft between nodes, mutual TLS).
+    pub(crate) peer_listen: SocketAddr,
     /// Its directory: `data/`, the logs and the skew file.
     pub(crate) dir: PathBuf,
     pub(crate) data: PathBuf,
@@ -77,7 +80,7 @@ impl Node {
     pub(crate) fn create(
         root: &Path,
         id: NodeId,
-        listen: SocketAddr,
+        (listen, peer_listen): (SocketAddr, SocketAddr),
         peers: String,
     ) -> Result<Node, ClusterError> {
         let dir = root.join(format!("node-{id}"));
@@ -92,6 +95,7 @@ impl Node {
         let node = Node {
             id,
             listen,
+            peer_listen,
             data,
             stdout: dir.join("stdout.log"),
             stderr: dir.join("stderr.log"),
@@ -200,6 +204,8 @@ impl Cluster {
             .arg(&node.data)
             .arg("--listen")
             .arg(node.listen.to_string())
+            .arg("--peer-listen")
+            .arg(node.peer_listen.to_string())
             .arg("--peers")
             .arg(&node.peers)
             .arg("--groups")
@@ -220,6 +226,28 @@ impl Cluster {
             let path = secrets.join(name);
             write_private(&path, value)?;
             command.arg(flag).arg(&path);
+        }
+        // The node's certificate, issued once by the cluster's CA.
+        let tls = node.dir.join("tls");
+        if !tls.join("node.key").exists() {
+            fs::create_dir_all(&tls).map_err(ClusterError::io("create the tls directory"))?;
+            let issued = client::certs::issue_node(
+                &self.authority,
+                id,
+                &[node.listen.ip().to_string(), "localhost".into()],
+                client::certs::NODE_DAYS_DEFAULT,
+            )
+            .map_err(|error| ClusterError::Invalid(error.to_string()))?;
+            write_private(&tls.join("ca.crt"), &self.authority.certificate_pem)?;
+            write_private(&tls.join("node.crt"), &issued.certificate_pem)?;
+            write_private(&tls.join("node.key"), &issued.key_pem)?;
+        }
+        for (flag, name) in [
+            ("--tls-ca-file", "ca.crt"),
+            ("--tls-cert-file", "node.crt"),
+            ("--tls-key-file", "node.key"),
+        ] {
+            command.arg(flag).arg(tls.join(name));
         }
         let optional = [
             ("--rate-per-session", options.rate_per_session.map(|rate| rate.to_string())),
@@ -410,7 +438,8 @@ impl Cluster {
 
     /// Starts node `id`, not one of the initial nodes, with an empty database: it hosts no
     /// group until an operator adds it (see [`Cluster::add_learner`]). It dials the other
-    /// nodes directly (no proxy), and they dial it at the address its membership carries. The
+    /// nodes' peer ports directly (no proxy), and they dial it at the peer address its
+    /// membership carries. The
     /// cluster's clients are made again to know it.
     ///
     /// # Errors
@@ -422,12 +451,13 @@ impl Cluster {
         }
         // An ephemeral port stays bound until the node is spawned.
         let (listen, held) = self.options.listen(id)?;
+        let (peer_listen, peer_held) = self.options.peer_listen(id, listen)?;
         let mut peers: Vec<String> =
-            self.nodes.values().map(|node| format!("{}={}", node.id, node.listen)).collect();
-        peers.push(format!("{id}={listen}"));
-        self.add_node(id, listen, peers.join(","))?;
+            self.nodes.values().map(|node| format!("{}={}", node.id, node.peer_listen)).collect();
+        peers.push(format!("{id}={peer_listen}"));
+        self.add_node(id, (listen, peer_listen), peers.join(","))?;
         self.renew_clients()?;
-        drop(held);
+        drop((held, peer_held));
         self.spawn(id, false)?;
         self.wait_serving(id).await
     }

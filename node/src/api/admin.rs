@@ -138,6 +138,13 @@ impl AdminApi {
         if node == 0 || address.is_empty() {
             return Err(ApiError::InvalidArgument("node_id and address are required".into()));
         }
+        if self.shared.config.peer.is_some() && !raft::tls::names_peer_address(address) {
+            return Err(ApiError::InvalidArgument(format!(
+                "address `{address}` names no peer port: give `<client address> \
+                 peer=<peer address>` (`bookctl member ... --peer-address`), as node {node} reports \
+                 it (`bookctl status --json`: `reported_address`)"
+            )));
+        }
         let timeout = if wait { CATCH_UP_TIMEOUT } else { CHANGE_TIMEOUT };
         let added = hosted.raft.add_learner(node, BasicNode::new(address), wait);
         match tokio::time::timeout(timeout, added).await {
@@ -164,7 +171,7 @@ impl AdminService for AdminApi {
         }
         Ok(Response::new(StatusReply {
             node_id: self.shared.config.id,
-            address: self.shared.config.advertise.clone(),
+            address: self.shared.config.membership_address(),
             groups,
         }))
     }

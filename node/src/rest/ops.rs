@@ -155,7 +155,10 @@ pub async fn overview(
         let metadata = shared.group(METADATA_GROUP)?;
         let metrics = metadata.raft.metrics().borrow_watched().clone();
         let membership = metrics.membership_config.membership();
-        membership.nodes().map(|(id, node)| (*id, node.addr.clone())).collect()
+        membership
+            .nodes()
+            .map(|(id, node)| (*id, raft::tls::client_address(&node.addr).to_owned()))
+            .collect()
     };
     let credential = headers.get(header::AUTHORIZATION).cloned();
     let asks = nodes.iter().map(|(&id, address)| {

@@ -3,12 +3,16 @@
 //! no membership; a node given no secrets does not start, `--dev` does not listen beyond
 //! loopback, and the secrets are not accepted on the command line; and after a cluster has
 //! served sessions, holds, a checkout, a signed webhook and admin calls with its logs at debug
-//! level, no secret appears in any node's log.
+//! level, no secret appears in any node's log; and Raft between nodes takes only the cluster's
+//! nodes, each speaking for itself: the client port serves no Raft, the peer port refuses a
+//! caller without a certificate, with one of another CA, or with a node's certificate speaking
+//! for another node.
 //!
 //! Reference: issue 17 ("What to build": `AdminService` and every operator route require the
 //! operator credential; no public defaults; secrets never appear in `Debug` output or logs;
 //! "Tests": every admin call without a credential gets UNAUTHENTICATED and changes nothing, a
-//! node without secrets does not start, `--dev` refuses `0.0.0.0`).
+//! node without secrets does not start, `--dev` refuses `0.0.0.0`; a peer without a certificate,
+//! or with another node's, is refused).
 
 use std::io;
 use std::path::Path;
@@ -19,10 +23,12 @@ use proto::booking::admin_service_client::AdminServiceClient;
 use proto::booking::{
     AddLearnerRequest, MoveReplicaRequest, NodesRequest, StatusRequest, TransferLeaderRequest,
 };
+use proto::raft::GroupRequest;
+use proto::raft::raft_service_client::RaftServiceClient;
 use serde_json::json;
 use testkit::webhook::{SIGNATURE_HEADER, sign, wall_clock_s};
 use testkit::{ClusterOptions, SESSION_SECRET_DEFAULT, SINK_SECRET_DEFAULT};
-use tonic::transport::Channel;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 use tonic::{Code, Request, Status};
 
 use crate::options;
@@ -50,6 +56,7 @@ async fn the_doors_are_shut() -> io::Result<()> {
         "admin_calls_need_the_operator_credential",
         admin_calls_need_the_operator_credential(&api).await,
     );
+    report.check("peers_need_their_own_certificate", peers_need_their_own_certificate(&api).await);
     report.check("no_secret_reaches_a_log", no_secret_reaches_a_log(&api).await);
     let all_passed = report.all_passed();
     let result = report.finish();
@@ -140,6 +147,103 @@ async fn admin_calls_need_the_operator_credential(api: &Api) -> io::Result<()> {
     ensure!(status.node_id == 1 && !status.groups.is_empty(), "{status:?}");
     let after = memberships(api).await?;
     ensure!(before == after, "memberships changed: {before:?} -> {after:?}");
+    Ok(())
+}
+
+/// A vote request of `candidate` at `term` for group 1, as a peer sends it.
+fn vote_request(candidate: u64, term: u64) -> GroupRequest {
+    let vote = raft::Vote::new(term, candidate);
+    let request = openraft::raft::VoteRequest::<raft::TypeConfig>::new(vote, None);
+    let payload = raft::encode_peer_message(&request).unwrap_or_else(|error| panic!("{error}"));
+    GroupRequest { group_id: 1, payload }
+}
+
+/// A Raft client of `address`: plain HTTP/2 without `tls`, else TLS trusting `ca` and
+/// presenting `identity` (certificate and key PEM) if any, expecting node 1's name.
+fn raft_client(
+    address: &str,
+    tls: Option<(&str, Option<(&str, &str)>)>,
+) -> io::Result<RaftServiceClient<Channel>> {
+    let endpoint = match tls {
+        None => Channel::from_shared(format!("http://{address}")).map_err(io::Error::other)?,
+        Some((ca, identity)) => {
+            let mut config = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .domain_name("node-1.peers.booking");
+            if let Some((certificate, key)) = identity {
+                config = config.identity(Identity::from_pem(certificate, key));
+            }
+            Channel::from_shared(format!("https://{address}"))
+                .map_err(io::Error::other)?
+                .tls_config(config)
+                .map_err(io::Error::other)?
+        }
+    };
+    Ok(RaftServiceClient::new(endpoint.connect_lazy()))
+}
+
+/// Group 1's term as node 1 sees it.
+async fn term_of_group_1(api: &Api) -> io::Result<u64> {
+    let mut client = admin(api).await?;
+    let operator = format!("Bearer {OPERATOR_TOKEN}");
+    let status = client.status(with_credential(StatusRequest::default(), Some(&operator))).await;
+    let status = status.map_err(io::Error::other)?.into_inner();
+    let group = status.groups.iter().find(|group| group.group_id == 1);
+    group.map(|group| group.term).ok_or_else(|| io::Error::other("no group 1"))
+}
+
+/// The client port serves no Raft; the peer port refuses plain HTTP/2, a caller without a
+/// certificate and one with a certificate of another CA; node 2's certificate cannot send node
+/// 3's vote request (PERMISSION_DENIED), but may send its own (a harmless one, at term 0, which
+/// is answered). The forged requests ask for a term far ahead: no group's term reached it.
+async fn peers_need_their_own_certificate(api: &Api) -> io::Result<()> {
+    let cluster = &api.cluster;
+    let client_port = cluster.address(1)?;
+    let peer_port = cluster.peer_address(1)?.to_string();
+    let ca = cluster.ca_certificate().to_owned();
+    let node_2 = cluster.issue_certificate(2)?;
+    let stranger_ca = client::certs::new_authority("stranger", 1).map_err(io::Error::other)?;
+    let stranger = client::certs::issue_node(&stranger_ca, 3, &[], 1).map_err(io::Error::other)?;
+    let before = term_of_group_1(api).await?;
+    let forged_term = before + 1_000;
+    let forged = || vote_request(3, forged_term);
+
+    let answer = raft_client(&client_port, None)?.vote(forged()).await;
+    let code = answer.map_or_else(|status| status.code(), |_| Code::Ok);
+    ensure!(code == Code::Unimplemented, "the client port answered a vote request: {code:?}");
+
+    let refused = [
+        ("plain HTTP/2", raft_client(&peer_port, None)?),
+        ("TLS without a certificate", raft_client(&peer_port, Some((&ca, None)))?),
+        (
+            "another CA's certificate",
+            raft_client(
+                &peer_port,
+                Some((&ca, Some((&stranger.certificate_pem, &stranger.key_pem)))),
+            )?,
+        ),
+    ];
+    for (what, mut client) in refused {
+        match client.vote(forged()).await {
+            Ok(reply) => ensure!(false, "{what}: the peer port answered {reply:?}"),
+            // A status from the service would mean the call got through TLS.
+            Err(status) => ensure!(
+                !matches!(status.code(), Code::PermissionDenied | Code::Ok),
+                "{what}: {status:?}"
+            ),
+        }
+    }
+
+    let identity = Some((node_2.certificate_pem.as_str(), node_2.key_pem.as_str()));
+    let mut as_node_2 = raft_client(&peer_port, Some((&ca, identity)))?;
+    let answer = as_node_2.vote(forged()).await;
+    let code = answer.map_or_else(|status| status.code(), |_| Code::Ok);
+    ensure!(code == Code::PermissionDenied, "node 2's certificate voted for node 3: {code:?}");
+    let own = as_node_2.vote(vote_request(2, 0)).await;
+    ensure!(own.is_ok(), "node 2's own (stale) vote request was not answered: {own:?}");
+
+    let after = term_of_group_1(api).await?;
+    ensure!(after < forged_term, "group 1 reached the forged term: {before} -> {after}");
     Ok(())
 }
 

@@ -406,6 +406,13 @@ impl World {
             webhook_secret_file: None,
             sink_secret_file: None,
             dev: false,
+            // The simulator's nodes keep Raft on the client port, over its simulated network.
+            peer_listen: None,
+            peer_advertise: None,
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            plain_peers: true,
         };
         Config::load_with(args, &secrets)
     }

@@ -126,6 +126,44 @@ pub enum Command {
     ///
     /// Example: `bookctl search --q hamlte --city lisboa`.
     Search(SearchArgs),
+    /// Make the cluster's certificates: a CA (`init`), then one certificate per node (`node`),
+    /// for the nodes' --tls-ca-file, --tls-cert-file and --tls-key-file. Talks to no node.
+    #[command(subcommand)]
+    Certs(CertsCommand),
+}
+
+/// `bookctl certs ...`.
+#[derive(Debug, Subcommand)]
+pub enum CertsCommand {
+    /// Make a new CA in DIR: `ca.crt` (give it to every node) and `ca.key` (keep it offline;
+    /// it signs node certificates). Refuses to overwrite an existing CA.
+    Init {
+        /// Where to write the files.
+        #[arg(long, value_name = "DIR")]
+        dir: std::path::PathBuf,
+        /// The CA's name.
+        #[arg(long, default_value = "booking cluster CA")]
+        name: String,
+        /// Days of validity.
+        #[arg(long, default_value_t = client::certs::CA_DAYS_DEFAULT)]
+        days: u32,
+    },
+    /// Make node N's certificate and key, signed by the CA in DIR: `node-N.crt`, `node-N.key`.
+    /// The certificate names `node-N.peers.booking` (what its peers check) and each --host.
+    Node {
+        /// Where the CA is and the files go.
+        #[arg(long, value_name = "DIR")]
+        dir: std::path::PathBuf,
+        /// The node's id.
+        #[arg(long = "id", value_name = "N")]
+        node_id: u64,
+        /// A host name or IP address clients reach the node at (repeat for more).
+        #[arg(long = "host", value_name = "HOST")]
+        hosts: Vec<String>,
+        /// Days of validity.
+        #[arg(long, default_value_t = client::certs::NODE_DAYS_DEFAULT)]
+        days: u32,
+    },
 }
 
 /// `bookctl session ...`.
@@ -429,9 +467,13 @@ pub enum MemberCommand {
         /// The node to add.
         #[arg(long, value_name = "N")]
         node_id: u64,
-        /// The address the node serves on (host:port).
+        /// The node's client address (host:port), or the whole address memberships carry
+        /// (`HOST:PORT peer=HOST:PORT`, as `bookctl status --json` reports it: `reported_address`).
         #[arg(long, value_name = "ADDR")]
         address: String,
+        /// The node's peer port (host:port), when --address gives only the client address.
+        #[arg(long, value_name = "ADDR")]
+        peer_address: Option<String>,
         /// Return only once the learner has caught up with the leader's log.
         #[arg(long)]
         wait: bool,
@@ -464,9 +506,13 @@ pub enum MemberCommand {
         /// The node to readmit.
         #[arg(long, value_name = "N")]
         node_id: u64,
-        /// The address the node serves on (host:port).
+        /// The node's client address (host:port), or the whole address memberships carry
+        /// (`HOST:PORT peer=HOST:PORT`, as `bookctl status --json` reports it: `reported_address`).
         #[arg(long, value_name = "ADDR")]
         address: String,
+        /// The node's peer port (host:port), when --address gives only the client address.
+        #[arg(long, value_name = "ADDR")]
+        peer_address: Option<String>,
     },
     /// Move a group's replica from one node to another: add it as a learner, wait for it to
     /// catch up, then swap the voters in one joint change.
@@ -480,9 +526,14 @@ pub enum MemberCommand {
         /// The node receiving the replica.
         #[arg(long, value_name = "M")]
         to: u64,
-        /// The address the receiving node serves on (host:port).
+        /// The receiving node's client address (host:port), or the whole address memberships
+        /// carry (`HOST:PORT peer=HOST:PORT`).
         #[arg(long, value_name = "ADDR")]
         address: String,
+        /// The receiving node's peer port (host:port), when --address gives only the client
+        /// address.
+        #[arg(long, value_name = "ADDR")]
+        peer_address: Option<String>,
     },
 }
 
@@ -822,11 +873,21 @@ mod tests {
 
     #[test]
     fn membership_needs_exactly_one_group_selection() {
-        let cli = parse("member add-learner --all-groups --node-id 4 --address h:7104 --wait");
+        let cli = parse(
+            "member add-learner --all-groups --node-id 4 --address h:7104 --peer-address h:7204 \
+             --wait",
+        );
         match cli.unwrap().command {
-            Command::Member(MemberCommand::AddLearner { groups, node_id, address, wait }) => {
+            Command::Member(MemberCommand::AddLearner {
+                groups,
+                node_id,
+                address,
+                peer_address,
+                wait,
+            }) => {
                 assert!(groups.all_groups && groups.group.is_none());
                 assert_eq!((node_id, address.as_str(), wait), (4, "h:7104", true));
+                assert_eq!(peer_address.as_deref(), Some("h:7204"));
             }
             other => panic!("{other:?}"),
         }
@@ -840,6 +901,23 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(parse("leader transfer --group 0 --to 2").is_ok());
+    }
+
+    #[test]
+    fn certs_make_a_ca_then_node_certificates() {
+        match parse("certs init --dir /tmp/ca").unwrap().command {
+            Command::Certs(CertsCommand::Init { dir, days, .. }) => {
+                assert_eq!((dir.to_str(), days), (Some("/tmp/ca"), client::certs::CA_DAYS_DEFAULT));
+            }
+            other => panic!("{other:?}"),
+        }
+        let node = parse("certs node --dir d --id 3 --host 10.0.0.3 --host n3.example").unwrap();
+        match node.command {
+            Command::Certs(CertsCommand::Node { node_id, hosts, .. }) => {
+                assert_eq!((node_id, hosts), (3, vec!["10.0.0.3".into(), "n3.example".into()]));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

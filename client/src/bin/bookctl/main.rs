@@ -28,9 +28,9 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::cli::{
-    BookingCommand, CapacityCommand, Cli, Command, GroupSelect, HoldAction, HoldArgs, HoldCommand,
-    LeaderCommand, MemberCommand, OfferCommand, PaymentCommand, QueueCommand, SessionCommand,
-    ShowCommand, StatusArgs, WaitlistCommand,
+    BookingCommand, CapacityCommand, CertsCommand, Cli, Command, GroupSelect, HoldAction, HoldArgs,
+    HoldCommand, LeaderCommand, MemberCommand, OfferCommand, PaymentCommand, QueueCommand,
+    SessionCommand, ShowCommand, StatusArgs, WaitlistCommand,
 };
 
 fn main() -> ExitCode {
@@ -63,8 +63,69 @@ fn operator_token(cli: &Cli) -> Result<Option<String>, String> {
     Ok(std::env::var("BOOKCTL_OPERATOR_TOKEN").ok().filter(|token| !token.is_empty()))
 }
 
+/// The address memberships carry for a node at `address`, with its peer port `peer` when
+/// given apart (the nodes' `raft::tls::membership_address`).
+fn membership_address(address: &str, peer: Option<&str>) -> String {
+    match peer {
+        Some(peer) => format!("{address} peer={peer}"),
+        None => address.to_owned(),
+    }
+}
+
+/// `bookctl certs init|node`: writes the files, keys readable by their owner only.
+fn certs(command: &CertsCommand) -> Result<Vec<std::path::PathBuf>, String> {
+    use client::certs;
+    let write = |path: std::path::PathBuf, text: &str, private: bool| {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true).mode(if private { 0o600 } else { 0o644 });
+        let mut file =
+            options.open(&path).map_err(|error| format!("{}: {error}", path.display()))?;
+        file.write_all(text.as_bytes()).map_err(|error| format!("{}: {error}", path.display()))?;
+        Ok::<_, String>(path)
+    };
+    match command {
+        CertsCommand::Init { dir, name, days } => {
+            std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+            let ca = certs::new_authority(name, *days).map_err(|error| error.to_string())?;
+            let key = write(dir.join("ca.key"), &ca.key_pem, true)?;
+            let certificate = write(dir.join("ca.crt"), &ca.certificate_pem, false)?;
+            Ok(vec![certificate, key])
+        }
+        CertsCommand::Node { dir, node_id, hosts, days } => {
+            let read = |name: &str| {
+                let path = dir.join(name);
+                std::fs::read_to_string(&path)
+                    .map_err(|error| format!("{}: {error}", path.display()))
+            };
+            let ca = certs::Issued { certificate_pem: read("ca.crt")?, key_pem: read("ca.key")? };
+            let node = certs::issue_node(&ca, *node_id, hosts, *days)
+                .map_err(|error| error.to_string())?;
+            let key = write(dir.join(format!("node-{node_id}.key")), &node.key_pem, true)?;
+            let certificate =
+                write(dir.join(format!("node-{node_id}.crt")), &node.certificate_pem, false)?;
+            Ok(vec![certificate, key])
+        }
+    }
+}
+
 /// Runs the command and prints its outcome.
 async fn run(cli: Cli) -> ExitCode {
+    if let Command::Certs(command) = &cli.command {
+        return match certs(command) {
+            Ok(paths) => {
+                for path in paths {
+                    println!("{}", path.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("bookctl certs: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let config =
         Config { retry_budget: Duration::from_millis(cli.timeout_ms), ..Config::default() };
     let token = match operator_token(&cli) {
@@ -139,6 +200,7 @@ async fn run(cli: Cli) -> ExitCode {
             let result = client.search(&args.request()).await;
             report(json, result, catalog::search_json, catalog::search_text)
         }
+        Command::Certs(_) => unreachable!("answered before connecting"),
         Command::Audit(args) => {
             let result = client.get_audit(args.show, args.kind.wire_name(), args.id).await;
             report(json, result, render::audit_json, |audit| {
@@ -220,13 +282,15 @@ async fn member(client: &Client, json: bool, command: MemberCommand) -> ExitCode
         MemberCommand::AddLearner { groups, .. } => ("add learner", groups),
         MemberCommand::Promote { groups, .. } => ("promote", groups),
         MemberCommand::Remove { groups, .. } => ("remove", groups),
-        MemberCommand::Move { group, from, to, address } => {
-            let result = client.move_replica(*group, *from, *to, address).await;
+        MemberCommand::Move { group, from, to, address, peer_address } => {
+            let address = membership_address(address, peer_address.as_deref());
+            let result = client.move_replica(*group, *from, *to, &address).await;
             return report_membership(json, "move replica", vec![(*group, result)]);
         }
-        MemberCommand::Readmit { group, node_id, address } => {
+        MemberCommand::Readmit { group, node_id, address, peer_address } => {
             let select = GroupSelect { group: *group, all_groups: group.is_none() };
-            return readmit(client, json, &select, *node_id, address).await;
+            let address = membership_address(address, peer_address.as_deref());
+            return readmit(client, json, &select, *node_id, &address).await;
         }
     };
     let groups = match selected_groups(client, groups).await {
@@ -236,8 +300,9 @@ async fn member(client: &Client, json: bool, command: MemberCommand) -> ExitCode
     let mut results = Vec::with_capacity(groups.len());
     for group in groups {
         let result = match &command {
-            MemberCommand::AddLearner { node_id, address, wait, .. } => {
-                client.add_learner(group, *node_id, address, *wait).await
+            MemberCommand::AddLearner { node_id, address, peer_address, wait, .. } => {
+                let address = membership_address(address, peer_address.as_deref());
+                client.add_learner(group, *node_id, &address, *wait).await
             }
             MemberCommand::Promote { node_id, .. } => client.promote(group, &[*node_id]).await,
             MemberCommand::Remove { node_id, .. } => client.remove(group, &[*node_id]).await,

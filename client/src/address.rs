@@ -34,6 +34,26 @@ pub(crate) fn normalize(text: &str) -> Result<String> {
     }
 }
 
+/// What separates a membership address's client part from its peer part (the nodes'
+/// `raft::tls::membership_address`).
+const PEER_MARK: &str = " peer=";
+
+/// Normalizes the address a membership carries for a node: its client address, then, on a
+/// cluster with peer ports, ` peer=` and its peer address (`10.0.0.4:7101 peer=10.0.0.4:7201`);
+/// each part as [`normalize`] does.
+///
+/// # Errors
+///
+/// [`Error::InvalidArgument`] when a part is not an address.
+pub(crate) fn normalize_member(text: &str) -> Result<String> {
+    match text.trim().split_once(PEER_MARK) {
+        Some((client, peer)) => {
+            Ok(format!("{}{PEER_MARK}{}", normalize(client)?, normalize(peer)?))
+        }
+        None => normalize(text),
+    }
+}
+
 /// The URI tonic connects to for a normalized address.
 pub(crate) fn uri(address: &str) -> String {
     format!("http://{address}")
@@ -53,6 +73,15 @@ mod tests {
         ] {
             assert_eq!(normalize(text).unwrap(), expected);
         }
+    }
+
+    #[test]
+    fn a_member_address_may_name_its_peer_port() {
+        let member = normalize_member(" http://10.0.0.4:7101/ peer=10.0.0.4:7201").unwrap();
+        assert_eq!(member, "10.0.0.4:7101 peer=10.0.0.4:7201");
+        assert_eq!(normalize_member("10.0.0.4:7101").unwrap(), "10.0.0.4:7101");
+        assert!(normalize_member("10.0.0.4:7101 peer=").is_err());
+        assert!(normalize_member("10.0.0.4:7101 peer=h:0").is_err());
     }
 
     #[test]

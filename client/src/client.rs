@@ -297,7 +297,8 @@ impl Client {
             .collect()
     }
 
-    /// Adds node `node_id` (serving at `address`) to a group as a learner; with `wait`, returns
+    /// Adds node `node_id` (serving at `address`: its client address, and on a cluster with peer
+    /// ports ` peer=` and its peer address) to a group as a learner; with `wait`, returns
     /// once it has caught up with the leader's log (the attempt may then use the whole budget).
     ///
     /// # Errors
@@ -310,7 +311,7 @@ impl Client {
         address: &str,
         wait: bool,
     ) -> Result<MembershipReply> {
-        let address = address::normalize(address)?;
+        let address = address::normalize_member(address)?;
         let request = AddLearnerRequest { group_id, node_id, address, wait };
         let kind = if wait { Kind::LongMutation } else { Kind::Mutation };
         self.membership(group_id, kind, |channel, metadata| {
@@ -362,7 +363,7 @@ impl Client {
         to_node_id: u64,
         to_address: &str,
     ) -> Result<MembershipReply> {
-        let to_address = address::normalize(to_address)?;
+        let to_address = address::normalize_member(to_address)?;
         let request = MoveReplicaRequest { group_id, from_node_id, to_node_id, to_address };
         self.membership(group_id, Kind::LongMutation, |channel, metadata| {
             let request = metadata.request(request.clone());

@@ -7,8 +7,9 @@ use crate::error::{Error, Result};
 
 /// Normalizes a node address to `host:port`.
 ///
-/// Accepts `host:port`, `[v6]:port` and the same with an `http://` prefix or a trailing `/`.
-/// Nodes serve plain HTTP/2, so any other scheme is refused.
+/// Accepts `host:port`, `[v6]:port` and the same with an `http://` or `https://` prefix or a
+/// trailing `/`; any other scheme is refused. Whether the client speaks TLS is the client's
+/// setting ([`crate::Client::with_ca_certificate`]), not the address's.
 ///
 /// # Errors
 ///
@@ -16,9 +17,12 @@ use crate::error::{Error, Result};
 pub(crate) fn normalize(text: &str) -> Result<String> {
     let invalid = |why: &str| Error::InvalidArgument(format!("node address {text:?}: {why}"));
     let trimmed = text.trim();
-    let bare = trimmed.strip_prefix("http://").unwrap_or(trimmed);
+    let bare = ["http://", "https://"]
+        .iter()
+        .find_map(|scheme| trimmed.strip_prefix(scheme))
+        .unwrap_or(trimmed);
     if bare.contains("://") {
-        return Err(invalid("nodes serve plain http, use host:port"));
+        return Err(invalid("nodes serve http or https, use host:port"));
     }
     let bare = bare.strip_suffix('/').unwrap_or(bare);
     let (host, port) = bare.rsplit_once(':').ok_or_else(|| invalid("expected host:port"))?;
@@ -54,9 +58,9 @@ pub(crate) fn normalize_member(text: &str) -> Result<String> {
     }
 }
 
-/// The URI tonic connects to for a normalized address.
-pub(crate) fn uri(address: &str) -> String {
-    format!("http://{address}")
+/// The URI tonic connects to for a normalized address, over TLS or not.
+pub(crate) fn uri(address: &str, tls: bool) -> String {
+    if tls { format!("https://{address}") } else { format!("http://{address}") }
 }
 
 #[cfg(test)]
@@ -68,6 +72,7 @@ mod tests {
         for (text, expected) in [
             ("127.0.0.1:7101", "127.0.0.1:7101"),
             (" http://127.0.0.1:7101/ ", "127.0.0.1:7101"),
+            ("https://127.0.0.1:7101", "127.0.0.1:7101"),
             ("node-2.local:80", "node-2.local:80"),
             ("[::1]:7101", "[::1]:7101"),
         ] {
@@ -93,7 +98,7 @@ mod tests {
             "host:0",
             "host:65536",
             "host:port",
-            "https://host:7101",
+            "ftp://host:7101",
             "::1:7101",
             "a b:1",
         ] {

@@ -76,6 +76,8 @@ pub(crate) struct Inner {
     /// The queue of the task that packs concurrent holds into `HoldMany` calls, started on
     /// the first batched hold.
     holds: OnceLock<HoldQueue>,
+    /// TLS to every node (https), trusting the cluster's CA, once set.
+    tls: OnceLock<tonic::transport::ClientTlsConfig>,
 }
 
 /// How the call loop treats a logical call.
@@ -175,6 +177,7 @@ impl Client {
                 key_source: Mutex::new(None),
                 connector,
                 holds: OnceLock::new(),
+                tls: OnceLock::new(),
             }),
         })
     }
@@ -228,6 +231,42 @@ impl Client {
         CallMetadata::default().with_token(Some(token))?;
         *lock(&self.inner.operator_token) = Some(token.trim().to_owned());
         Ok(self)
+    }
+
+    /// Speaks https to every node (their `--client-tls`), trusting the certificates the CA of
+    /// `ca_pem` signed (the cluster's `ca.crt` from `bookctl certs init`) for the host each node
+    /// is addressed by. Set it before the first call.
+    ///
+    /// ```no_run
+    /// # fn run() -> client::Result<()> {
+    /// let ca = std::fs::read_to_string("cluster-data/tls/ca.crt").expect("the cluster's CA");
+    /// let client = client::Client::connect(vec!["127.0.0.1:7101".into()])?
+    ///     .with_ca_certificate(&ca)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `ca_pem` holds no PEM certificate, or TLS was already set.
+    pub fn with_ca_certificate(self, ca_pem: &str) -> Result<Client> {
+        if !ca_pem.contains("-----BEGIN CERTIFICATE-----") {
+            return Err(Error::InvalidArgument("the CA file holds no PEM certificate".into()));
+        }
+        let certificate = tonic::transport::Certificate::from_pem(ca_pem);
+        let tls = tonic::transport::ClientTlsConfig::new().ca_certificate(certificate);
+        self.inner
+            .tls
+            .set(tls)
+            .map_err(|_| Error::InvalidArgument("the client's TLS is already set".into()))?;
+        // Channels made before (none, if it is set first) would stay plain.
+        lock(&self.inner.channels).clear();
+        Ok(self)
+    }
+
+    /// Whether calls go over TLS ([`Client::with_ca_certificate`]).
+    pub fn is_tls(&self) -> bool {
+        self.inner.tls.get().is_some()
     }
 
     /// The metadata of an operator call: `key` (a fresh one when `None`) for a mutation, and
@@ -547,7 +586,9 @@ impl Client {
         if let Some(channel) = channels.get(address) {
             return Ok(channel.clone());
         }
-        let endpoint = Endpoint::from_shared(address::uri(address))
+        let tls = self.inner.tls.get();
+        let uri = address::uri(address, tls.is_some());
+        let endpoint = Endpoint::from_shared(uri)
             .map_err(|error| Error::InvalidArgument(format!("node address {address}: {error}")))?
             .connect_timeout(self.inner.config.connect_timeout)
             // HTTP/2's default 64 KiB windows stall a 100 KB seat map for a round trip.
@@ -557,6 +598,12 @@ impl Client {
             .keep_alive_timeout(self.inner.config.keep_alive)
             .keep_alive_while_idle(true)
             .tcp_nodelay(true);
+        let endpoint = match tls {
+            None => endpoint,
+            Some(tls) => endpoint.tls_config(tls.clone()).map_err(|error| {
+                Error::InvalidArgument(format!("TLS to node {address}: {error}"))
+            })?,
+        };
         let channel = match &self.inner.connector {
             None => endpoint.connect_lazy(),
             Some(connector) => {

@@ -84,7 +84,7 @@ mod tests {
     fn the_uri_of_a_normalized_address_gives_it_back() {
         for text in ["node-1:7000", "127.0.0.1:7101", "[::1]:7101", "Node-2.Local:80"] {
             let normalized = address::normalize(text).unwrap();
-            let uri: Uri = address::uri(&normalized).parse().unwrap();
+            let uri: Uri = address::uri(&normalized, false).parse().unwrap();
             assert_eq!(address_of(&uri).unwrap(), normalized);
         }
     }

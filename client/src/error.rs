@@ -165,7 +165,7 @@ pub(crate) enum Verdict {
 pub(crate) enum Delivery {
     /// The request never left this process (the connection could not be made).
     NotSent,
-    /// A node answered that it did not propose it (`not_leader`, `no_leader`).
+    /// A node answered that it did not propose it (`not_leader`, `no_leader`, `overloaded`).
     NotApplied,
     /// It may have been applied (a deadline, a dropped connection, an unknown outcome).
     Unknown,
@@ -183,7 +183,9 @@ pub(crate) fn classify(status: &Status) -> Verdict {
         Some(code) if status.code() == Code::Unavailable => Verdict::Retry {
             hint: leader_hint(status),
             delivery: match ErrorCode::from_name(code) {
-                ErrorCode::NotLeader | ErrorCode::NoLeader => Delivery::NotApplied,
+                ErrorCode::NotLeader | ErrorCode::NoLeader | ErrorCode::Overloaded => {
+                    Delivery::NotApplied
+                }
                 _ => Delivery::Unknown,
             },
         },

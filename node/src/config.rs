@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
 use raft::{GroupId, NodeId};
@@ -16,6 +17,7 @@ use statemachine::SinkName;
 use statemachine::limits::SINKS_PER_GROUP_MAX;
 
 use crate::secrets::{SecretFiles, Secrets};
+use crate::serve;
 
 /// The groups a cluster has by default: the metadata group 0 and this many data groups.
 pub const DATA_GROUPS_DEFAULT: u64 = 4;
@@ -94,6 +96,12 @@ pub struct Args {
     /// This node's private key (PEM), in a file only the node's user reads.
     #[arg(long, value_name = "FILE")]
     pub tls_key_file: Option<PathBuf>,
+    /// Serve the client port (REST, gRPC, the pages) over TLS with this node's certificate
+    /// (--tls-cert-file, --tls-key-file; `bookctl certs node --host` names the hosts clients
+    /// reach it by). Clients then speak https and trust the cluster's CA (`bookctl --ca-file`).
+    #[arg(long)]
+    #[serde(default)]
+    pub client_tls: bool,
     /// For a process that embeds nodes on a network of its own (the simulator): Raft on the
     /// client port without TLS, outside --dev. Neither a flag nor a config key.
     #[arg(skip)]
@@ -198,6 +206,26 @@ pub struct Args {
     /// many).
     #[arg(long, value_name = "N")]
     pub rate_new_sessions_per_address: Option<u32>,
+    /// Client connections served at once (default 10,000); a connection past the cap is closed
+    /// as soon as it is accepted.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Client requests (REST and gRPC) running at once (default 1,024); a request past the cap
+    /// is answered at once with 503 / UNAVAILABLE `overloaded` and `Retry-After: 1`, never
+    /// queued. Health checks, metrics and Raft traffic are not counted.
+    #[arg(long, value_name = "N")]
+    pub max_in_flight: Option<usize>,
+    /// Concurrent HTTP/2 streams one client connection may open (default 256).
+    #[arg(long, value_name = "N")]
+    pub max_streams_per_connection: Option<u32>,
+    /// How long a client request may take, reading its body included, before it is answered
+    /// 503 `unavailable` (outcome unknown: retry with the same idempotency key), ms (default
+    /// 30,000). A stream's deadline is to its first message.
+    #[arg(long, value_name = "MS")]
+    pub request_deadline_ms: Option<u64>,
+    /// How long a client may take to send an HTTP/1 request's headers, ms (default 10,000).
+    #[arg(long, value_name = "MS")]
+    pub header_deadline_ms: Option<u64>,
 }
 
 /// Node `id`'s peer TLS from the files named by the three `--tls-*` flags, all required.
@@ -217,6 +245,23 @@ fn peer_tls(
         pems.try_into().map_err(|_| ConfigError::Invalid("three TLS files".into()))?;
     raft::tls::PeerTls::from_pem(id, ca, certificate, key)
         .map_err(|error| ConfigError::Invalid(format!("--tls-*: {error}")))
+}
+
+/// The client port's TLS from the node's certificate and key files, both required.
+fn client_tls(
+    certificate: Option<&std::path::Path>,
+    key: Option<&std::path::Path>,
+) -> Result<crate::serve::ClientTls, ConfigError> {
+    let read = |flag: &str, path: Option<&std::path::Path>| {
+        let path =
+            path.ok_or_else(|| ConfigError::Invalid(format!("--client-tls needs {flag}")))?;
+        std::fs::read(path)
+            .map_err(|error| ConfigError::Invalid(format!("{flag} {}: {error}", path.display())))
+    };
+    let certificate = read("--tls-cert-file", certificate)?;
+    let key = read("--tls-key-file", key)?;
+    crate::serve::ClientTls::from_pem(&certificate, &key)
+        .map_err(|error| ConfigError::Invalid(format!("--client-tls: {error}")))
 }
 
 fn parse_peer(text: &str) -> Result<(NodeId, String), String> {
@@ -269,6 +314,8 @@ pub struct Config {
     /// Its peer port, or `None` when Raft traffic is served on the client port without TLS
     /// (`--dev`, the simulator).
     pub peer: Option<PeerPort>,
+    /// The client port's TLS (`--client-tls`), or `None` for plain HTTP.
+    pub client_tls: Option<crate::serve::ClientTls>,
     /// Its address book (without itself).
     pub peers: BTreeMap<NodeId, String>,
     /// Whether to found the groups this node is the first replica of.
@@ -317,6 +364,16 @@ pub struct Config {
     pub rate_per_address: u32,
     /// Sessions created per second per client address.
     pub rate_new_sessions_per_address: u32,
+    /// Client connections served at once.
+    pub max_connections: usize,
+    /// Client requests running at once; more are shed.
+    pub max_in_flight: usize,
+    /// HTTP/2 streams per client connection.
+    pub max_streams_per_connection: u32,
+    /// How long a client request may take.
+    pub request_deadline: Duration,
+    /// How long an HTTP/1 client may take to send a request's headers.
+    pub header_deadline: Duration,
     /// Deliberately unsafe, for the Jepsen suite only: every read that should be linearizable
     /// is served from this node's replica, without ReadIndex and without checking leadership,
     /// so an old leader that has not yet noticed it was deposed serves stale reads. Set only by
@@ -472,6 +529,11 @@ impl Config {
             ("--tls-cert-file", args.tls_cert_file.or(file.tls_cert_file)),
             ("--tls-key-file", args.tls_key_file.or(file.tls_key_file)),
         ];
+        let client_tls = if args.client_tls || file.client_tls {
+            Some(client_tls(tls_files[1].1.as_deref(), tls_files[2].1.as_deref())?)
+        } else {
+            None
+        };
         let peer = match peer_listen {
             Some(peer_listen) => {
                 let advertise = args
@@ -481,7 +543,11 @@ impl Config {
                 Some(PeerPort { listen: peer_listen, advertise, tls: peer_tls(id, tls_files)? })
             }
             None => {
-                if let Some((flag, _)) = tls_files.iter().find(|(_, path)| path.is_some()) {
+                // Without a peer port the certificate and key serve only --client-tls.
+                let unused = |flag: &str| flag == "--tls-ca-file" || client_tls.is_none();
+                if let Some((flag, _)) =
+                    tls_files.iter().find(|(flag, path)| path.is_some() && unused(flag))
+                {
                     return Err(invalid(format!("{flag} needs --peer-listen")));
                 }
                 if !dev && !args.plain_peers {
@@ -513,6 +579,7 @@ impl Config {
             listen,
             advertise,
             peer,
+            client_tls,
             peers,
             bootstrap: args.bootstrap || file.bootstrap,
             data_groups,
@@ -551,6 +618,29 @@ impl Config {
                 .or(file.rate_per_address)
                 .unwrap_or(20_000)
                 .max(1),
+            max_connections: args
+                .max_connections
+                .or(file.max_connections)
+                .unwrap_or(serve::MAX_CONNECTIONS_DEFAULT)
+                .max(1),
+            max_in_flight: args
+                .max_in_flight
+                .or(file.max_in_flight)
+                .unwrap_or(serve::MAX_IN_FLIGHT_DEFAULT)
+                .max(1),
+            max_streams_per_connection: args
+                .max_streams_per_connection
+                .or(file.max_streams_per_connection)
+                .unwrap_or(serve::MAX_STREAMS_PER_CONNECTION_DEFAULT)
+                .max(1),
+            request_deadline: args
+                .request_deadline_ms
+                .or(file.request_deadline_ms)
+                .map_or(serve::REQUEST_DEADLINE_DEFAULT, |ms| Duration::from_millis(ms.max(1))),
+            header_deadline: args
+                .header_deadline_ms
+                .or(file.header_deadline_ms)
+                .map_or(serve::HEADER_DEADLINE_DEFAULT, |ms| Duration::from_millis(ms.max(1))),
             #[cfg(feature = "unsafe-modes")]
             unsafe_stale_reads: false,
         })

@@ -76,6 +76,15 @@ pub enum ApiError {
         /// When to retry, in seconds.
         retry_after_s: u64,
     },
+    /// The node shed the request before running it (too many requests in flight); nothing
+    /// changed. Retry after `retry_after_s`.
+    #[error("{message}")]
+    Overloaded {
+        /// What was exceeded.
+        message: String,
+        /// When to retry, in seconds.
+        retry_after_s: u64,
+    },
     /// A bug or a failed store on this node.
     #[error("internal error: {0}")]
     Internal(String),
@@ -104,6 +113,7 @@ impl ApiError {
             ApiError::MembershipRefused(_) => ErrorCode::MembershipRefused,
             ApiError::Forbidden(_) => ErrorCode::Forbidden,
             ApiError::RateLimited { .. } => ErrorCode::RateLimited,
+            ApiError::Overloaded { .. } => ErrorCode::Overloaded,
             ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -121,7 +131,8 @@ impl ApiError {
     /// Seconds after which a retry makes sense, for 429 and 503 (`Retry-After`).
     pub fn retry_after_s(&self) -> Option<u64> {
         match self {
-            ApiError::RateLimited { retry_after_s, .. } => Some(*retry_after_s),
+            ApiError::RateLimited { retry_after_s, .. }
+            | ApiError::Overloaded { retry_after_s, .. } => Some(*retry_after_s),
             ApiError::NotLeader { .. } | ApiError::Unavailable(_) => Some(1),
             _ => None,
         }
@@ -173,7 +184,7 @@ pub fn grpc_code(code: ErrorCode) -> Code {
         | CatalogNotFound => Code::NotFound,
         MethodNotAllowed => Code::Unimplemented,
         PayloadTooLarge | RateLimited | GroupFull | QueueFull => Code::ResourceExhausted,
-        NotLeader | NoLeader | Unavailable => Code::Unavailable,
+        NotLeader | NoLeader | Unavailable | Overloaded => Code::Unavailable,
         SeatUnavailable | OfferNotActive | IdempotencyKeyReused | ShowExists | CatalogExists => {
             Code::Aborted
         }

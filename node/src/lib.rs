@@ -57,6 +57,7 @@ pub mod rest;
 pub mod search;
 pub mod seat_maps;
 pub mod secrets;
+pub mod serve;
 pub mod service;
 pub mod sessions;
 pub mod signature;

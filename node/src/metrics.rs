@@ -192,6 +192,12 @@ struct Inner {
     delivery_latency: Histograms<SinkLabels>,
     offer_delivery_latency: Histograms<SinkLabels>,
     seat_map_builds: Family<SeatMapBuildLabels, Counter>,
+    shed: Family<ShedLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShedLabels {
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -297,6 +303,15 @@ impl Metrics {
              confirmed fresh (true, false)",
             seat_map_builds.clone(),
         );
+        let shed = Family::<ShedLabels, Counter>::default();
+        registry.register(
+            "booking_shed",
+            "Client work the node refused to protect itself, by reason: in_flight (a request \
+             past --max-in-flight, answered 503 overloaded), deadline (a request past \
+             --request-deadline-ms, answered 503 unavailable), connections (a connection past \
+             --max-connections, closed), handshake (a TLS handshake that failed or ran late)",
+            shed.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -309,8 +324,14 @@ impl Metrics {
                 delivery_latency,
                 offer_delivery_latency,
                 seat_map_builds,
+                shed,
             }),
         }
+    }
+
+    /// Counts one request or connection shed for `reason` (see `booking_shed`'s help).
+    pub fn record_shed(&self, reason: &'static str) {
+        self.inner.shed.get_or_create(&ShedLabels { reason }).inc();
     }
 
     /// Counts one seat map built for sharing by `api`, confirmed `fresh` or not.

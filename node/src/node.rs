@@ -35,6 +35,7 @@ use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::provider::Provider;
 use crate::search::SearchIndex;
+use crate::serve::ServeSettings;
 use crate::service::Service;
 use crate::sessions::Sessions;
 use crate::sink::Sink;
@@ -193,19 +194,17 @@ impl Node {
         if !config.bootstrap {
             warn_if_pristine(config.id, &groups).await;
         }
-        let listener = match incoming {
-            Some(incoming) => Listener::Incoming(incoming),
-            None => Listener::Tcp(
-                TcpListener::bind(config.listen)
+        let (incoming, address, simulated) = match incoming {
+            Some(incoming) => (incoming, config.listen, true),
+            None => {
+                let listener = TcpListener::bind(config.listen)
                     .await
-                    .map_err(|source| StartError::Listen { address: config.listen, source })?,
-            ),
-        };
-        let address = match &listener {
-            Listener::Incoming(_) => config.listen,
-            Listener::Tcp(listener) => listener
-                .local_addr()
-                .map_err(|source| StartError::Listen { address: config.listen, source })?,
+                    .map_err(|source| StartError::Listen { address: config.listen, source })?;
+                let address = listener
+                    .local_addr()
+                    .map_err(|source| StartError::Listen { address: config.listen, source })?;
+                (crate::serve::tcp_incoming(listener), address, false)
+            }
         };
         if config.secrets.development {
             tracing::warn!(
@@ -253,23 +252,11 @@ impl Node {
         let grpc = grpc.into_axum_router();
         let rest = crate::rest::router(Service::new(shared.clone()), network.dialer.clone());
         let router = one_port(rest, grpc, shared.limits.clone(), shared.metrics.clone());
-        let server = match listener {
-            Listener::Tcp(listener) => tokio::spawn(
-                tonic::transport::Server::builder()
-                    .accept_http1(true)
-                    .initial_stream_window_size(raft::HTTP2_STREAM_WINDOW_BYTES)
-                    .initial_connection_window_size(raft::HTTP2_CONNECTION_WINDOW_BYTES)
-                    .add_routes(tonic::service::Routes::from(router))
-                    .serve_with_incoming_shutdown(
-                        tonic::transport::server::TcpIncoming::from(listener)
-                            .with_nodelay(Some(true)),
-                        async {
-                            let _ = stopped.await;
-                        },
-                    ),
-            ),
-            Listener::Incoming(incoming) => serve_incoming(incoming, router, stopped),
-        };
+        let settings =
+            ServeSettings { date_header: !simulated, ..ServeSettings::of(&shared.config) };
+        let router = crate::serve::gated(router, &settings, shared.metrics.clone());
+        let server =
+            crate::serve::serve(incoming, router, stopped, settings, shared.metrics.clone());
         let bootstrap =
             shared.config.bootstrap.then(|| tokio::spawn(bootstrap(shared.clone(), network)));
         let auditor = (shared.config.audit_checkpoint_entries > 0).then(|| {
@@ -354,68 +341,16 @@ async fn serve_peers(
 /// How long a connection to the peer port may take to finish its TLS handshake.
 const PEER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Where a node's connections come from.
-enum Listener {
-    /// A TCP listener the node bound at `config.listen`.
-    Tcp(TcpListener),
-    /// The environment's connections.
-    Incoming(Incoming),
-}
-
-/// Serves `router` on the environment's connections until `stopped` fires or its sender is
-/// dropped: what tonic's server does (HTTP/1 and HTTP/2 on one port, each request carrying the
-/// connection's `TcpConnectInfo`), except that responses carry no `Date` header. The header is
-/// the machine's real time, which a simulator cannot control: it would change the bytes (and,
-/// through HPACK, the sizes) of messages from one replay of a seed to the next. Nothing here
-/// reads it.
+/// Serves `router` on the environment's connections (the simulated payment provider's, under
+/// the simulator) until `stopped` fires or its sender is dropped, with the default limits and
+/// no `Date` header (see [`ServeSettings::date_header`]).
 pub fn serve_incoming(
-    mut incoming: Incoming,
+    incoming: Incoming,
     router: axum::Router,
-    mut stopped: oneshot::Receiver<()>,
+    stopped: oneshot::Receiver<()>,
 ) -> JoinHandle<Result<(), tonic::transport::Error>> {
-    use futures_util::StreamExt;
-    use tonic::transport::server::Connected;
-    use tower::ServiceExt;
-    tokio::spawn(async move {
-        loop {
-            let accepted = tokio::select! {
-                _ = &mut stopped => return Ok(()),
-                next = incoming.next() => next,
-            };
-            let accepted = match accepted {
-                None => return Ok(()),
-                Some(Err(error)) => {
-                    tracing::debug!(%error, "accepting a connection failed");
-                    continue;
-                }
-                Some(Ok(accepted)) => accepted,
-            };
-            let info = accepted.connect_info();
-            let router = router.clone();
-            let service = tower::service_fn(move |mut request: axum::http::Request<_>| {
-                request.extensions_mut().insert(info.clone());
-                router.clone().oneshot(request.map(axum::body::Body::new))
-            });
-            tokio::spawn(async move {
-                let mut builder = hyper_util::server::conn::auto::Builder::new(
-                    hyper_util::rt::TokioExecutor::new(),
-                );
-                builder.http1().auto_date_header(false);
-                builder
-                    .http2()
-                    .auto_date_header(false)
-                    .initial_stream_window_size(raft::HTTP2_STREAM_WINDOW_BYTES)
-                    .initial_connection_window_size(raft::HTTP2_CONNECTION_WINDOW_BYTES);
-                let connection = builder.serve_connection(
-                    hyper_util::rt::TokioIo::new(accepted),
-                    hyper_util::service::TowerToHyperService::new(service),
-                );
-                if let Err(error) = connection.await {
-                    tracing::debug!(%error, "connection ended with an error");
-                }
-            });
-        }
-    })
+    let settings = ServeSettings { date_header: false, ..ServeSettings::default() };
+    crate::serve::serve(incoming, router, stopped, settings, Metrics::new())
 }
 
 /// One router for the node's one port: gRPC requests (content type `application/grpc`) go to
@@ -437,11 +372,7 @@ fn one_port(
         let grpc = grpc.clone();
         let metrics = metrics.clone();
         async move {
-            let is_grpc = request
-                .headers()
-                .get("content-type")
-                .and_then(|value| value.to_str().ok())
-                .is_some_and(|value| value.starts_with("application/grpc"));
+            let is_grpc = crate::serve::is_grpc(&request);
             let path = request.uri().path();
             let checked = if !is_grpc {
                 Ok(())
@@ -457,19 +388,15 @@ fn one_port(
                 Ok(())
             };
             if let Err(error) = checked {
-                let retry_after = error.retry_after_s();
-                let mut response = tonic::Status::from(error).into_http::<axum::body::Body>();
-                if let Some(seconds) = retry_after {
-                    response.headers_mut().insert("retry-after", seconds.into());
-                }
-                return response;
+                return crate::serve::refusal(true, error);
             }
             if is_grpc {
                 let path = request.uri().path().to_owned();
                 let started = std::time::Instant::now();
-                let response = grpc.oneshot(request).await.into_response();
+                let mut response = grpc.oneshot(request).await.into_response();
                 let timed = ["/booking.v1.BookingService/", "/booking.v1.AdminService/"];
                 if timed.iter().any(|service| path.starts_with(service)) {
+                    malformed_is_invalid_argument(&mut response);
                     // An error's status is in the headers (a trailers-only answer); an OK
                     // unary answer's is in the trailers, after these headers.
                     let code = response
@@ -489,6 +416,22 @@ fn one_port(
             }
         }
     })
+}
+
+/// Rewrites tonic's refusal of a request it could not decode (a protobuf it cannot parse, a
+/// truncated frame, a compression flag nobody negotiated: INTERNAL, before any handler runs,
+/// so without the `booking-code` every answer of ours carries) as what it is, the caller's
+/// mistake: INVALID_ARGUMENT `invalid_argument`, with tonic's message.
+fn malformed_is_invalid_argument(response: &mut axum::response::Response) {
+    let headers = response.headers_mut();
+    let internal = headers.get("grpc-status").is_some_and(|code| code == "13");
+    if internal && !headers.contains_key(proto::booking::metadata::CODE) {
+        headers.insert("grpc-status", axum::http::HeaderValue::from_static("3"));
+        headers.insert(
+            proto::booking::metadata::CODE,
+            axum::http::HeaderValue::from_static(crate::error::ErrorCode::InvalidArgument.name()),
+        );
+    }
 }
 
 /// Warns when a node that is not bootstrapping starts with an empty database: either it is new

@@ -134,6 +134,9 @@ pub struct ClusterOptions {
     /// the benchmark, which must not pay for a user-space relay of every Raft message on a
     /// small machine. Off by default (link faults need the proxies).
     pub direct_peers: bool,
+    /// Serve the client port over TLS (`--client-tls`, with each node's certificate): the
+    /// cluster's clients then speak https and trust its CA ([`Cluster::ca_certificate`]).
+    pub client_tls: bool,
     /// Whether the cluster waits for every other exclusive cluster of this process to be gone
     /// before it starts, and keeps them waiting while it lives.
     pub exclusive: bool,
@@ -246,6 +249,7 @@ impl ClusterOptions {
             status_timeout: Duration::from_secs(2),
             client_config: Config::default(),
             direct_peers: false,
+            client_tls: false,
             exclusive: true,
         }
     }
@@ -455,7 +459,8 @@ impl Cluster {
             nodes.insert(id, Node::create(&root, id, ports, peers.join(","))?);
         }
 
-        let (client, status_client, admin) = clients(&options, &addresses)?;
+        let (client, status_client, admin) =
+            clients(&options, &addresses, &authority.certificate_pem)?;
         let cluster = Cluster {
             options,
             binary,
@@ -494,7 +499,8 @@ impl Cluster {
     /// [`Cluster::start_extra`]).
     pub(crate) fn renew_clients(&mut self) -> Result<(), ClusterError> {
         let addresses = self.nodes.iter().map(|(&id, node)| (id, node.listen)).collect();
-        (self.client, self.status_client, self.admin) = clients(&self.options, &addresses)?;
+        (self.client, self.status_client, self.admin) =
+            clients(&self.options, &addresses, &self.authority.certificate_pem)?;
         Ok(())
     }
 
@@ -611,7 +617,8 @@ impl Cluster {
     /// [`ClusterError::NoSuchNode`], or the SDK refusing the addresses or the token.
     pub fn client_of(&self, ids: &[NodeId]) -> Result<Client, ClusterError> {
         let addresses = ids.iter().map(|&id| self.address(id)).collect::<Result<_, _>>()?;
-        make_client(&self.options, addresses, self.options.client_config.clone())
+        let config = self.options.client_config.clone();
+        make_client(&self.options, addresses, config, &self.authority.certificate_pem)
     }
 
     /// The proxies between the initial nodes.
@@ -641,28 +648,31 @@ impl Cluster {
 fn clients(
     options: &ClusterOptions,
     addresses: &BTreeMap<NodeId, SocketAddr>,
+    ca: &str,
 ) -> Result<(Client, Client, Client), ClusterError> {
     let addresses: Vec<String> = addresses.values().map(ToString::to_string).collect();
-    let client = make_client(options, addresses.clone(), options.client_config.clone())?;
+    let client = make_client(options, addresses.clone(), options.client_config.clone(), ca)?;
     let status = Config {
         retry_budget: options.status_timeout,
         attempt_timeout: options.status_timeout,
         ..Config::default()
     };
-    let status_client = make_client(options, addresses.clone(), status)?;
+    let status_client = make_client(options, addresses.clone(), status, ca)?;
     let admin = Config { retry_budget: ADMIN_BUDGET, ..Config::default() };
-    let admin = make_client(options, addresses, admin)?;
+    let admin = make_client(options, addresses, admin, ca)?;
     Ok((client, status_client, admin))
 }
 
-/// An SDK client of `addresses` with `config`, sending the operator token on operator calls.
+/// An SDK client of `addresses` with `config`, sending the operator token on operator calls,
+/// over https trusting the cluster's CA `ca` when the nodes serve TLS.
 fn make_client(
     options: &ClusterOptions,
     addresses: Vec<String>,
     config: Config,
+    ca: &str,
 ) -> Result<Client, ClusterError> {
-    let client = Client::with_config(addresses, config)?;
-    Ok(client.with_operator_token(options.operator())?)
+    let client = Client::with_config(addresses, config)?.with_operator_token(options.operator())?;
+    Ok(if options.client_tls { client.with_ca_certificate(ca)? } else { client })
 }
 
 #[cfg(test)]

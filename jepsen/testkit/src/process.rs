@@ -249,6 +249,9 @@ impl Cluster {
         ] {
             command.arg(flag).arg(tls.join(name));
         }
+        if options.client_tls {
+            command.arg("--client-tls");
+        }
         let optional = [
             ("--rate-per-session", options.rate_per_session.map(|rate| rate.to_string())),
             ("--rate-per-address", options.rate_per_address.map(|rate| rate.to_string())),

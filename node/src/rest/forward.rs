@@ -12,7 +12,7 @@
 //! because the local answer was a refusal that changed nothing (the service refuses before
 //! proposing on a node that does not lead; an unknown outcome is `unavailable`, without a hint,
 //! and is never forwarded) and every mutation carries its idempotency key. If the leader cannot
-//! be reached, or does not answer within [`FORWARD_TIMEOUT`], the local `503` (with its hint)
+//! be reached, or does not answer (body included) within [`FORWARD_TIMEOUT`], the local `503` (with its hint)
 //! is returned. gRPC requests (`application/grpc`) are never forwarded: the SDK follows hints.
 //! Never decides who leads: the hint comes from the group's membership.
 
@@ -35,7 +35,7 @@ use crate::rest::extract::BODY_BYTES_MAX;
 pub const FORWARDED_HEADER: &str = "booking-forwarded";
 /// The response header naming the node a forwarded request was answered by.
 pub const FORWARDED_TO_HEADER: &str = "booking-forwarded-to";
-/// How long the leader may take to start answering: longer than a write may wait for commit
+/// How long the leader may take to answer, body included: longer than a write may wait for commit
 /// (`group::WRITE_TIMEOUT`), so that the leader's own verdict comes back.
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(8);
 /// How long connecting to the leader may take.
@@ -95,28 +95,26 @@ impl Forwarder {
         let host = HeaderValue::from_str(leader).map_err(|error| format!("host: {error}"))?;
         headers.insert(header::HOST, host);
         headers.insert(FORWARDED_HEADER, HeaderValue::from_static("1"));
-        let response = tokio::time::timeout(FORWARD_TIMEOUT, self.client.pooled().request(request))
+        // The whole answer, body included, within the deadline: a leader that stalls after
+        // its headers must not hold this node's request (and its admission permit) for ever.
+        let answer = async {
+            let response = self.client.pooled().request(request).await?;
+            let (parts, body) = response.into_parts();
+            let body = http_body_util::BodyExt::collect(body).await?.to_bytes();
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((parts, body))
+        };
+        let (mut parts, body) = tokio::time::timeout(FORWARD_TIMEOUT, answer)
             .await
             .map_err(|_elapsed| format!("no answer within {FORWARD_TIMEOUT:?}"))?
             .map_err(|error| error.to_string())?;
-        let (mut parts, body) = response.into_parts();
         for name in [header::CONNECTION, header::TRANSFER_ENCODING, header::UPGRADE] {
             parts.headers.remove(name);
         }
         if let Ok(value) = HeaderValue::from_str(leader) {
             parts.headers.insert(FORWARDED_TO_HEADER, value);
         }
-        Ok(Response::from_parts(parts, Body::new(body)))
+        Ok(Response::from_parts(parts, Body::from(body)))
     }
-}
-
-/// Whether a request is gRPC (never forwarded: the SDK follows leader hints itself).
-fn is_grpc(request: &Request) -> bool {
-    request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/grpc"))
 }
 
 /// The leader address a local refusal names, if it is a `not_leader` that knows one.
@@ -132,7 +130,8 @@ fn leader_address(response: &Response) -> Option<String> {
 /// The middleware: answers locally, and replays a `not_leader` with a leader address to that
 /// leader.
 pub async fn forward(State(forwarder): State<Forwarder>, request: Request, next: Next) -> Response {
-    if is_grpc(&request) || request.headers().contains_key(FORWARDED_HEADER) {
+    // gRPC is never forwarded: the SDK follows leader hints itself.
+    if crate::serve::is_grpc(&request) || request.headers().contains_key(FORWARDED_HEADER) {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();

@@ -65,6 +65,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "BOOKCTL_OPERATOR_TOKEN_FILE", value_name = "FILE")]
     pub operator_token_file: Option<std::path::PathBuf>,
 
+    /// The cluster's CA certificate (PEM, `bookctl certs init`'s ca.crt): speak https to nodes
+    /// that serve their client port over TLS (`bookingd --client-tls`), trusting what it signed.
+    #[arg(long, global = true, env = "BOOKCTL_CA_FILE", value_name = "FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

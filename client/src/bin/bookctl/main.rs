@@ -135,10 +135,25 @@ async fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let client = Client::with_config(cli.nodes.clone(), config).and_then(|client| match token {
-        Some(token) => client.with_operator_token(&token),
-        None => Ok(client),
-    });
+    let ca = match &cli.ca_file {
+        None => None,
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(pem) => Some(pem),
+            Err(error) => {
+                eprintln!("bookctl: --ca-file {}: {error}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let client = Client::with_config(cli.nodes.clone(), config)
+        .and_then(|client| match token {
+            Some(token) => client.with_operator_token(&token),
+            None => Ok(client),
+        })
+        .and_then(|client| match &ca {
+            Some(pem) => client.with_ca_certificate(pem),
+            None => Ok(client),
+        });
     let client = match client {
         Ok(client) => client,
         Err(error) => return fail(cli.json, &error, None),

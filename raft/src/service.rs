@@ -12,13 +12,23 @@
 //! certificate names: otherwise `UNAUTHENTICATED` or `PERMISSION_DENIED`, before the group sees
 //! it.
 //!
+//! A snapshot stream is judged on its first message, before any data is read: the sender must
+//! speak for itself (above), its vote must not be older than the group's (a stale leader gets
+//! the group's vote back at once, as Raft answers it, and its data is never read), the size it
+//! announces must be within the limit ([`RaftService::with_snapshot_limit`]), and no other
+//! snapshot of the group may be arriving (one transfer per group at a time:
+//! `RESOURCE_EXHAUSTED`). Then every message must arrive within [`SNAPSHOT_IDLE`] of the last
+//! (`DEADLINE_EXCEEDED`), and the bytes may not run past the announced size.
+//!
 //! Statuses: a group this node does not host is `NOT_FOUND`; bytes that do not decode, a
 //! snapshot stream out of order or of the wrong length are `INVALID_ARGUMENT`; a group that is
 //! shutting down (or failed) is `UNAVAILABLE`.
 
-use std::collections::BTreeMap;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
 
 use openraft::ReadPolicy;
 use openraft::error::{LinearizableReadError, RaftError};
@@ -31,8 +41,10 @@ use crate::network::MESSAGE_BYTES_MAX;
 use crate::types::{GroupId, NodeId, Snapshot, SnapshotMeta, Vote};
 use crate::{Raft, wire};
 
-/// The largest snapshot a node accepts from a peer.
+/// The largest snapshot a node accepts from a peer, by default.
 pub const SNAPSHOT_BYTES_MAX: u64 = 4 * 1024 * 1024 * 1024;
+/// How long a snapshot stream may go without a message before it is cut off.
+pub const SNAPSHOT_IDLE: Duration = Duration::from_secs(30);
 
 /// The groups a node hosts, by id: where the Raft service routes each request. Cheap to clone;
 /// clones share the registry.
@@ -89,13 +101,50 @@ pub struct RaftService {
     groups: Groups,
     /// Whether callers must present a node certificate that matches the node they speak for.
     authenticate: bool,
+    /// The largest snapshot accepted.
+    snapshot_bytes_max: u64,
+    /// The groups a snapshot is arriving for now.
+    receiving: Arc<Mutex<BTreeSet<GroupId>>>,
+}
+
+/// A group's snapshot transfer in progress; ends it when dropped.
+struct Receiving {
+    receiving: Arc<Mutex<BTreeSet<GroupId>>>,
+    group_id: GroupId,
+}
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        self.receiving.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.group_id);
+    }
 }
 
 impl RaftService {
     /// The service routing to `groups`, taking any caller: for a node's client port under
     /// `--dev`, and for the simulator's network.
     pub fn new(groups: Groups) -> RaftService {
-        RaftService { groups, authenticate: false }
+        RaftService {
+            groups,
+            authenticate: false,
+            snapshot_bytes_max: SNAPSHOT_BYTES_MAX,
+            receiving: Arc::default(),
+        }
+    }
+
+    /// Refuses a snapshot announced larger than `bytes`, before reading any of it.
+    pub fn with_snapshot_limit(self, bytes: u64) -> RaftService {
+        RaftService { snapshot_bytes_max: bytes, ..self }
+    }
+
+    /// Marks a snapshot of `group_id` as arriving, unless one already is.
+    fn start_receiving(&self, group_id: GroupId) -> Result<Receiving, Status> {
+        let mut receiving = self.receiving.lock().unwrap_or_else(PoisonError::into_inner);
+        if !receiving.insert(group_id) {
+            return Err(Status::resource_exhausted(format!(
+                "group {group_id}: a snapshot is already arriving"
+            )));
+        }
+        Ok(Receiving { receiving: self.receiving.clone(), group_id })
     }
 
     /// Requires every caller to present a node certificate (served behind mutual TLS), and
@@ -248,16 +297,32 @@ impl raft_service_server::RaftService for RaftService {
         let (vote, meta): (Vote, SnapshotMeta) =
             wire::decode("snapshot header", &header.payload).map_err(invalid)?;
         check_speaks_for(caller, node_of_vote(&vote), "snapshot")?;
-        if header.total_bytes > SNAPSHOT_BYTES_MAX {
+        let current =
+            openraft::async_runtime::watch::WatchReceiver::borrow_watched(&raft.metrics()).vote;
+        if vote.partial_cmp(&current) == Some(Ordering::Less) {
+            // A deposed leader: Raft's answer is the group's vote, which makes it step down.
+            let answer = openraft::raft::SnapshotResponse::<crate::TypeConfig>::new(current);
+            return reply("snapshot response", &answer);
+        }
+        let limit = self.snapshot_bytes_max;
+        if header.total_bytes > limit {
             return Err(invalid(format!(
-                "group {group_id}: a snapshot of {} bytes is over the limit of {SNAPSHOT_BYTES_MAX}",
+                "group {group_id}: a snapshot of {} bytes is over the limit of {limit}",
                 header.total_bytes
             )));
         }
+        let _receiving = self.start_receiving(group_id)?;
         let total = usize::try_from(header.total_bytes).map_err(invalid)?;
         // Reserve at most one message up front: the sender's claim is checked as bytes arrive.
         let mut data = Vec::with_capacity(total.min(MESSAGE_BYTES_MAX));
-        while let Some(chunk) = chunks.message().await? {
+        loop {
+            let next =
+                tokio::time::timeout(SNAPSHOT_IDLE, chunks.message()).await.map_err(|_| {
+                    Status::deadline_exceeded(format!(
+                        "group {group_id}: no snapshot data for {SNAPSHOT_IDLE:?}"
+                    ))
+                })?;
+            let Some(chunk) = next? else { break };
             let Some(snapshot_chunk::Chunk::Data(bytes)) = chunk.chunk else {
                 return Err(invalid(format!(
                     "group {group_id}: expected snapshot data after the header"

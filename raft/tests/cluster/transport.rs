@@ -4,6 +4,7 @@
 
 use std::io;
 
+use openraft::async_runtime::watch::WatchReceiver;
 use openraft::error::RPCError;
 use openraft::network::RPCOption;
 use openraft::raft::VoteRequest;
@@ -59,5 +60,91 @@ async fn a_dead_peer_is_unreachable_and_does_not_block_a_live_one() -> io::Resul
     // An address nobody knows fails at once, without a connection attempt.
     let unknown = transport.vote(5, GROUP, vote_request(1, 9), option).await;
     assert!(matches!(unknown, Err(RPCError::Unreachable(_))), "{unknown:?}");
+    cluster.shutdown().await
+}
+
+/// A snapshot stream that opens with `header` and then stays open, sending nothing more.
+async fn open_snapshot_stream(
+    client: &mut RaftServiceClient<tonic::transport::Channel>,
+    header: proto::raft::SnapshotHeader,
+) -> (
+    tokio::sync::mpsc::Sender<proto::raft::SnapshotChunk>,
+    tokio::task::JoinHandle<Result<tonic::Response<proto::raft::GroupReply>, tonic::Status>>,
+) {
+    use proto::raft::{SnapshotChunk, snapshot_chunk};
+    let (sender, receiver) = tokio::sync::mpsc::channel::<SnapshotChunk>(4);
+    let first = SnapshotChunk { chunk: Some(snapshot_chunk::Chunk::Header(header)) };
+    sender.send(first).await.expect("the stream is open");
+    let chunks = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|chunk| (chunk, receiver))
+    });
+    let mut client = client.clone();
+    let call = tokio::spawn(async move { client.install_snapshot(chunks).await });
+    (sender, call)
+}
+
+/// A snapshot stream's header: `vote`, empty metadata, `total_bytes` announced.
+fn snapshot_header(vote: Vote, total_bytes: u64) -> io::Result<proto::raft::SnapshotHeader> {
+    let meta = raft::SnapshotMeta {
+        last_log_id: None,
+        last_membership: openraft::StoredMembership::default(),
+    };
+    let payload = raft::encode_peer_message(&(vote, meta)).map_err(io::Error::other)?;
+    Ok(proto::raft::SnapshotHeader { group_id: GROUP, payload, total_bytes })
+}
+
+/// The snapshot streams a peer cannot be made to read: from a stale vote (answered at once with
+/// the group's vote, as Raft answers a deposed leader), announced past the limit, and a second
+/// one for a group whose snapshot is arriving; each is answered while the sender still holds its
+/// stream open (so before any data is read), and none changes the group's vote or state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_past_its_cap_from_a_stale_term_or_twice_at_once_is_cut_off_early()
+-> io::Result<()> {
+    let mut cluster = Cluster::start(&[1], &[GROUP]).await?;
+    cluster.initialize(GROUP, 1).await?;
+    cluster.leader(GROUP).await?;
+    let raft = cluster.raft(1, GROUP)?;
+    let vote_before = raft.metrics().borrow_watched().vote;
+    let applied_before = raft.metrics().borrow_watched().last_applied;
+    let address = cluster.node(1)?.address;
+    let mut client =
+        RaftServiceClient::connect(format!("http://{address}")).await.map_err(io::Error::other)?;
+    let within = |call| tokio::time::timeout(WAIT, call);
+
+    // A stale leader (term 0) gets the group's vote back, its bytes unread.
+    let stale = Vote::new_committed(0, 2);
+    let (held, call) = open_snapshot_stream(&mut client, snapshot_header(stale, 100)?).await;
+    let answer = within(call).await.map_err(io::Error::other)?.map_err(io::Error::other)?;
+    let expected = openraft::raft::SnapshotResponse::<TypeConfig>::new(vote_before);
+    let expected = raft::encode_peer_message(&expected).map_err(io::Error::other)?;
+    assert_eq!(answer.map_err(io::Error::other)?.into_inner().payload, expected);
+    drop(held);
+
+    // Past the limit (4 GiB by default): refused on the header.
+    let fresh = Vote::new_committed(raft.metrics().borrow_watched().current_term + 5, 1);
+    let (held, call) = open_snapshot_stream(&mut client, snapshot_header(fresh, 5 << 30)?).await;
+    let status = within(call).await.map_err(io::Error::other)?.map_err(io::Error::other)?;
+    let status = status.expect_err("over the limit");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    drop(held);
+
+    // One transfer per group: a second stream is refused while the first waits for data.
+    let (first, first_call) =
+        open_snapshot_stream(&mut client, snapshot_header(fresh, 1_000)?).await;
+    // Time for the first header to arrive over loopback, so that the first is the transfer.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let (held, call) = open_snapshot_stream(&mut client, snapshot_header(fresh, 1_000)?).await;
+    let second = within(call).await.map_err(io::Error::other)?.map_err(io::Error::other)?;
+    let second = second.expect_err("a second transfer of the group");
+    assert_eq!(second.code(), tonic::Code::ResourceExhausted, "{second:?}");
+    assert!(second.message().contains("already arriving"), "{second:?}");
+    drop(held);
+    drop(first);
+    let ended = within(first_call).await.map_err(io::Error::other)?.map_err(io::Error::other)?;
+    let ended = ended.expect_err("a stream that ended early");
+    assert_eq!(ended.code(), tonic::Code::InvalidArgument, "{ended:?}");
+
+    assert_eq!(raft.metrics().borrow_watched().vote, vote_before, "no stream changed the vote");
+    assert_eq!(raft.metrics().borrow_watched().last_applied, applied_before, "nor the state");
     cluster.shutdown().await
 }

@@ -325,7 +325,7 @@ mod tests {
 
     #[test]
     fn malformed_hints_are_ignored() {
-        for address in ["", "  ", "not an address", "https://secure:1", "host:notaport"] {
+        for address in ["", "  ", "not an address", "ftp://secure:1", "host:notaport"] {
             let status =
                 status(Code::Unavailable, &[(BOOKING_CODE, "not_leader"), (LEADER_ADDR, address)]);
             assert_eq!(leader_hint(&status), None, "{address:?}");

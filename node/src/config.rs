@@ -142,6 +142,16 @@ pub struct Args {
     /// the same on every node, at least 32 bytes.
     #[arg(long, value_name = "FILE")]
     pub session_secret_file: Option<PathBuf>,
+    /// While rotating the session secret: a file holding the previous one (or
+    /// `BOOKING_SESSION_SECRET_PREVIOUS`). Tokens it signed are still accepted; new ones are
+    /// signed with --session-secret-file. Remove it once --session-ttl-s has passed.
+    #[arg(long, value_name = "FILE")]
+    pub session_secret_previous_file: Option<PathBuf>,
+    /// How long a session token is good for after it is issued, in seconds (default 86,400: a
+    /// day; at least 60); an older one is refused as expired, and the buyer starts a new
+    /// session.
+    #[arg(long, value_name = "S")]
+    pub session_ttl_s: Option<u64>,
     /// A file holding the bearer token every operator call needs, gRPC `AdminService` included
     /// (or `BOOKING_OPERATOR_TOKEN`): at least 32 bytes.
     #[arg(long, value_name = "FILE")]
@@ -342,6 +352,8 @@ pub struct Config {
     /// How far a webhook signature's timestamp may be from this node's clock, in seconds
     /// (1..=[`crate::signature::TOLERANCE_S_MAX`]).
     pub webhook_tolerance_s: u64,
+    /// How long a session token is good for, in seconds.
+    pub session_ttl_s: u64,
     /// The payment provider's API, if configured (checked to be an http(s) URL).
     pub provider_url: Option<String>,
     /// The outbox sinks: name and URL (checked), in the order given.
@@ -519,6 +531,9 @@ impl Config {
         }
         let files = SecretFiles {
             session: args.session_secret_file.or(file.session_secret_file),
+            session_previous: args
+                .session_secret_previous_file
+                .or(file.session_secret_previous_file),
             operator: args.operator_token_file.or(file.operator_token_file),
             webhook: args.webhook_secret_file.or(file.webhook_secret_file),
             sink: args.sink_secret_file.or(file.sink_secret_file),
@@ -573,8 +588,16 @@ impl Config {
                 crate::signature::TOLERANCE_S_MAX
             )));
         }
+        let session_ttl_s = args
+            .session_ttl_s
+            .or(file.session_ttl_s)
+            .unwrap_or(crate::sessions::SESSION_TTL_S_DEFAULT);
+        if session_ttl_s < 60 {
+            return Err(invalid("--session-ttl-s: at least 60".into()));
+        }
         Ok(Config {
             id,
+            session_ttl_s,
             data,
             listen,
             advertise,
@@ -791,6 +814,9 @@ mod tests {
         assert_eq!(config.peers, [(2, "127.0.0.1:2".to_owned())].into());
         assert_eq!(config.initial_members(), vec![1, 2]);
         assert_eq!(config.webhook_tolerance_s, crate::signature::TOLERANCE_S_DEFAULT);
+        assert_eq!(config.session_ttl_s, crate::sessions::SESSION_TTL_S_DEFAULT);
+        assert_eq!(config.max_in_flight, crate::serve::MAX_IN_FLIGHT_DEFAULT);
+        assert!(config.client_tls.is_none());
         let config = Config::merge(
             args("bookingd --id 1 --data /x --listen 127.0.0.1:1 --webhook-tolerance-s 60"),
             toml::from_str("webhook-tolerance-s = 900").unwrap(),
@@ -812,6 +838,8 @@ mod tests {
         assert!(refuse("--peers 0=a:1").contains("--peers"));
         assert!(refuse("--webhook-tolerance-s 0").contains("--webhook-tolerance-s"));
         assert!(refuse("--webhook-tolerance-s 86401").contains("--webhook-tolerance-s"));
+        assert!(refuse("--session-ttl-s 59").contains("--session-ttl-s"));
+        assert!(refuse("--client-tls").contains("--tls-cert-file"), "TLS needs the certificate");
         assert!(Args::try_parse_from(["bookingd", "--peers", "2"]).is_err());
         let missing = Config::merge(args("bookingd --id 1"), Args::default(), &test_env);
         assert!(missing.unwrap_err().to_string().contains("--data"));

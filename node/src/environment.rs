@@ -328,7 +328,7 @@ mod tests {
         assert_eq!((status.node_id, status.address.as_str()), (2, "10.9.0.2:7101"));
         let mut booking = BookingServiceClient::new(channel);
         let session = booking.create_session(CreateSessionRequest {}).await.unwrap().into_inner();
-        assert!(session.token.starts_with(&format!("g1_{}_", "77".repeat(16))), "{session:?}");
+        assert!(session.token.starts_with(&format!("g2_{}_", "77".repeat(16))), "{session:?}");
         // The rate limits see the caller's address the connection was accepted with.
         booking.create_session(CreateSessionRequest {}).await.unwrap();
         let refused = booking.create_session(CreateSessionRequest {}).await.unwrap_err();

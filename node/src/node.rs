@@ -225,7 +225,11 @@ impl Node {
             config.secrets.session.expose_secret(),
             config.secrets.operator.expose_secret(),
             entropy,
-        );
+        )
+        .with_previous(
+            config.secrets.session_previous.as_ref().map(|secret| secret.expose_secret()),
+        )
+        .with_expiry(config.session_ttl_s, clock.clone());
         let limits = Limits::from_config(&config);
         let audits = Audits::default();
         let search = SearchIndex::new();

@@ -32,6 +32,9 @@ pub enum SecretKind {
     Webhook,
     /// Signs outbox deliveries to sinks (needed only with `--sink`).
     Sink,
+    /// The session secret being rotated out: tokens signed with it are still accepted, none
+    /// is issued with it (optional; never filled in by `--dev`).
+    SessionPrevious,
 }
 
 impl SecretKind {
@@ -46,6 +49,7 @@ impl SecretKind {
             SecretKind::Operator => "--operator-token-file",
             SecretKind::Webhook => "--webhook-secret-file",
             SecretKind::Sink => "--sink-secret-file",
+            SecretKind::SessionPrevious => "--session-secret-previous-file",
         }
     }
 
@@ -56,6 +60,7 @@ impl SecretKind {
             SecretKind::Operator => "BOOKING_OPERATOR_TOKEN",
             SecretKind::Webhook => "BOOKING_WEBHOOK_SECRET",
             SecretKind::Sink => "BOOKING_SINK_SECRET",
+            SecretKind::SessionPrevious => "BOOKING_SESSION_SECRET_PREVIOUS",
         }
     }
 
@@ -67,6 +72,8 @@ impl SecretKind {
             SecretKind::Operator => "booking-cluster-development-operator-token",
             SecretKind::Webhook => crate::rest::webhook::DEVELOPMENT_WEBHOOK_SECRET,
             SecretKind::Sink => "booking-cluster-development-sink-secret",
+            // Never used: `--dev` fills in only required secrets.
+            SecretKind::SessionPrevious => "booking-cluster-development-previous-session-secret",
         }
     }
 }
@@ -82,6 +89,8 @@ pub struct SecretFiles {
     pub webhook: Option<PathBuf>,
     /// `--sink-secret-file`.
     pub sink: Option<PathBuf>,
+    /// `--session-secret-previous-file`.
+    pub session_previous: Option<PathBuf>,
 }
 
 impl SecretFiles {
@@ -91,6 +100,7 @@ impl SecretFiles {
             SecretKind::Operator => self.operator.as_deref(),
             SecretKind::Webhook => self.webhook.as_deref(),
             SecretKind::Sink => self.sink.as_deref(),
+            SecretKind::SessionPrevious => self.session_previous.as_deref(),
         }
     }
 }
@@ -106,6 +116,8 @@ pub struct Secrets {
     pub webhook: SecretString,
     /// The sink secret: `None` for a node without sinks that was not given one.
     pub sink: Option<SecretString>,
+    /// The session secret being rotated out, if any: its tokens are still accepted.
+    pub session_previous: Option<SecretString>,
     /// Whether any of them is a public development value (`--dev`).
     pub development: bool,
 }
@@ -144,9 +156,11 @@ impl Secrets {
         let operator = found(SecretKind::Operator)?;
         let webhook = found(SecretKind::Webhook)?;
         let sink = found(SecretKind::Sink)?;
+        let session_previous =
+            given(SecretKind::SessionPrevious, files.of(SecretKind::SessionPrevious), env)?;
         match (session, operator, webhook) {
             (Some(session), Some(operator), Some(webhook)) if missing.is_empty() => {
-                Ok(Secrets { session, operator, webhook, sink, development })
+                Ok(Secrets { session, operator, webhook, sink, session_previous, development })
             }
             _ => {
                 let named: Vec<String> = missing
@@ -170,6 +184,7 @@ impl Secrets {
             operator: SecretString::from(TEST_OPERATOR_TOKEN),
             webhook: SecretString::from("test-webhook-secret-0123456789abcdef"),
             sink: Some(SecretString::from("test-sink-secret-0123456789abcdef")),
+            session_previous: None,
             development: false,
         }
     }
@@ -277,6 +292,26 @@ mod tests {
         assert_eq!(secrets.operator.expose_secret(), LONG);
         assert_eq!(secrets.session.expose_secret(), SecretKind::Session.development());
         assert_eq!(secrets.sink_or_unused(), SecretKind::Sink.development());
+    }
+
+    #[test]
+    fn the_previous_session_secret_is_optional_and_checked_like_the_others() {
+        let required = [
+            ("BOOKING_SESSION_SECRET", LONG),
+            ("BOOKING_OPERATOR_TOKEN", LONG),
+            ("BOOKING_WEBHOOK_SECRET", LONG),
+        ];
+        let secrets = Secrets::load(&SecretFiles::default(), &env_of(&required), true, false);
+        assert!(secrets.unwrap().session_previous.is_none(), "not filled in by --dev");
+        let mut rotating = required.to_vec();
+        rotating.push(("BOOKING_SESSION_SECRET_PREVIOUS", "an-older-secret-0123456789abcdefgh"));
+        let secrets = Secrets::load(&SecretFiles::default(), &env_of(&rotating), false, false);
+        let previous = secrets.unwrap().session_previous.unwrap();
+        assert_eq!(previous.expose_secret(), "an-older-secret-0123456789abcdefgh");
+        rotating.pop();
+        rotating.push(("BOOKING_SESSION_SECRET_PREVIOUS", "short"));
+        let error = Secrets::load(&SecretFiles::default(), &env_of(&rotating), false, false);
+        assert!(error.unwrap_err().to_string().contains("--session-secret-previous-file"));
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! Who is calling and under which idempotency key.
 //!
-//! Owns guest session tokens: a node issues `g1_<32 hex random>_<32 hex tag>`, the tag being an
-//! HMAC-SHA256 (cut to 128 bits) of the random part under the cluster's session secret, so any
-//! node verifies a token any node issued without shared state, and a client cannot pick a weak
-//! token of its own. The session id the state machine sees is a hash of the token: a session can
+//! Owns guest session tokens: a node issues `g2_<32 hex random>_<issued_at_s>_<32 hex tag>`, the
+//! tag being an HMAC-SHA256 (cut to 128 bits) of the random part and the issue time under the
+//! cluster's session secret, so any node verifies a token any node issued without shared state,
+//! a client cannot pick a weak token of its own, and a token expires `ttl_s` after it was issued
+//! (by the verifying node's clock). While the secret is rotated, tokens signed with the previous
+//! one are accepted too (and new ones signed with the current one); tokens of the first format,
+//! `g1_`, which never expired, are refused. The session id the state machine sees is a hash of the token: a session can
 //! never be named in a request body. Also owns the operator credential and idempotency keys
 //! (the state machine sees a 128-bit hash of the client's key), and priority-band claims: an
 //! operator issues `c1_<show>_<band>_<expires_at_s>_<32 hex tag>` for one session, the tag an
@@ -23,7 +26,9 @@ pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 128;
 /// Random bytes in a session token (the issue asks for at least 128 bits).
 pub const TOKEN_RANDOM_BYTES: usize = 16;
 
-const TOKEN_PREFIX: &str = "g1_";
+const TOKEN_PREFIX: &str = "g2_";
+/// How long a session token is good for by default (a day).
+pub const SESSION_TTL_S_DEFAULT: u64 = 24 * 3_600;
 const CLAIM_PREFIX: &str = "c1_";
 /// The largest integer every JSON reader carries exactly (2^53 - 1).
 pub const JSON_SAFE_MAX: u64 = (1 << 53) - 1;
@@ -36,9 +41,15 @@ pub const CLAIM_VALID_S_DEFAULT: u64 = 24 * 3_600;
 #[derive(Clone)]
 pub struct Sessions {
     secret: Vec<u8>,
+    /// The secret being rotated out, whose tokens and claims are still accepted.
+    previous: Option<Vec<u8>>,
     operator_token: String,
     /// Where the random part of a token comes from.
     entropy: Entropy,
+    /// The clock tokens are issued and expire by.
+    clock: raft::Clock,
+    /// How long a token is good for.
+    ttl_s: u64,
 }
 
 impl Sessions {
@@ -51,7 +62,34 @@ impl Sessions {
     /// As [`Sessions::new`], with the random part of each token drawn from `entropy`.
     pub fn with_entropy(secret: &str, operator_token: &str, entropy: Entropy) -> Sessions {
         let operator_token = operator_token.to_owned();
-        Sessions { secret: secret.as_bytes().to_vec(), operator_token, entropy }
+        Sessions {
+            secret: secret.as_bytes().to_vec(),
+            previous: None,
+            operator_token,
+            entropy,
+            clock: raft::Clock::system(),
+            ttl_s: SESSION_TTL_S_DEFAULT,
+        }
+    }
+
+    /// These sessions with tokens good for `ttl_s` seconds by `clock`.
+    pub fn with_expiry(self, ttl_s: u64, clock: raft::Clock) -> Sessions {
+        Sessions { ttl_s, clock, ..self }
+    }
+
+    /// These sessions also accepting the tokens and claims `previous` signed (a secret being
+    /// rotated out).
+    pub fn with_previous(self, previous: Option<&str>) -> Sessions {
+        Sessions { previous: previous.map(|secret| secret.as_bytes().to_vec()), ..self }
+    }
+
+    /// The current secret, then the previous one if any: what a tag may be made with.
+    fn secrets(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(self.secret.as_slice()).chain(self.previous.as_deref())
+    }
+
+    fn now_s(&self) -> u64 {
+        self.clock.now_ms() / 1_000
     }
 
     /// A fresh guest session token.
@@ -64,9 +102,9 @@ impl Sessions {
         self.entropy
             .fill(&mut random)
             .map_err(|error| ApiError::Internal(format!("no randomness: {error}")))?;
-        let random = hex(&random);
-        let tag = self.tag(&random);
-        Ok(format!("{TOKEN_PREFIX}{random}_{tag}"))
+        let body = format!("{}_{}", hex(&random), self.now_s());
+        let tag = tag(&self.secret, &body);
+        Ok(format!("{TOKEN_PREFIX}{body}_{tag}"))
     }
 
     /// A claim of priority `band` on `show`'s waitlist for `session`, good until
@@ -79,7 +117,7 @@ impl Sessions {
         expires_at_s: u64,
     ) -> String {
         let body = format!("{}_{band}_{expires_at_s}", show.0);
-        let tag = self.claim_tag(&body, session);
+        let tag = claim_tag(&self.secret, &body, session);
         format!("{CLAIM_PREFIX}{body}_{tag}")
     }
 
@@ -110,7 +148,7 @@ impl Sessions {
         else {
             return Err(malformed());
         };
-        if !constant_time_eq(tag, &self.claim_tag(body, session)) {
+        if !self.secrets().any(|secret| constant_time_eq(tag, &claim_tag(secret, body, session))) {
             return Err(ApiError::Forbidden(
                 "claim: not issued by this cluster for this session".into(),
             ));
@@ -122,14 +160,6 @@ impl Sessions {
             return Err(ApiError::Forbidden("claim: expired".into()));
         }
         Ok(band)
-    }
-
-    fn claim_tag(&self, body: &str, session: SessionId) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key");
-        mac.update(b"band-claim\0");
-        mac.update(body.as_bytes());
-        mac.update(&session.0.to_be_bytes());
-        hex(&mac.finalize().into_bytes()[..16])
     }
 
     /// A random seed (for a lottery drawn without the operator's), below 2^53 so that every JSON
@@ -144,12 +174,6 @@ impl Sessions {
             .fill(&mut random)
             .map_err(|error| ApiError::Internal(format!("no randomness: {error}")))?;
         Ok(u64::from_le_bytes(random) & JSON_SAFE_MAX)
-    }
-
-    fn tag(&self, random: &str) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key");
-        mac.update(random.as_bytes());
-        hex(&mac.finalize().into_bytes()[..16])
     }
 
     /// The session of an `Authorization` header value.
@@ -174,12 +198,21 @@ impl Sessions {
                     .into(),
             )
         };
-        let (random, tag) = token
+        let (body, tag) = token
             .strip_prefix(TOKEN_PREFIX)
-            .and_then(|rest| rest.split_once('_'))
+            .and_then(|rest| rest.rsplit_once('_'))
             .ok_or_else(unknown)?;
-        if random.len() != 2 * TOKEN_RANDOM_BYTES || !constant_time_eq(tag, &self.tag(random)) {
+        let (random, issued_s) = body.split_once('_').ok_or_else(unknown)?;
+        let issued_s = issued_s.parse::<u64>().map_err(|_| unknown())?;
+        if random.len() != 2 * TOKEN_RANDOM_BYTES
+            || !self.secrets().any(|secret| constant_time_eq(tag, &self::tag(secret, body)))
+        {
             return Err(unknown());
+        }
+        if issued_s.saturating_add(self.ttl_s) <= self.now_s() {
+            return Err(ApiError::Unauthenticated(
+                "authorization: the session expired; start a new one (POST /v1/sessions)".into(),
+            ));
         }
         Ok(SessionId(hash128(b"session", token.as_bytes())))
     }
@@ -215,6 +248,23 @@ impl Sessions {
             },
         }
     }
+}
+
+/// The tag of a session token's `body` (random part and issue time) under `secret`.
+fn tag(secret: &[u8], body: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key");
+    mac.update(b"session\0");
+    mac.update(body.as_bytes());
+    hex(&mac.finalize().into_bytes()[..16])
+}
+
+/// The tag of a band claim's `body` for `session` under `secret`.
+fn claim_tag(secret: &[u8], body: &str, session: SessionId) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key");
+    mac.update(b"band-claim\0");
+    mac.update(body.as_bytes());
+    mac.update(&session.0.to_be_bytes());
+    hex(&mac.finalize().into_bytes()[..16])
 }
 
 fn bearer(authorization: Option<&str>) -> Result<&str, ApiError> {
@@ -284,6 +334,57 @@ mod tests {
         assert!(one.session(Some("Bearer test-session-token-a")).is_err());
         assert!(one.session(None).is_err());
         assert!(one.session(Some(&format!("Basic {token}"))).is_err());
+    }
+
+    /// A clock standing at `now_s`, movable.
+    fn clock_at(now_s: u64) -> (raft::Clock, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+        struct At(std::sync::Arc<std::sync::atomic::AtomicU64>);
+        impl raft::WallClock for At {
+            fn now_ms(&self) -> u64 {
+                self.0.load(std::sync::atomic::Ordering::Relaxed) * 1_000
+            }
+        }
+        let now = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(now_s));
+        (raft::Clock::new(At(now.clone())), now)
+    }
+
+    #[test]
+    fn a_token_expires_its_ttl_after_it_was_issued() {
+        let (clock, now) = clock_at(1_000_000);
+        let sessions = Sessions::new("secret", "op").with_expiry(3_600, clock);
+        let header = format!("Bearer {}", sessions.issue().unwrap());
+        assert!(sessions.session(Some(&header)).is_ok());
+        now.store(1_000_000 + 3_599, std::sync::atomic::Ordering::Relaxed);
+        assert!(sessions.session(Some(&header)).is_ok());
+        now.store(1_000_000 + 3_600, std::sync::atomic::Ordering::Relaxed);
+        let expired = sessions.session(Some(&header)).unwrap_err();
+        assert_eq!(expired.code().name(), "unauthenticated");
+        assert!(expired.to_string().contains("expired"), "{expired}");
+        // Moving the issue time forward breaks the tag.
+        let token = header.trim_start_matches("Bearer ");
+        let (body, tag) = token.rsplit_once('_').unwrap();
+        let (random, _) = body.split_once('_').unwrap();
+        let younger = format!("Bearer {random}_{}_{tag}", 1_000_000 + 3_000);
+        assert_eq!(sessions.session(Some(&younger)).unwrap_err().code().name(), "unauthenticated");
+        // The first format, which never expired, is refused.
+        let old = format!("Bearer g1_{}_{}", "ab".repeat(16), "00".repeat(16));
+        assert!(sessions.session(Some(&old)).is_err());
+    }
+
+    #[test]
+    fn a_rotated_secret_still_verifies_its_tokens_while_it_is_kept_as_the_previous_one() {
+        let old = Sessions::new("old secret", "op");
+        let token = format!("Bearer {}", old.issue().unwrap());
+        let claim = old.issue_claim(ShowId(7), SessionId(11), 2, 1_000);
+        let rotating = Sessions::new("new secret", "op").with_previous(Some("old secret"));
+        let session = rotating.session(Some(&token)).unwrap();
+        assert_eq!(session, old.session(Some(&token)).unwrap(), "the same session");
+        assert_eq!(rotating.claimed_band(&claim, ShowId(7), SessionId(11), 999).unwrap(), 2);
+        let fresh = format!("Bearer {}", rotating.issue().unwrap());
+        assert!(old.session(Some(&fresh)).is_err(), "new tokens are signed with the new secret");
+        let rotated = Sessions::new("new secret", "op");
+        assert!(rotated.session(Some(&fresh)).is_ok());
+        assert!(rotated.session(Some(&token)).is_err(), "the old secret is gone");
     }
 
     #[test]

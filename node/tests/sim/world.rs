@@ -408,6 +408,8 @@ impl World {
             client_tls: false,
             config: None,
             session_secret_file: None,
+            session_secret_previous_file: None,
+            session_ttl_s: None,
             operator_token_file: None,
             webhook_secret_file: None,
             sink_secret_file: None,

@@ -128,19 +128,25 @@ async fn a_snapshot_past_its_cap_from_a_stale_term_or_twice_at_once_is_cut_off_e
     assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
     drop(held);
 
-    // One transfer per group: a second stream is refused while the first waits for data.
-    let (first, first_call) =
+    // One transfer per group: of two streams of the group, whichever header arrives second is
+    // refused at once, while the other waits for its data; that one ends when its sender does.
+    let (one, mut one_call) =
         open_snapshot_stream(&mut client, snapshot_header(fresh, 1_000)?).await;
-    // Time for the first header to arrive over loopback, so that the first is the transfer.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let (held, call) = open_snapshot_stream(&mut client, snapshot_header(fresh, 1_000)?).await;
-    let second = within(call).await.map_err(io::Error::other)?.map_err(io::Error::other)?;
-    let second = second.expect_err("a second transfer of the group");
-    assert_eq!(second.code(), tonic::Code::ResourceExhausted, "{second:?}");
-    assert!(second.message().contains("already arriving"), "{second:?}");
-    drop(held);
-    drop(first);
-    let ended = within(first_call).await.map_err(io::Error::other)?.map_err(io::Error::other)?;
+    let (two, mut two_call) =
+        open_snapshot_stream(&mut client, snapshot_header(fresh, 1_000)?).await;
+    let (refused, waiting_call) = tokio::time::timeout(WAIT, async {
+        tokio::select! {
+            answer = &mut one_call => (answer, two_call),
+            answer = &mut two_call => (answer, one_call),
+        }
+    })
+    .await
+    .map_err(io::Error::other)?;
+    let refused = refused.map_err(io::Error::other)?.expect_err("a second transfer of the group");
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("already arriving"), "{refused:?}");
+    drop((one, two));
+    let ended = within(waiting_call).await.map_err(io::Error::other)?.map_err(io::Error::other)?;
     let ended = ended.expect_err("a stream that ended early");
     assert_eq!(ended.code(), tonic::Code::InvalidArgument, "{ended:?}");
 

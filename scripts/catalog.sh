@@ -6,13 +6,16 @@
 #
 # Usage: bash scripts/catalog.sh [node address, default 127.0.0.1:7101]
 # The operator credential is read from $BOOKING_OPERATOR_TOKEN_FILE, by default the file that
-# scripts/cluster.sh made (cluster-data/secrets/operator at the repository's root).
+# scripts/cluster.sh made (cluster-data/secrets/operator at the repository's root); the nodes
+# serve TLS, verified against $BOOKCTL_CA_FILE, by default the cluster's CA (cluster-data/tls/ca.crt).
 set -euo pipefail
 node="${1:-127.0.0.1:7101}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 token_file="${BOOKING_OPERATOR_TOKEN_FILE:-${BOOKING_CLUSTER_DIR:-$root/cluster-data}/secrets/operator}"
 [ -r "$token_file" ] || { echo "catalog: no operator credential at $token_file" >&2; exit 2; }
 token="$(cat "$token_file")"
+ca_file="${BOOKCTL_CA_FILE:-${BOOKING_CLUSTER_DIR:-$root/cluster-data}/tls/ca.crt}"
+[ -r "$ca_file" ] || { echo "catalog: no CA certificate at $ca_file" >&2; exit 2; }
 # (The header is handed to curl through a file descriptor: never on its command line.)
 
 # POSTs a JSON body as the operator, again under the same idempotency key while the cluster
@@ -22,7 +25,7 @@ post() {
   local path=$1 body=$2 key answer status
   key="catalog-$(sha256sum <<<"$path $body" | cut -c1-32)"
   for attempt in 1 2 3 4 5 6 7 8 9 10; do
-    answer=$(curl -sS -w '\n%{http_code}' -X POST "http://$node$path" \
+    answer=$(curl -sS --cacert "$ca_file" -w '\n%{http_code}' -X POST "https://$node$path" \
       -H @<(printf 'Authorization: Bearer %s\n' "$token") -H "Idempotency-Key: $key" \
       -H 'Content-Type: application/json' --data "$body")
     status=${answer##*$'\n'}

@@ -28,7 +28,10 @@
 #
 # TLS: on its first start the cluster gets its own CA and a certificate per node, made by
 # `bookctl certs` in $BOOKING_CLUSTER_DIR/tls (ca.crt, ca.key, node-N.crt, node-N.key; keys
-# readable by their owner only). The nodes speak Raft to each other over mutual TLS with them.
+# readable by their owner only). The nodes speak Raft to each other over mutual TLS with them,
+# and serve their clients over TLS (--client-tls: https://127.0.0.1:710N/, REST, gRPC and the
+# pages); clients trust ca.crt (bookctl: export BOOKCTL_CA_FILE=$BOOKING_CLUSTER_DIR/tls/ca.crt;
+# curl --cacert; a browser warns until ca.crt is imported). paysim's own port is plain HTTP.
 #
 # Environment: BOOKING_GROUPS (data groups, default 4), BOOKINGD_ARGS (extra bookingd arguments),
 # PAYSIM_ARGS (extra paysim arguments, e.g. --decline-ratio 0.1; see paysim --help),
@@ -125,8 +128,9 @@ start_paysim() {
   # Every node's endpoint: any node verifies a webhook and forwards it to the leader, so paysim
   # delivers through another one while a node is down.
   for id in "${node_ids[@]}"; do
-    args+=(--webhook-url "http://$(address "$id")/v1/payments/webhook")
+    args+=(--webhook-url "https://$(address "$id")/v1/payments/webhook")
   done
+  args+=(--webhook-ca-file "$tls_dir/ca.crt")
   # shellcheck disable=SC2206 # PAYSIM_ARGS is split on purpose
   args+=(${PAYSIM_ARGS:-})
   echo "cluster: starting paysim ${args[*]}" >&2
@@ -187,7 +191,7 @@ start() {
   make_certs "$id"
   local args=(--id "$id" --data "$data" --listen "$(address "$id")" --peers "$(peers)"
     --peer-listen "$(peer_address "$id")" --tls-ca-file "$tls_dir/ca.crt"
-    --tls-cert-file "$tls_dir/node-$id.crt" --tls-key-file "$tls_dir/node-$id.key"
+    --tls-cert-file "$tls_dir/node-$id.crt" --tls-key-file "$tls_dir/node-$id.key" --client-tls
     --groups "$groups" --provider-url "http://$paysim_address"
     --session-secret-file "$secrets_dir/session" --operator-token-file "$secrets_dir/operator"
     --webhook-secret-file "$secrets_dir/webhook"
@@ -232,7 +236,8 @@ stop() {
 
 bookctl_status() {
   [ -x "$bookctl" ] || die "$bookctl is missing: run '$0 up' (it builds) or cargo build --release -p client"
-  "$bookctl" --nodes "$(nodes)" --operator-token-file "$secrets_dir/operator" status "$@"
+  "$bookctl" --nodes "$(nodes)" --ca-file "$tls_dir/ca.crt" \
+    --operator-token-file "$secrets_dir/operator" status "$@"
 }
 
 cmd_up() {
@@ -262,8 +267,9 @@ $(tail -n 20 "$cluster_dir/n$id.log" 2>/dev/null)"
   done
   start_paysim
   bookctl_status
-  echo "cluster: the buyer's page at http://$(address "${node_ids[0]}")/, the operator's at /ops" >&2
-  echo "cluster: API reference (Swagger UI) at http://$(address "${node_ids[0]}")/docs" >&2
+  echo "cluster: the buyer's page at https://$(address "${node_ids[0]}")/, the operator's at /ops (the cluster's CA: $tls_dir/ca.crt)" >&2
+  echo "cluster: API reference (Swagger UI) at https://$(address "${node_ids[0]}")/docs" >&2
+  echo "cluster: bookctl trusts the CA with: export BOOKCTL_CA_FILE=$tls_dir/ca.crt" >&2
   echo "cluster: the operator credential is in $secrets_dir/operator (bookctl: export BOOKCTL_OPERATOR_TOKEN_FILE=$secrets_dir/operator)" >&2
 }
 

@@ -2,7 +2,7 @@
 # The main job: builds, starts a local 3-node cluster on loopback (data in ./cluster-data) with
 # the simulated payment provider (paysim, 127.0.0.1:7100), builds a small catalog (venues in
 # three cities, halls, events, shows on sale: scripts/catalog.sh) for the buyer's page at
-# http://127.0.0.1:7101/, and runs a short on-sale against it
+# https://127.0.0.1:7101/ (TLS with the cluster's own CA), and runs a short on-sale against it
 # through the SDK: simulated buyers in a strict waiting room, all-or-nothing holds from a stale
 # seat map, checkout, then the group leader's charge through paysim books the hold (some
 # declined, some holders never pay), abandoned holds expiring into waitlist offers. It prints
@@ -28,6 +28,9 @@ bash scripts/cluster.sh up >/dev/null
 # catalog script read them from their files.
 secrets="$(cd "${BOOKING_CLUSTER_DIR:-cluster-data}" && pwd)/secrets"
 export BOOKING_OPERATOR_TOKEN_FILE="$secrets/operator"
+# The nodes serve TLS with the cluster's own CA: the driver, curl and bookctl trust it.
+ca="$(cd "${BOOKING_CLUSTER_DIR:-cluster-data}" && pwd)/tls/ca.crt"
+export BOOKCTL_CA_FILE="$ca"
 echo "demo: cluster up (bash scripts/cluster.sh status shows it), paysim on 127.0.0.1:7100"
 bash scripts/catalog.sh 127.0.0.1:7101
 status=0
@@ -50,10 +53,11 @@ if [ -n "$webhooks" ]; then
   echo "  paysim webhooks $delivered of $sent delivered (http://127.0.0.1:7100/webhooks)"
 fi
 echo
-echo "demo: buy a ticket in your browser:   http://127.0.0.1:7101/   (search \"hamlet\", or \"hamlte\")"
-echo "demo: the operator's page:            http://127.0.0.1:7101/ops   (its credential: cat $secrets/operator)"
-echo "demo: the API reference:              http://127.0.0.1:7101/docs"
-echo "demo: the cluster keeps running. Try: $target_dir/release/bookctl show list"
+echo "demo: buy a ticket in your browser:   https://127.0.0.1:7101/   (search \"hamlet\", or \"hamlte\")"
+echo "demo: the operator's page:            https://127.0.0.1:7101/ops   (its credential: cat $secrets/operator)"
+echo "demo: the API reference:              https://127.0.0.1:7101/docs"
+echo "demo: the pages are served with the cluster's own CA ($ca): import it into the browser, or accept its warning"
+echo "demo: the cluster keeps running. Try: BOOKCTL_CA_FILE=$ca $target_dir/release/bookctl show list"
 echo "      (operator commands: export BOOKCTL_OPERATOR_TOKEN_FILE=$secrets/operator)"
 echo "demo: stop it with: bash scripts/cluster.sh down"
 exit "$status"

@@ -20,6 +20,7 @@
 //!   binary, `scripts/bench.sh`).
 
 pub mod bench;
+pub mod http;
 pub mod nemesis;
 pub mod onsale;
 pub mod payments;

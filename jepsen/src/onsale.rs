@@ -171,15 +171,17 @@ pub async fn create_show(client: &Client, plan: &Plan) -> Result<u64, RunError> 
 }
 
 /// Runs `plan.buyers` buyers against the show, calling `progress(done, sold)` as they finish.
+/// Webhooks (without a provider) go to `nodes` (base URLs, `https://host:port`) through `http`.
 pub async fn run(
     client: Client,
+    http: reqwest::Client,
     nodes: Vec<String>,
     plan: Plan,
     progress: impl Fn(u64, u64) + Send + Sync + 'static,
 ) -> Report {
     let shared = Arc::new(Shared {
         client,
-        http: reqwest::Client::new(),
+        http,
         nodes,
         plan: plan.clone(),
         tally: Mutex::new(Tally::default()),
@@ -439,7 +441,7 @@ async fn webhook(
         let node = &shared.nodes[rng.gen_range(0..shared.nodes.len())];
         let sent = shared
             .http
-            .post(format!("http://{node}/v1/payments/webhook"))
+            .post(format!("{node}/v1/payments/webhook"))
             .header("content-type", "application/json")
             .header(SIGNATURE_HEADER, &signature)
             .body(bytes.clone())

@@ -66,7 +66,8 @@ pub struct Paysim {
 
 impl Paysim {
     /// Starts `binary` on `listen` with its ledger in `dir`, sending webhooks signed with
-    /// `secret` to every node of `nodes` (host:port), its draws seeded with `seed`.
+    /// `secret` to every node of `nodes` (base URLs, `https://host:port`, verified against the
+    /// CA in `ca_file`), its draws seeded with `seed`.
     ///
     /// # Errors
     ///
@@ -76,6 +77,7 @@ impl Paysim {
         listen: SocketAddr,
         dir: &Path,
         nodes: &[String],
+        ca_file: &Path,
         secret: &str,
         seed: u64,
     ) -> Result<Paysim, String> {
@@ -98,8 +100,9 @@ impl Paysim {
             .arg("--seed")
             .arg(seed.to_string());
         for node in nodes {
-            command.arg("--webhook-url").arg(format!("http://{node}/v1/payments/webhook"));
+            command.arg("--webhook-url").arg(format!("{node}/v1/payments/webhook"));
         }
+        command.arg("--webhook-ca-file").arg(ca_file);
         let mut child = command
             .env("PAYSIM_WEBHOOK_SECRET", secret)
             .stdin(Stdio::null())

@@ -113,9 +113,11 @@ pub async fn run(options: &TestOptions) -> Result<TestResult, HarnessError> {
         let binary = cluster.binary().with_file_name("paysim");
         let secret = cluster.options().webhook().to_owned();
         let dir = options.data_dir.join("paysim");
-        let nodes = cluster.addresses();
-        match payments::Paysim::start(&binary, provider, &dir, &nodes, &secret, options.seed).await
-        {
+        let nodes = node_urls(&cluster)?;
+        let ca = cluster.ca_file()?;
+        let started =
+            payments::Paysim::start(&binary, provider, &dir, &nodes, &ca, &secret, options.seed);
+        match started.await {
             Ok(paysim) => Some(paysim),
             Err(error) => {
                 cluster.stop().await;
@@ -158,8 +160,8 @@ async fn run_on(
     let since_origin = move || u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let recorder = Arc::new(Recorder::new(Box::new(since_origin)));
     let context = Arc::new(Context {
-        http: reqwest::Client::new(),
-        nodes: cluster.addresses(),
+        http: crate::http::client(Some(cluster.ca_certificate())).map_err(HarnessError::Setup)?,
+        nodes: node_urls(cluster)?,
         // The suite's options always set it (`ClusterOptions::new`).
         webhook_secret: cluster.options().webhook().to_owned(),
         recorder: Arc::clone(&recorder),
@@ -178,7 +180,7 @@ async fn run_on(
         let addresses = order.iter().map(|&id| cluster.address(id)).collect::<Result<_, _>>()?;
         let client = Client::with_config(addresses, client_config())
             .map_err(|error| HarnessError::Setup(format!("client: {error}")))?;
-        process_clients.push(client);
+        process_clients.push(cluster.trusting(client)?);
     }
     let clients = tokio::spawn(workload::run(
         Arc::clone(&context),
@@ -462,4 +464,9 @@ fn timeline_ops(history: &History) -> Vec<TimelineOp> {
             }
         })
         .collect()
+}
+
+/// Every node's base URL (`https://host:port` when the nodes serve TLS).
+fn node_urls(cluster: &Cluster) -> Result<Vec<String>, HarnessError> {
+    Ok(cluster.node_ids().into_iter().map(|id| cluster.url(id, "")).collect::<Result<_, _>>()?)
 }

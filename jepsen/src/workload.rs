@@ -109,9 +109,9 @@ pub fn shows_of(workload: Workload, first_show: u64) -> Vec<TestShow> {
 
 /// What the clients share.
 pub struct Context {
-    /// Plain HTTP, for the payment provider's webhooks.
+    /// HTTP for the payment provider's webhooks (https, trusting the cluster's CA).
     pub http: reqwest::Client,
-    /// Every node's client address (host:port).
+    /// Every node's base URL (`https://host:port`).
     pub nodes: Vec<String>,
     /// The secret webhooks are signed with.
     pub webhook_secret: String,
@@ -281,7 +281,7 @@ async fn pay(context: &Context, process: &mut Process, show: u64) {
     let node = context.nodes.choose(&mut process.rng).cloned().unwrap_or_default();
     let sent = context
         .http
-        .post(format!("http://{node}/v1/payments/webhook"))
+        .post(format!("{node}/v1/payments/webhook"))
         .header("content-type", "application/json")
         .header(SIGNATURE_HEADER, &signature)
         .body(payment.body.clone())

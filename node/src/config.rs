@@ -216,6 +216,20 @@ pub struct Args {
     /// many).
     #[arg(long, value_name = "N")]
     pub rate_new_sessions_per_address: Option<u32>,
+    /// A class of routes with a rate of its own, per session (per address for a caller without
+    /// one), on top of the session and address buckets: CLASS=N requests a second (repeatable,
+    /// or comma-separated; bursts of twice as many). Classes: holds (HoldMany pays per item),
+    /// checkout, queue, waitlist, search, seat-maps, webhook. In a config file:
+    /// `route-rate = { holds = 20, search = 100 }`.
+    #[arg(long = "route-rate", value_name = "CLASS=N", value_delimiter = ',', value_parser = crate::limits::parse_route_rate)]
+    #[serde(default, deserialize_with = "route_rates_from_table")]
+    pub route_rate: Vec<(crate::limits::RouteClass, u32)>,
+    /// The largest snapshot this node accepts from a leader, in bytes (default 4 GiB, at least
+    /// 1 MiB): a stream announcing more is refused on its first message. A snapshot is
+    /// assembled in memory before it is installed, so this bounds the memory one transfer takes
+    /// (one transfer per group at a time).
+    #[arg(long, value_name = "BYTES")]
+    pub snapshot_max_bytes: Option<u64>,
     /// Client connections served at once (default 10,000); a connection past the cap is closed
     /// as soon as it is accepted.
     #[arg(long, value_name = "N")]
@@ -274,6 +288,22 @@ fn client_tls(
         .map_err(|error| ConfigError::Invalid(format!("--client-tls: {error}")))
 }
 
+/// What a node trusts when it calls another node's client port over TLS: the cluster's CA.
+fn node_roots(ca: Option<&std::path::Path>) -> Result<crate::http_client::Roots, ConfigError> {
+    let path = ca.ok_or_else(|| {
+        ConfigError::Invalid(
+            "--client-tls needs --tls-ca-file: nodes call each other's client port (forwarding \
+             to a leader) over TLS too"
+                .into(),
+        )
+    })?;
+    let pem = std::fs::read(path).map_err(|error| {
+        ConfigError::Invalid(format!("--tls-ca-file {}: {error}", path.display()))
+    })?;
+    crate::http_client::Roots::from_pem(&pem)
+        .map_err(|error| ConfigError::Invalid(format!("--tls-ca-file {}: {error}", path.display())))
+}
+
 fn parse_peer(text: &str) -> Result<(NodeId, String), String> {
     let (id, address) =
         text.split_once('=').ok_or_else(|| format!("`{text}`: expected ID=HOST:PORT"))?;
@@ -288,6 +318,20 @@ fn parse_peer(text: &str) -> Result<(NodeId, String), String> {
 fn parse_sink(text: &str) -> Result<(String, String), String> {
     let (name, url) = text.split_once('=').ok_or_else(|| format!("`{text}`: expected NAME=URL"))?;
     Ok((name.trim().to_owned(), url.trim().to_owned()))
+}
+
+/// `route-rate = { holds = 20, ... }` in TOML.
+fn route_rates_from_table<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<(crate::limits::RouteClass, u32)>, D::Error> {
+    let table = BTreeMap::<String, u32>::deserialize(deserializer)?;
+    table
+        .into_iter()
+        .map(|(class, rate)| {
+            crate::limits::parse_route_rate(&format!("{class}={rate}"))
+                .map_err(serde::de::Error::custom)
+        })
+        .collect()
 }
 
 /// `sinks = { crm = "http://...", ... }` in TOML.
@@ -326,6 +370,10 @@ pub struct Config {
     pub peer: Option<PeerPort>,
     /// The client port's TLS (`--client-tls`), or `None` for plain HTTP.
     pub client_tls: Option<crate::serve::ClientTls>,
+    /// With `--client-tls`, how this node verifies the others' client ports when it calls
+    /// them (forwarding to a leader, the operator's overview): the cluster's CA
+    /// (`--tls-ca-file`). `None`: it calls them over plain HTTP.
+    pub node_roots: Option<crate::http_client::Roots>,
     /// Its address book (without itself).
     pub peers: BTreeMap<NodeId, String>,
     /// Whether to found the groups this node is the first replica of.
@@ -376,6 +424,10 @@ pub struct Config {
     pub rate_per_address: u32,
     /// Sessions created per second per client address.
     pub rate_new_sessions_per_address: u32,
+    /// The largest snapshot accepted from a leader (`--snapshot-max-bytes`).
+    pub snapshot_max_bytes: u64,
+    /// The classes of routes with a rate of their own (`--route-rate`), requests per second.
+    pub route_rates: BTreeMap<crate::limits::RouteClass, u32>,
     /// Client connections served at once.
     pub max_connections: usize,
     /// Client requests running at once; more are shed.
@@ -544,10 +596,11 @@ impl Config {
             ("--tls-cert-file", args.tls_cert_file.or(file.tls_cert_file)),
             ("--tls-key-file", args.tls_key_file.or(file.tls_key_file)),
         ];
-        let client_tls = if args.client_tls || file.client_tls {
-            Some(client_tls(tls_files[1].1.as_deref(), tls_files[2].1.as_deref())?)
+        let (client_tls, node_roots) = if args.client_tls || file.client_tls {
+            let served = client_tls(tls_files[1].1.as_deref(), tls_files[2].1.as_deref())?;
+            (Some(served), Some(node_roots(tls_files[0].1.as_deref())?))
         } else {
-            None
+            (None, None)
         };
         let peer = match peer_listen {
             Some(peer_listen) => {
@@ -558,8 +611,8 @@ impl Config {
                 Some(PeerPort { listen: peer_listen, advertise, tls: peer_tls(id, tls_files)? })
             }
             None => {
-                // Without a peer port the certificate and key serve only --client-tls.
-                let unused = |flag: &str| flag == "--tls-ca-file" || client_tls.is_none();
+                // Without a peer port the files serve only --client-tls.
+                let unused = |_: &str| client_tls.is_none();
                 if let Some((flag, _)) =
                     tls_files.iter().find(|(flag, path)| path.is_some() && unused(flag))
                 {
@@ -588,6 +641,11 @@ impl Config {
                 crate::signature::TOLERANCE_S_MAX
             )));
         }
+        let snapshot_max_bytes =
+            args.snapshot_max_bytes.or(file.snapshot_max_bytes).unwrap_or(raft::SNAPSHOT_BYTES_MAX);
+        if snapshot_max_bytes < 1 << 20 {
+            return Err(invalid("--snapshot-max-bytes: at least 1 MiB (1048576)".into()));
+        }
         let session_ttl_s = args
             .session_ttl_s
             .or(file.session_ttl_s)
@@ -603,6 +661,7 @@ impl Config {
             advertise,
             peer,
             client_tls,
+            node_roots,
             peers,
             bootstrap: args.bootstrap || file.bootstrap,
             data_groups,
@@ -631,6 +690,10 @@ impl Config {
                 .or(file.audit_checkpoint_entries)
                 .unwrap_or(1_000),
             rate_per_session: args.rate_per_session.or(file.rate_per_session).unwrap_or(50).max(1),
+            snapshot_max_bytes,
+            route_rates: if args.route_rate.is_empty() { file.route_rate } else { args.route_rate }
+                .into_iter()
+                .collect(),
             rate_new_sessions_per_address: args
                 .rate_new_sessions_per_address
                 .or(file.rate_new_sessions_per_address)
@@ -817,6 +880,25 @@ mod tests {
         assert_eq!(config.session_ttl_s, crate::sessions::SESSION_TTL_S_DEFAULT);
         assert_eq!(config.max_in_flight, crate::serve::MAX_IN_FLIGHT_DEFAULT);
         assert!(config.client_tls.is_none());
+        assert!(config.route_rates.is_empty(), "no route has a rate of its own by default");
+        assert_eq!(config.snapshot_max_bytes, raft::SNAPSHOT_BYTES_MAX);
+        let config = Config::merge(
+            args("bookingd --id 1 --data /x --listen 127.0.0.1:1 --route-rate holds=20,search=5"),
+            toml::from_str("route-rate = { checkout = 3 }").unwrap(),
+            &test_env,
+        )
+        .unwrap();
+        let rates: Vec<_> = config.route_rates.into_iter().collect();
+        use crate::limits::RouteClass;
+        assert_eq!(rates, [(RouteClass::Holds, 20), (RouteClass::Search, 5)], "the flag wins");
+        let config = Config::merge(
+            args("bookingd --id 1 --data /x --listen 127.0.0.1:1"),
+            toml::from_str("route-rate = { checkout = 3 }").unwrap(),
+            &test_env,
+        )
+        .unwrap();
+        assert_eq!(config.route_rates.into_iter().collect::<Vec<_>>(), [(RouteClass::Checkout, 3)]);
+        assert!(toml::from_str::<Args>("route-rate = { nowhere = 3 }").is_err());
         let config = Config::merge(
             args("bookingd --id 1 --data /x --listen 127.0.0.1:1 --webhook-tolerance-s 60"),
             toml::from_str("webhook-tolerance-s = 900").unwrap(),
@@ -840,6 +922,13 @@ mod tests {
         assert!(refuse("--webhook-tolerance-s 86401").contains("--webhook-tolerance-s"));
         assert!(refuse("--session-ttl-s 59").contains("--session-ttl-s"));
         assert!(refuse("--client-tls").contains("--tls-cert-file"), "TLS needs the certificate");
+        assert!(refuse("--snapshot-max-bytes 1000").contains("--snapshot-max-bytes"));
+        let parse = |value: &str| {
+            let error = Args::try_parse_from(["bookingd", "--route-rate", value]).unwrap_err();
+            error.to_string()
+        };
+        assert!(parse("holds=0").contains("at least 1"));
+        assert!(parse("nowhere=5").contains("no such route class"));
         assert!(Args::try_parse_from(["bookingd", "--peers", "2"]).is_err());
         let missing = Config::merge(args("bookingd --id 1"), Args::default(), &test_env);
         assert!(missing.unwrap_err().to_string().contains("--data"));

@@ -30,7 +30,7 @@
 //! already charged the client's own address). It still pays its session's bucket.
 //! Never decides anything about a booking, and never trusts `X-Forwarded-For`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
-use axum::http::{Extensions, HeaderMap};
+use axum::http::{Extensions, HeaderMap, Method};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 use secrecy::ExposeSecret;
@@ -64,6 +64,9 @@ pub struct Limits {
 
 struct Inner {
     sessions: DefaultKeyedRateLimiter<u128>,
+    /// The classes of routes with a rate of their own (`--route-rate`), per session (per
+    /// address for a caller without one).
+    routes: BTreeMap<RouteClass, DefaultKeyedRateLimiter<RouteKey>>,
     addresses: DefaultKeyedRateLimiter<IpAddr>,
     /// Sessions created, per address (its /64 for IPv6).
     new_sessions: DefaultKeyedRateLimiter<IpAddr>,
@@ -88,6 +91,18 @@ impl Limits {
         self
     }
 
+    /// The same limits, with a bucket of `rate` requests a second per session (per address
+    /// without one) for each class of routes `rates` names.
+    pub fn with_route_rates(mut self, rates: &BTreeMap<RouteClass, u32>) -> Limits {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.routes = rates
+                .iter()
+                .map(|(&class, &rate)| (class, DefaultKeyedRateLimiter::keyed(quota(rate))))
+                .collect();
+        }
+        self
+    }
+
     /// The same limits, with `token` (the operator credential) exempt from the session bucket.
     pub fn with_operator(mut self, token: Option<&str>) -> Limits {
         self.operator = token.and_then(|token| token_key(token.as_bytes()));
@@ -106,6 +121,7 @@ impl Limits {
         Limits::new(config.rate_per_session, config.rate_per_address, peers)
             .with_operator(Some(config.secrets.operator.expose_secret()))
             .with_new_sessions(config.rate_new_sessions_per_address)
+            .with_route_rates(&config.route_rates)
     }
 
     /// Buckets with explicit quotas (tests use tiny ones).
@@ -117,6 +133,7 @@ impl Limits {
                 new_sessions: DefaultKeyedRateLimiter::keyed(quota(
                     NEW_SESSIONS_PER_ADDRESS_DEFAULT,
                 )),
+                routes: BTreeMap::new(),
                 peers,
                 checks: AtomicU64::new(0),
                 clock: DefaultClock::default(),
@@ -143,6 +160,9 @@ impl Limits {
             inner.sessions.retain_recent();
             inner.addresses.retain_recent();
             inner.new_sessions.retain_recent();
+            for routes in inner.routes.values() {
+                routes.retain_recent();
+            }
         }
         let session = headers
             .get("authorization")
@@ -233,6 +253,59 @@ impl Limits {
         }
     }
 
+    /// Charges a request of route class `class` (when that class has a rate) to the caller's
+    /// session, or to its address when it sends none. The operator credential is exempt, and
+    /// so is a sessionless request a peer forwarded (the forwarding node charged it).
+    ///
+    /// # Errors
+    ///
+    /// `RateLimited` when the bucket is empty.
+    pub fn check_route(
+        &self,
+        class: RouteClass,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+        forwarded: bool,
+    ) -> Result<(), ApiError> {
+        let Some(bucket) = self.inner.routes.get(&class) else { return Ok(()) };
+        let key = match headers.get("authorization").and_then(|v| session_key(v.as_bytes())) {
+            Some(key) if self.operator == Some(key) => return Ok(()),
+            Some(key) => RouteKey::Session(key),
+            None => match peer_ip(extensions) {
+                Some(ip) if !(forwarded && self.inner.peers.contains(&ip)) => {
+                    RouteKey::Address(address_key(ip))
+                }
+                _ => return Ok(()),
+            },
+        };
+        bucket.check_key(&key).map_err(|not_until| {
+            limited(
+                &format!("{class} of this caller"),
+                not_until.wait_time_from(self.inner.clock.now()),
+            )
+        })
+    }
+
+    /// Charges one `HoldMany` item to its session's bucket of [`RouteClass::Holds`], when that
+    /// class has a rate.
+    ///
+    /// # Errors
+    ///
+    /// `RateLimited` when the bucket is empty.
+    pub fn check_route_session(&self, class: RouteClass, token: &str) -> Result<(), ApiError> {
+        let Some(bucket) = self.inner.routes.get(&class) else { return Ok(()) };
+        let Some(key) = token_key(token.as_bytes()) else { return Ok(()) };
+        if self.operator == Some(key) {
+            return Ok(());
+        }
+        bucket.check_key(&RouteKey::Session(key)).map_err(|not_until| {
+            limited(
+                &format!("{class} of this session"),
+                not_until.wait_time_from(self.inner.clock.now()),
+            )
+        })
+    }
+
     /// Takes one token from the new-session bucket of the request's address.
     ///
     /// # Errors
@@ -245,6 +318,100 @@ impl Limits {
             limited("this address (new sessions)", not_until.wait_time_from(inner.clock.now()))
         })
     }
+}
+
+/// A class of routes with a rate of its own on top of the session and address buckets
+/// (`--route-rate CLASS=N`): the same class on REST and gRPC, so that either API pays one
+/// bucket. Each is keyed on the caller's session (its address when it sends none).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    strum::EnumString,
+    strum::Display,
+    strum::VariantNames,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum RouteClass {
+    /// `POST /v1/shows/{id}/holds`; gRPC `Hold`, and `HoldMany` once per item.
+    Holds,
+    /// `POST /v1/holds/{id}/checkout`; gRPC `Checkout`.
+    Checkout,
+    /// `POST /v1/shows/{id}/queue`; gRPC `JoinQueue`.
+    Queue,
+    /// `POST /v1/resources/{id}/waitlist:join`; gRPC `JoinWaitlist`.
+    Waitlist,
+    /// `GET /v1/search`; gRPC `Search`.
+    Search,
+    /// `GET /v1/shows/{id}/seats` and `/availability`; gRPC `GetSeatMap`.
+    SeatMaps,
+    /// `POST /v1/payments/webhook` (keyed on the provider's address: it sends no session).
+    Webhook,
+}
+
+impl RouteClass {
+    /// The class of a REST request, if it has one.
+    pub fn of_rest(method: &Method, path: &str) -> Option<RouteClass> {
+        let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+        match (method.as_str(), segments.as_slice()) {
+            ("POST", ["", "v1", "shows", _, "holds"]) => Some(RouteClass::Holds),
+            ("POST", ["", "v1", "holds", _, "checkout"]) => Some(RouteClass::Checkout),
+            ("POST", ["", "v1", "shows", _, "queue"]) => Some(RouteClass::Queue),
+            ("POST", ["", "v1", "resources", _, "waitlist:join"]) => Some(RouteClass::Waitlist),
+            ("GET", ["", "v1", "search"]) => Some(RouteClass::Search),
+            ("GET", ["", "v1", "shows", _, "seats" | "availability"]) => Some(RouteClass::SeatMaps),
+            ("POST", ["", "v1", "payments", "webhook"]) => Some(RouteClass::Webhook),
+            _ => None,
+        }
+    }
+
+    /// The class of a gRPC call (`/package.Service/Method`), if it has one. `HoldMany` is
+    /// charged per item by the service, not here.
+    pub fn of_grpc(path: &str) -> Option<RouteClass> {
+        match path.strip_prefix("/booking.v1.BookingService/")? {
+            "Hold" => Some(RouteClass::Holds),
+            "Checkout" => Some(RouteClass::Checkout),
+            "JoinQueue" => Some(RouteClass::Queue),
+            "JoinWaitlist" => Some(RouteClass::Waitlist),
+            "Search" => Some(RouteClass::Search),
+            "GetSeatMap" => Some(RouteClass::SeatMaps),
+            _ => None,
+        }
+    }
+}
+
+/// Parses `--route-rate CLASS=N` (N requests a second, at least 1).
+///
+/// # Errors
+///
+/// A message naming the known classes, or the bad rate.
+pub fn parse_route_rate(text: &str) -> Result<(RouteClass, u32), String> {
+    use strum::VariantNames;
+    let (class, rate) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}`: expected CLASS=REQUESTS_PER_SECOND"))?;
+    let class = class.trim().parse::<RouteClass>().map_err(|_| {
+        format!(
+            "`{}`: no such route class (known: {})",
+            class.trim(),
+            RouteClass::VARIANTS.join(", ")
+        )
+    })?;
+    let rate = rate.trim().parse::<u32>().ok().filter(|rate| *rate >= 1).ok_or_else(|| {
+        format!("`{text}`: the rate is a whole number of requests a second, at least 1")
+    })?;
+    Ok((class, rate))
+}
+
+/// Who a route bucket belongs to: the session, or the address of a caller without one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum RouteKey {
+    Session(u128),
+    Address(IpAddr),
 }
 
 /// Sessions a second one address may create by default (bursts of twice as many): a front end

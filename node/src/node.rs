@@ -249,7 +249,10 @@ impl Node {
             Some(peer) => Some(serve_peers(peer, &registry, &shared, peer_stopped).await?),
             // `--dev` and the simulator: Raft on the client port, without TLS.
             None => {
-                grpc = grpc.add_service(RaftService::new(registry).into_server());
+                let limit = shared.config.snapshot_max_bytes;
+                grpc = grpc.add_service(
+                    RaftService::new(registry).with_snapshot_limit(limit).into_server(),
+                );
                 None
             }
         };
@@ -332,7 +335,12 @@ async fn serve_peers(
         .map_err(|error| StartError::Tls(error.to_string()))?
         .initial_stream_window_size(raft::HTTP2_STREAM_WINDOW_BYTES)
         .initial_connection_window_size(raft::HTTP2_CONNECTION_WINDOW_BYTES)
-        .add_service(RaftService::new(registry.clone()).with_peer_certificates().into_server())
+        .add_service(
+            RaftService::new(registry.clone())
+                .with_peer_certificates()
+                .with_snapshot_limit(shared.config.snapshot_max_bytes)
+                .into_server(),
+        )
         .add_service(AdminApi::new(shared.clone()).into_server());
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = tokio::spawn(server.serve_with_incoming_shutdown(incoming, async {
@@ -385,7 +393,17 @@ fn one_port(
                     .check(request.headers(), request.extensions(), false)
                     .and_then(|()| limits.check_new_session(request.extensions()))
             } else if path.starts_with("/booking.v1.BookingService/") {
-                limits.check(request.headers(), request.extensions(), false)
+                limits.check(request.headers(), request.extensions(), false).and_then(|()| {
+                    match crate::limits::RouteClass::of_grpc(path) {
+                        Some(class) => limits.check_route(
+                            class,
+                            request.headers(),
+                            request.extensions(),
+                            false,
+                        ),
+                        None => Ok(()),
+                    }
+                })
             } else if path.starts_with("/booking.v1.AdminService/") {
                 limits.check_admin(request.headers(), request.extensions())
             } else {

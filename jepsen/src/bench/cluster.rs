@@ -20,6 +20,8 @@ use crate::bench::{Backend, BenchError, HeldSeat, Options, Outcome, Target};
 
 /// The backend's name in the report.
 const NAME: &str = "cluster";
+/// The same cluster without TLS on its client port.
+const PLAIN_NAME: &str = "cluster-plain";
 
 /// Live holds one session may have in a show: the cluster's maximum.
 pub const HOLDS_PER_SESSION: u32 = statemachine::limits::HOLDS_PER_SESSION_MAX;
@@ -41,19 +43,23 @@ const SHOW_READY_WAIT: Duration = Duration::from_secs(20);
 
 /// The started cluster.
 pub struct ClusterBackend {
+    /// `cluster`, or `cluster-plain` without TLS on the client port.
+    name: &'static str,
     cluster: Cluster,
     groups: u64,
     _dir: TempDir,
 }
 
 impl ClusterBackend {
-    /// Starts three nodes with `options.cluster_groups` data groups and waits for leaders.
+    /// Starts three nodes with `options.cluster_groups` data groups, serving their clients
+    /// over TLS when `tls` (the SDK then trusts the cluster's CA), and waits for leaders.
     ///
     /// # Errors
     ///
     /// When the data directory cannot be made, `bookingd` is missing, or the cluster does not
     /// come up.
-    pub async fn start(options: &Options) -> Result<ClusterBackend, BenchError> {
+    pub async fn start(options: &Options, tls: bool) -> Result<ClusterBackend, BenchError> {
+        let name = if tls { NAME } else { PLAIN_NAME };
         std::fs::create_dir_all(&options.data_dir)
             .map_err(BenchError::io(format!("create {}", options.data_dir.display())))?;
         let dir = tempfile::Builder::new()
@@ -66,12 +72,13 @@ impl ClusterBackend {
             clock_skew: false,
             direct_peers: true,
             log_filter: "warn".to_owned(),
+            client_tls: tls,
             ..ClusterOptions::new(3, dir.path())
         };
         let cluster = Cluster::start(cluster_options)
             .await
-            .map_err(|error| BenchError::backend(NAME, error))?;
-        Ok(ClusterBackend { cluster, groups: options.cluster_groups, _dir: dir })
+            .map_err(|error| BenchError::backend(name, error))?;
+        Ok(ClusterBackend { name, cluster, groups: options.cluster_groups, _dir: dir })
     }
 }
 
@@ -79,7 +86,7 @@ impl Backend for ClusterBackend {
     type Run = ClusterRun;
 
     fn name(&self) -> &'static str {
-        NAME
+        self.name
     }
 
     async fn prepare(&self, spec: &RunSpec) -> Result<ClusterRun, BenchError> {

@@ -161,8 +161,11 @@ pub trait Target: Send + Sync + 'static {
     }
 }
 
-/// The names of the backends, in column order.
-pub const BACKENDS: [&str; 4] = ["cluster", "pg-for-update", "pg-conditional-update", "etcd"];
+/// The names of the backends, in column order. `cluster` serves its clients over TLS, as it runs
+/// in production; `cluster-plain` is the same cluster without it (`--client-tls` off), to
+/// measure what TLS costs.
+pub const BACKENDS: [&str; 5] =
+    ["cluster", "cluster-plain", "pg-for-update", "pg-conditional-update", "etcd"];
 
 /// Everything an invocation does.
 #[derive(Clone, Debug)]
@@ -215,10 +218,12 @@ pub async fn run_all(options: &Options) -> (Vec<RunResult>, Vec<String>) {
         // Each PostgreSQL design gets a freshly initialised server of its own, so that neither
         // inherits the other's bloat, WAL or cache.
         let outcome = match name {
-            "cluster" => match cluster::ClusterBackend::start(options).await {
-                Ok(backend) => run_backend(backend, &specs, options).await,
-                Err(error) => Err(error),
-            },
+            "cluster" | "cluster-plain" => {
+                match cluster::ClusterBackend::start(options, name == "cluster").await {
+                    Ok(backend) => run_backend(backend, &specs, options).await,
+                    Err(error) => Err(error),
+                }
+            }
             "pg-for-update" | "pg-conditional-update" => {
                 let design = if name == "pg-for-update" {
                     postgres::Design::ForUpdate

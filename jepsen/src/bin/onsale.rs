@@ -75,6 +75,10 @@ struct Args {
     /// provider's webhook itself.
     #[arg(long, env = "BOOKING_PROVIDER")]
     provider: Option<String>,
+    /// The cluster's CA certificate (PEM): the nodes serve TLS (`bookingd --client-tls`), and
+    /// bare `host:port` nodes are reached over https.
+    #[arg(long, env = "BOOKCTL_CA_FILE", value_name = "FILE")]
+    ca_file: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -124,8 +128,31 @@ async fn main() -> ExitCode {
         eprintln!("onsale: the provider at {provider}: {error}");
         return ExitCode::from(2);
     }
-    let client = match Client::connect(args.nodes.clone()) {
+    let ca = match &args.ca_file {
+        None => None,
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(pem) => Some(pem),
+            Err(error) => {
+                eprintln!("onsale: --ca-file {}: {error}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let nodes: Vec<String> =
+        args.nodes.iter().map(|node| jepsen::http::base_url(node, ca.is_some())).collect();
+    let connected = Client::connect(nodes.clone()).and_then(|client| match &ca {
+        Some(ca) => client.with_ca_certificate(ca),
+        None => Ok(client),
+    });
+    let client = match connected {
         Ok(client) => client,
+        Err(error) => {
+            eprintln!("onsale: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let http = match jepsen::http::client(ca.as_deref()) {
+        Ok(http) => http,
         Err(error) => {
             eprintln!("onsale: {error}");
             return ExitCode::from(2);
@@ -155,7 +182,7 @@ async fn main() -> ExitCode {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let shown = bar.clone();
-    let report = onsale::run(client.clone(), args.nodes, plan.clone(), move |done, sold| {
+    let report = onsale::run(client.clone(), http, nodes, plan.clone(), move |done, sold| {
         shown.set_position(done);
         shown.set_message(format!("{sold} seats sold"));
     })

@@ -135,7 +135,8 @@ pub struct ClusterOptions {
     /// small machine. Off by default (link faults need the proxies).
     pub direct_peers: bool,
     /// Serve the client port over TLS (`--client-tls`, with each node's certificate): the
-    /// cluster's clients then speak https and trust its CA ([`Cluster::ca_certificate`]).
+    /// cluster's clients then speak https and trust its CA ([`Cluster::ca_certificate`]). On
+    /// by default, as in production.
     pub client_tls: bool,
     /// Whether the cluster waits for every other exclusive cluster of this process to be gone
     /// before it starts, and keeps them waiting while it lives.
@@ -249,7 +250,7 @@ impl ClusterOptions {
             status_timeout: Duration::from_secs(2),
             client_config: Config::default(),
             direct_peers: false,
-            client_tls: false,
+            client_tls: true,
             exclusive: true,
         }
     }
@@ -548,6 +549,35 @@ impl Cluster {
         Ok(self.node(id)?.listen.to_string())
     }
 
+    /// The scheme of the nodes' client ports: `https` under [`ClusterOptions::client_tls`].
+    pub fn scheme(&self) -> &'static str {
+        if self.options.client_tls { "https" } else { "http" }
+    }
+
+    /// The URL of `path` (starting with `/`) on node `id`'s client port.
+    ///
+    /// # Errors
+    ///
+    /// [`ClusterError::NoSuchNode`].
+    pub fn url(&self, id: NodeId, path: &str) -> Result<String, ClusterError> {
+        Ok(format!("{}://{}{path}", self.scheme(), self.node(id)?.listen))
+    }
+
+    /// Where the cluster's CA certificate is written, for a process that reads it from a file
+    /// (`paysim --webhook-ca-file`, `bookctl --ca-file`).
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be written.
+    pub fn ca_file(&self) -> Result<PathBuf, ClusterError> {
+        let path = self.root.join("ca.crt");
+        if !path.exists() {
+            fs::write(&path, &self.authority.certificate_pem)
+                .map_err(ClusterError::io(format!("write {}", path.display())))?;
+        }
+        Ok(path)
+    }
+
     /// Node `id`'s peer port (Raft between nodes, mutual TLS).
     ///
     /// # Errors
@@ -619,6 +649,20 @@ impl Cluster {
         let addresses = ids.iter().map(|&id| self.address(id)).collect::<Result<_, _>>()?;
         let config = self.options.client_config.clone();
         make_client(&self.options, addresses, config, &self.authority.certificate_pem)
+    }
+
+    /// `client` made to trust the cluster's CA when its nodes serve TLS (a client a test
+    /// builds itself, with a configuration of its own).
+    ///
+    /// # Errors
+    ///
+    /// Only if the SDK refuses the CA certificate.
+    pub fn trusting(&self, client: Client) -> Result<Client, ClusterError> {
+        Ok(if self.options.client_tls {
+            client.with_ca_certificate(&self.authority.certificate_pem)?
+        } else {
+            client
+        })
     }
 
     /// The proxies between the initial nodes.

@@ -34,6 +34,7 @@ use tonic::{Request, Response, Status};
 
 use crate::api::convert;
 use crate::error::ApiError;
+use crate::limits::RouteClass;
 use crate::operations::{self, Freshness};
 use crate::seat_maps::SeatMaps;
 use crate::service::Service;
@@ -103,6 +104,7 @@ impl BookingApi {
         let shared = self.service.shared();
         let session = shared.sessions.session_of_token(&item.session_token)?;
         shared.limits.check_session(&item.session_token)?;
+        shared.limits.check_route_session(RouteClass::Holds, &item.session_token)?;
         let key = sessions::idempotency_key(Some(&item.idempotency_key))?;
         let hold = item.hold.ok_or_else(|| ApiError::InvalidArgument("hold: required".into()))?;
         let (show, request) = convert::hold_request(&hold)?;

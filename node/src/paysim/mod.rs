@@ -42,7 +42,7 @@ use axum::{Json, Router};
 use raft::{Clock, DialerRef};
 use serde::{Deserialize, Serialize};
 
-use crate::http_client::{HttpClient, SendError};
+use crate::http_client::{HttpClient, Roots, SendError};
 use crate::rest::webhook::{DEVELOPMENT_WEBHOOK_SECRET, WebhookEvent, WebhookResult};
 use crate::signature::{SIGNATURE_HEADER, sign};
 use behaviour::{Behaviour, Draws};
@@ -67,11 +67,14 @@ pub struct Args {
     /// The folder of the ledger (created if missing).
     #[arg(long)]
     pub data_dir: PathBuf,
-    /// bookingd's webhook endpoint (`http://HOST:PORT/v1/payments/webhook`), once per node
-    /// (repeat the flag or separate with commas): a delivery goes to whichever answers. No
-    /// webhooks without it.
+    /// bookingd's webhook endpoint (`https://HOST:PORT/v1/payments/webhook`, or `http://` for
+    /// nodes without --client-tls), once per node (repeat the flag or separate with commas): a
+    /// delivery goes to whichever answers. No webhooks without it.
     #[arg(long, value_delimiter = ',')]
     pub webhook_url: Vec<String>,
+    /// The CA (PEM) that https webhook URLs are verified against: the cluster's CA.
+    #[arg(long, value_name = "FILE")]
+    pub webhook_ca_file: Option<PathBuf>,
     /// Delivery attempts per webhook before giving up. One attempt tries the URLs in turn until
     /// one answers 2xx or refuses for good; attempts back off 50 ms, doubling up to 2 s.
     #[arg(long, default_value_t = 8)]
@@ -106,8 +109,11 @@ pub struct Delivery {
 /// Where and how webhooks go.
 #[derive(Clone, Debug)]
 pub struct WebhookSettings {
-    /// Every node's webhook endpoint (`http://HOST:PORT/v1/payments/webhook`); at least one.
+    /// Every node's webhook endpoint (`https://HOST:PORT/v1/payments/webhook`, or `http://`);
+    /// at least one.
     pub urls: Vec<String>,
+    /// What https URLs are verified against; required when there is one.
+    pub roots: Option<Roots>,
     /// The secret they are signed with.
     pub secret: String,
     /// Delivery attempts per webhook (each tries every URL once); at least one.
@@ -129,8 +135,12 @@ impl WebhookSettings {
         for url in &self.urls {
             let parsed: Uri =
                 url.parse().map_err(|_| format!("--webhook-url: not a URL: {url}"))?;
-            if parsed.scheme_str() != Some("http") || parsed.host().is_none() {
-                return Err(format!("--webhook-url: expected http://HOST:PORT/PATH, got {url}"));
+            let scheme = parsed.scheme_str();
+            if !matches!(scheme, Some("http" | "https")) || parsed.host().is_none() {
+                return Err(format!("--webhook-url: expected https://HOST:PORT/PATH, got {url}"));
+            }
+            if scheme == Some("https") && self.roots.is_none() {
+                return Err(format!("--webhook-url {url}: https needs --webhook-ca-file"));
             }
         }
         if self.attempts == 0 {
@@ -176,7 +186,11 @@ impl Paysim {
         let webhooks = match webhooks {
             Some(settings) => {
                 settings.check()?;
-                let client = HttpClient::new(settings.dialer.clone(), WEBHOOK_CONNECT_TIMEOUT);
+                let client = HttpClient::with_roots(
+                    settings.dialer.clone(),
+                    WEBHOOK_CONNECT_TIMEOUT,
+                    settings.roots.clone(),
+                );
                 Some(Webhooks { settings, next: AtomicUsize::new(0), client })
             }
             None => None,
@@ -642,8 +656,22 @@ pub async fn run(args: Args) -> ExitCode {
         .map(|url| url.trim().to_owned())
         .filter(|url| !url.is_empty())
         .collect();
+    let roots = match &args.webhook_ca_file {
+        None => None,
+        Some(path) => match std::fs::read(path)
+            .map_err(|error| error.to_string())
+            .and_then(|pem| Roots::from_pem(&pem))
+        {
+            Ok(roots) => Some(roots),
+            Err(problem) => {
+                eprintln!("paysim: --webhook-ca-file {}: {problem}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+    };
     let webhooks = (!urls.is_empty()).then(|| WebhookSettings {
         urls,
+        roots,
         secret,
         attempts: args.webhook_attempts.max(1),
         dialer: None,

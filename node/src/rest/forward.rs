@@ -28,7 +28,7 @@ use http_body_util::Full;
 use raft::DialerRef;
 
 use crate::error::{ApiError, LeaderHint};
-use crate::http_client::HttpClient;
+use crate::http_client::{HttpClient, Roots};
 use crate::rest::extract::BODY_BYTES_MAX;
 
 /// The header marking a request one node forwarded to another (never forwarded again).
@@ -57,19 +57,23 @@ const HOP_BY_HOP: [HeaderName; 7] = [
 #[derive(Clone, Debug)]
 pub struct Forwarder {
     client: HttpClient,
+    /// `https` when the nodes serve their client port over TLS.
+    scheme: &'static str,
 }
 
 impl Default for Forwarder {
     fn default() -> Forwarder {
-        Forwarder::new(None)
+        Forwarder::new(None, None)
     }
 }
 
 impl Forwarder {
     /// A forwarder with its own connection pool, connecting over TCP, or through `dialer` (the
-    /// node's peer network, simulated under the simulator) when one is given.
-    pub fn new(dialer: Option<DialerRef>) -> Forwarder {
-        Forwarder { client: HttpClient::new(dialer, CONNECT_TIMEOUT) }
+    /// node's peer network, simulated under the simulator) when one is given; over https,
+    /// verifying the leader against `roots`, when they are given (the nodes serve TLS).
+    pub fn new(dialer: Option<DialerRef>, roots: Option<Roots>) -> Forwarder {
+        let scheme = if roots.is_some() { "https" } else { "http" };
+        Forwarder { client: HttpClient::with_roots(dialer, CONNECT_TIMEOUT, roots), scheme }
     }
 
     /// Sends the request described by `parts` and `body` to `leader` (`host:port`), marked
@@ -81,8 +85,9 @@ impl Forwarder {
         body: Bytes,
     ) -> Result<Response, String> {
         let path = parts.uri.path_and_query().map_or("/", |path| path.as_str());
-        let uri: Uri =
-            format!("http://{leader}{path}").parse().map_err(|error| format!("uri: {error}"))?;
+        let uri: Uri = format!("{}://{leader}{path}", self.scheme)
+            .parse()
+            .map_err(|error| format!("uri: {error}"))?;
         let mut request = axum::http::Request::new(Full::new(body));
         *request.method_mut() = parts.method.clone();
         *request.uri_mut() = uri;
@@ -167,8 +172,8 @@ fn head_of(parts: &axum::http::request::Parts) -> axum::http::request::Parts {
 
 /// `router` with every route forwarded to its leader when this node is not it, over TCP or
 /// through `dialer`.
-pub fn layer(router: Router, dialer: Option<DialerRef>) -> Router {
-    router.layer(middleware::from_fn_with_state(Forwarder::new(dialer), forward))
+pub fn layer(router: Router, dialer: Option<DialerRef>, roots: Option<Roots>) -> Router {
+    router.layer(middleware::from_fn_with_state(Forwarder::new(dialer, roots), forward))
 }
 
 #[cfg(test)]
@@ -231,6 +236,7 @@ mod tests {
                     any(|| async { ApiError::NotLeader { group: 1, leader: None } }),
                 )
                 .route("/v1/{*rest}", any(refuse)),
+            None,
             None,
         )
     }

@@ -10,7 +10,7 @@ use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
-use crate::limits::Limits;
+use crate::limits::{Limits, RouteClass};
 use crate::rest::forward::FORWARDED_HEADER;
 
 /// The middleware: 429 over a limit, else the request goes on.
@@ -20,6 +20,11 @@ pub async fn enforce(State(limits): State<Limits>, request: Request, next: Next)
     if checked.is_ok() && request.method() == Method::POST && request.uri().path() == "/v1/sessions"
     {
         checked = limits.check_new_session(request.extensions());
+    }
+    if checked.is_ok()
+        && let Some(class) = RouteClass::of_rest(request.method(), request.uri().path())
+    {
+        checked = limits.check_route(class, request.headers(), request.extensions(), forwarded);
     }
     match checked {
         Ok(()) => next.run(request).await,
@@ -95,6 +100,94 @@ mod tests {
         for _ in 0..5 {
             limits.check_session("op").unwrap();
         }
+    }
+
+    #[tokio::test]
+    async fn a_route_class_with_a_rate_is_refused_past_it_and_other_routes_are_not() {
+        let rates = [(RouteClass::Search, 1)].into_iter().collect();
+        let limits = Limits::with_quotas(per_minute(1000), per_minute(1000), BTreeSet::new())
+            .with_operator(Some("op"))
+            .with_route_rates(&rates);
+        let app = layer(
+            Router::new()
+                .route("/v1/search", get(|| async { "found" }))
+                .route("/v1/shows/{id}/seats", get(|| async { "seats" })),
+            limits.clone(),
+        );
+        let call = |path: &str, token: &str, peer: &str| {
+            let mut request = Request::get(path).header("authorization", format!("Bearer {token}"));
+            if token.is_empty() {
+                request = Request::get(path);
+            }
+            let mut request = request.body(Body::empty()).unwrap();
+            request.extensions_mut().insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
+            request
+        };
+        // A burst of two seconds of the rate, then 429 with Retry-After for this session only.
+        for _ in 0..2 {
+            assert_eq!(status(&app, call("/v1/search", "a", "10.0.0.1:1")).await.0, StatusCode::OK);
+        }
+        let (code, retry) = status(&app, call("/v1/search?q=x", "a", "10.0.0.1:1")).await;
+        assert_eq!(code, StatusCode::TOO_MANY_REQUESTS);
+        assert!(retry.is_some_and(|seconds| seconds.parse::<u64>().unwrap() >= 1));
+        assert_eq!(
+            status(&app, call("/v1/shows/1/seats", "a", "10.0.0.1:1")).await.0,
+            StatusCode::OK
+        );
+        assert_eq!(status(&app, call("/v1/search", "b", "10.0.0.1:1")).await.0, StatusCode::OK);
+        // Without a session the address pays; the operator never does.
+        for _ in 0..2 {
+            assert_eq!(status(&app, call("/v1/search", "", "10.0.0.2:1")).await.0, StatusCode::OK);
+        }
+        assert_eq!(
+            status(&app, call("/v1/search", "", "10.0.0.2:1")).await.0,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        for _ in 0..5 {
+            assert_eq!(
+                status(&app, call("/v1/search", "op", "10.0.0.2:1")).await.0,
+                StatusCode::OK
+            );
+        }
+        // A HoldMany item pays the holds bucket only when that class has a rate.
+        limits.check_route_session(RouteClass::Holds, "a").unwrap();
+        let holds = [(RouteClass::Holds, 1)].into_iter().collect();
+        let limits = Limits::with_quotas(per_minute(1000), per_minute(1000), BTreeSet::new())
+            .with_route_rates(&holds);
+        for _ in 0..2 {
+            limits.check_route_session(RouteClass::Holds, " a ").unwrap();
+        }
+        let refused = limits.check_route_session(RouteClass::Holds, "a").unwrap_err();
+        assert_eq!(refused.code().name(), "rate_limited");
+        limits.check_route_session(RouteClass::Holds, "b").unwrap();
+    }
+
+    #[test]
+    fn rest_and_grpc_routes_share_their_class() {
+        use axum::http::Method as M;
+        let rest = |method: M, path: &str| RouteClass::of_rest(&method, path);
+        assert_eq!(rest(M::POST, "/v1/shows/7/holds"), Some(RouteClass::Holds));
+        assert_eq!(RouteClass::of_grpc("/booking.v1.BookingService/Hold"), Some(RouteClass::Holds));
+        assert_eq!(rest(M::POST, "/v1/holds/h-1-2/checkout"), Some(RouteClass::Checkout));
+        assert_eq!(rest(M::POST, "/v1/shows/7/queue"), Some(RouteClass::Queue));
+        assert_eq!(rest(M::POST, "/v1/resources/show-7/waitlist:join"), Some(RouteClass::Waitlist));
+        assert_eq!(rest(M::GET, "/v1/search"), Some(RouteClass::Search));
+        assert_eq!(rest(M::GET, "/v1/shows/7/availability"), Some(RouteClass::SeatMaps));
+        assert_eq!(
+            RouteClass::of_grpc("/booking.v1.BookingService/GetSeatMap"),
+            Some(RouteClass::SeatMaps)
+        );
+        assert_eq!(rest(M::POST, "/v1/payments/webhook"), Some(RouteClass::Webhook));
+        assert_eq!(rest(M::GET, "/v1/shows/7/holds"), None, "the method counts");
+        assert_eq!(rest(M::POST, "/v1/shows/7/holds/x"), None);
+        assert_eq!(RouteClass::of_grpc("/booking.v1.AdminService/Status"), None);
+        assert_eq!(RouteClass::of_grpc("/booking.v1.BookingService/HoldMany"), None, "per item");
+        assert_eq!(crate::limits::parse_route_rate(" holds = 20 "), Ok((RouteClass::Holds, 20)));
+        assert_eq!(crate::limits::parse_route_rate("seat-maps=5"), Ok((RouteClass::SeatMaps, 5)));
+        for bad in ["holds", "holds=0", "holds=-1", "bogus=3", "=3"] {
+            assert!(crate::limits::parse_route_rate(bad).is_err(), "{bad}");
+        }
+        assert!(crate::limits::parse_route_rate("bogus=3").unwrap_err().contains("seat-maps"));
     }
 
     #[tokio::test]

@@ -74,6 +74,8 @@ pub struct RestState {
     pub progress: Arc<Progress>,
     /// Calls to other nodes (the operator's overview asks each for its view).
     pub http: HttpClient,
+    /// The scheme of the other nodes' client ports: `https` under `--client-tls`.
+    pub node_scheme: &'static str,
 }
 
 impl RestState {
@@ -82,11 +84,13 @@ impl RestState {
     pub fn new(service: Service, dialer: Option<raft::DialerRef>) -> RestState {
         let metrics = service.shared().metrics.clone();
         let availability = SeatMaps::new(availability::encode, "rest", metrics);
+        let roots = service.shared().config.node_roots.clone();
         RestState {
+            node_scheme: if roots.is_some() { "https" } else { "http" },
+            http: HttpClient::with_roots(dialer, ops::PEER_VIEW_TIMEOUT, roots),
             service,
             availability: Arc::new(availability),
             progress: Arc::default(),
-            http: HttpClient::new(dialer, ops::PEER_VIEW_TIMEOUT),
         }
     }
 }
@@ -102,7 +106,7 @@ pub fn router(service: Service, dialer: Option<raft::DialerRef>) -> Router {
     let router = routes().router.with_state(RestState::new(service, dialer.clone()));
     let router = metrics::layer(router, shared.metrics.clone());
     let router = limits::layer(router, shared.limits.clone());
-    let router = forward::layer(router, dialer);
+    let router = forward::layer(router, dialer, shared.config.node_roots.clone());
     error::layer(router).merge(docs()).merge(pages::router())
 }
 

@@ -213,7 +213,7 @@ async fn peer_view(
     address: &str,
     credential: Option<axum::http::HeaderValue>,
 ) -> Option<NodeView> {
-    let mut request = Request::get(format!("http://{address}/v1/ops/node"));
+    let mut request = Request::get(format!("{}://{address}/v1/ops/node", state.node_scheme));
     if let Some(credential) = credential {
         request = request.header(header::AUTHORIZATION, credential);
     }

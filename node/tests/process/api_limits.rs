@@ -11,8 +11,8 @@ use std::io;
 use std::time::Duration;
 
 use axum::http::Method;
-use proto::booking::GetHoldRequest;
 use proto::booking::booking_service_client::BookingServiceClient;
+use proto::booking::{GetHoldRequest, SearchRequest};
 use serde_json::json;
 use testkit::ClusterOptions;
 
@@ -26,17 +26,25 @@ const SHOWS: u64 = 700;
 const RATE_PER_SESSION: u32 = 1;
 
 /// How long the node may take to give up on a group without a quorum (its commit wait is 5 s).
+/// `--route-rate search=N`: searches a second per caller (here, per address: no session).
+const SEARCH_RATE: u32 = 1;
+
 const NO_QUORUM_WAIT: Duration = Duration::from_secs(15);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_rate_limit_then_no_quorum() -> io::Result<()> {
-    let layout = ClusterOptions { rate_per_session: Some(RATE_PER_SESSION), ..options(3) };
+    let mut layout = ClusterOptions { rate_per_session: Some(RATE_PER_SESSION), ..options(3) };
+    layout.extra_args.extend(["--route-rate".to_owned(), format!("search={SEARCH_RATE}")]);
     let api = Api::start(layout).await?;
     let mut report = Report::default();
     report.check("a_session_over_its_rate_gets_429", a_session_over_its_rate_gets_429(&api).await);
     report.check(
         "grpc_calls_pay_the_same_session_bucket",
         grpc_calls_pay_the_same_session_bucket(&api).await,
+    );
+    report.check(
+        "a_route_over_its_own_rate_gets_429_on_both_apis",
+        a_route_over_its_own_rate_gets_429_on_both_apis(&api).await,
     );
     report.check(
         "a_group_without_quorum_answers_503",
@@ -85,8 +93,7 @@ async fn grpc_calls_pay_the_same_session_bucket(api: &Api) -> io::Result<()> {
     let hold_id = string_field(&hold, "hold_id")?;
     let number = hold_id.rsplit('-').next().and_then(|n| n.parse().ok()).unwrap_or(0);
     let leader = api.leader(show.group).await?;
-    let address = format!("http://{}", api.cluster.address(leader)?);
-    let mut grpc = BookingServiceClient::connect(address).await.map_err(io::Error::other)?;
+    let mut grpc = BookingServiceClient::new(crate::grpc_channel(&api.cluster, leader).await?);
     let mut limited = 0;
     for _ in 0..10 {
         let mut request = tonic::Request::new(GetHoldRequest { show_id: show.id, hold_id: number });
@@ -102,6 +109,43 @@ async fn grpc_calls_pay_the_same_session_bucket(api: &Api) -> io::Result<()> {
         }
     }
     ensure!(limited >= 5, "a burst of 2 at 1/s: only {limited} of 10 gRPC calls limited");
+    Ok(())
+}
+
+/// `--route-rate search=1`: a caller without a session searching ten times at once on one
+/// node is refused (429 `rate_limited`, naming the route's class) past the burst of two, while
+/// another route still answers; gRPC `Search` calls from the same address pay the class's
+/// bucket too (RESOURCE_EXHAUSTED).
+async fn a_route_over_its_own_rate_gets_429_on_both_apis(api: &Api) -> io::Result<()> {
+    let search = api.on(2, Method::GET, "/v1/search?q=hamlet");
+    let mut limited = 0;
+    for _ in 0..10 {
+        let answer = search.send_once().await?;
+        if answer.status != 200 {
+            answer.expect_error(429, "rate_limited")?;
+            ensure!(
+                answer.text.contains("search"),
+                "the refusal names the route: {}",
+                answer.describe()
+            );
+            limited += 1;
+        }
+    }
+    ensure!(limited >= 5, "a burst of 2 at 1/s: only {limited} of 10 searches limited");
+    api.on(2, Method::GET, "/v1/shows").send_once().await?.expect(200)?;
+    let mut grpc = BookingServiceClient::new(crate::grpc_channel(&api.cluster, 2).await?);
+    let mut limited = 0;
+    for _ in 0..10 {
+        let request = SearchRequest { q: "hamlet".to_owned(), ..SearchRequest::default() };
+        match grpc.search(request).await {
+            Ok(_) => {}
+            Err(status) => {
+                ensure!(status.code() == tonic::Code::ResourceExhausted, "{status:?}");
+                limited += 1;
+            }
+        }
+    }
+    ensure!(limited >= 5, "a burst of 2 at 1/s: only {limited} of 10 gRPC searches limited");
     Ok(())
 }
 

@@ -114,6 +114,10 @@ impl Driver {
     /// A new browser session (its own profile: its own cookies and storage).
     async fn browser(&self) -> io::Result<Client> {
         let mut capabilities = serde_json::Map::new();
+        // The pages are served over TLS with the cluster's own CA, which this fresh browser
+        // profile does not know: the test is about the pages (`client_tls.rs` checks the
+        // certificates), so the browser takes them as they are.
+        capabilities.insert("acceptInsecureCerts".to_owned(), json!(true));
         capabilities.insert(
             "goog:chromeOptions".to_owned(),
             json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu",
@@ -183,7 +187,7 @@ async fn build(api: &Api) -> io::Result<()> {
 
 /// The URL of `path` on node `node`'s pages.
 fn page(api: &Api, node: u64, path: &str) -> io::Result<String> {
-    Ok(format!("http://{}{path}", api.cluster.address(node)?))
+    Ok(api.cluster.url(node, path)?)
 }
 
 /// Waits for the element `css` to be there.

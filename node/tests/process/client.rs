@@ -26,7 +26,7 @@ use proto::booking::{
 use testkit::{Cluster, NodeId};
 use tokio::time::Instant;
 use tonic::metadata::MetadataValue;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig};
 use tonic::{Code, Request, Response, Status};
 
 /// How long one attempt of a call may take before it counts as failed (and is retried).
@@ -76,6 +76,8 @@ pub fn describe(status: &Status) -> String {
 #[derive(Clone, Default)]
 struct Channels {
     by_address: Arc<Mutex<BTreeMap<String, Channel>>>,
+    /// The cluster's CA, when its nodes serve TLS.
+    tls: Option<ClientTlsConfig>,
 }
 
 impl Channels {
@@ -91,7 +93,7 @@ impl Channels {
         if let Some(channel) = channels.get(address) {
             return Ok(channel.clone());
         }
-        let endpoint = Endpoint::from_shared(format!("http://{address}"))
+        let endpoint = crate::grpc_endpoint_at(address, self.tls.as_ref())
             .map_err(|error| Status::invalid_argument(format!("address {address}: {error}")))?
             .connect_timeout(CONNECT_MAX)
             .tcp_nodelay(true);
@@ -133,7 +135,7 @@ struct ClientInner {
 impl Client {
     /// A client of every node `cluster` has (running or not).
     pub fn of(cluster: &Cluster) -> Client {
-        Client::new(cluster.addresses())
+        Client::new(cluster.addresses(), crate::grpc_tls(cluster))
     }
 
     /// A client that only talks to nodes `ids` of `cluster` (and follows no leader hint to
@@ -144,16 +146,17 @@ impl Client {
     /// When the cluster has no such node.
     pub fn of_nodes(cluster: &Cluster, ids: &[NodeId]) -> io::Result<Client> {
         let addresses = ids.iter().map(|&id| cluster.address(id)).collect::<Result<_, _>>()?;
-        Ok(Client::new(addresses))
+        Ok(Client::new(addresses, crate::grpc_tls(cluster)))
     }
 
-    /// A client of the nodes at `nodes` (host:port of their API), with channels of its own.
-    fn new(nodes: Vec<String>) -> Client {
+    /// A client of the nodes at `nodes` (host:port of their API), with channels of its own,
+    /// over TLS with `tls` when given.
+    fn new(nodes: Vec<String>, tls: Option<ClientTlsConfig>) -> Client {
         let number = CLIENTS.fetch_add(1, Ordering::Relaxed);
         Client {
             inner: Arc::new(ClientInner {
                 nodes,
-                channels: Channels::default(),
+                channels: Channels { tls, ..Channels::default() },
                 key_prefix: format!("test-{}-{number}", std::process::id()),
                 next_key: AtomicU64::new(0),
                 leaders: Mutex::new(BTreeMap::new()),

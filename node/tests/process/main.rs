@@ -59,8 +59,9 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-use testkit::{Cluster, ClusterOptions, Converged, GroupId};
+use testkit::{Cluster, ClusterOptions, Converged, GroupId, NodeId};
 use tokio::time::Instant;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 /// How long any awaited condition may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -74,6 +75,38 @@ pub fn options(nodes: u64) -> ClusterOptions {
         wait: WAIT,
         ..ClusterOptions::ephemeral(nodes)
     }
+}
+
+/// The TLS a gRPC client of `cluster` needs: its CA, when its nodes serve TLS.
+pub fn grpc_tls(cluster: &Cluster) -> Option<ClientTlsConfig> {
+    cluster.options().client_tls.then(|| {
+        ClientTlsConfig::new().ca_certificate(Certificate::from_pem(cluster.ca_certificate()))
+    })
+}
+
+/// A gRPC endpoint of the client port at `address` (`host:port`): https with `tls` when given.
+///
+/// # Errors
+///
+/// When `address` is not a URI authority, or tonic refuses the TLS settings.
+pub fn grpc_endpoint_at(address: &str, tls: Option<&ClientTlsConfig>) -> io::Result<Endpoint> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let endpoint =
+        Endpoint::from_shared(format!("{scheme}://{address}")).map_err(io::Error::other)?;
+    match tls {
+        Some(tls) => endpoint.tls_config(tls.clone()).map_err(io::Error::other),
+        None => Ok(endpoint),
+    }
+}
+
+/// A connected gRPC channel to node `id`'s client port, over TLS when the cluster serves it.
+///
+/// # Errors
+///
+/// When the node is unknown or cannot be reached.
+pub async fn grpc_channel(cluster: &Cluster, id: NodeId) -> io::Result<tonic::transport::Channel> {
+    let endpoint = grpc_endpoint_at(&cluster.address(id)?, grpc_tls(cluster).as_ref())?;
+    endpoint.connect().await.map_err(io::Error::other)
 }
 
 /// Starts a cluster with `options` and prints which node leads each group, and how long after

@@ -72,9 +72,10 @@ impl Paysim {
     ) -> io::Result<Paysim> {
         let mut command = Command::new(env!("CARGO_BIN_EXE_paysim"));
         command.args(["--listen", listen, "--data-dir"]).arg(dir);
-        for node in api.cluster.addresses() {
-            command.args(["--webhook-url", &format!("http://{node}/v1/payments/webhook")]);
+        for id in api.cluster.node_ids() {
+            command.args(["--webhook-url", &api.cluster.url(id, "/v1/payments/webhook")?]);
         }
+        command.arg("--webhook-ca-file").arg(api.cluster.ca_file()?);
         let mut child = command
             .args(extra)
             .env("PAYSIM_WEBHOOK_SECRET", WEBHOOK_SECRET)
@@ -103,7 +104,7 @@ impl Paysim {
         path: &str,
         body: Option<&Value>,
     ) -> io::Result<(u16, Value)> {
-        let mut call = api.http.call(method, &self.address, path);
+        let mut call = api.http.plain().call(method, &self.address, path);
         if let Some(body) = body {
             call = call.json(body);
         }
@@ -121,6 +122,7 @@ impl Paysim {
     ) -> io::Result<(u16, Value)> {
         let answer = api
             .http
+            .plain()
             .call(Method::POST, &self.address, path)
             .key(key)
             .json(body)
@@ -324,7 +326,7 @@ async fn declines_outages_and_bad_input_charge_nothing(api: &Api, dir: &Path) ->
 
 /// The webhook URL of node `id`, as paysim is given it.
 fn webhook_url(api: &Api, id: u64) -> io::Result<String> {
-    Ok(format!("http://{}/v1/payments/webhook", api.cluster.address(id)?))
+    Ok(api.cluster.url(id, "/v1/payments/webhook")?)
 }
 
 /// A genuine `succeeded` webhook for a checkout, signed under the right secret but 10 minutes

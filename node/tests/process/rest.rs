@@ -1,5 +1,5 @@
-//! A plain HTTP/1.1 JSON client of the REST API for the process tests (no SDK, hyper-util's
-//! client alone), and the fixture the `api_*` tests share: a cluster started with an operator
+//! An HTTP/1.1 JSON client of the REST API for the process tests (no SDK: hyper-util's pooled
+//! client, over TLS trusting the cluster's CA when the nodes serve it), and the fixture the `api_*` tests share: a cluster started with an operator
 //! credential and a webhook secret, buyer sessions, shows created through `POST /v1/shows`, and
 //! a report that runs a file's scenarios one after the other on one cluster and names each one
 //! that failed.
@@ -17,9 +17,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, Request};
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use node::http_client::{HttpClient, Roots};
 use serde_json::{Value, json};
 use testkit::{Cluster, ClusterOptions, GroupId, NodeId};
 use tokio::time::Instant;
@@ -59,22 +57,36 @@ macro_rules! ensure {
 }
 pub(crate) use ensure;
 
-/// An HTTP/1.1 client of any node, cheap to clone.
+/// An HTTP/1.1 client of any node of one cluster, cheap to clone.
 #[derive(Clone)]
 pub struct Http {
-    client: HyperClient<HttpConnector, Full<Bytes>>,
+    client: HttpClient,
+    /// `https` when the cluster serves TLS.
+    scheme: &'static str,
 }
 
-impl Default for Http {
-    fn default() -> Http {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_millis(500)));
-        Http { client: HyperClient::builder(TokioExecutor::new()).build(connector) }
-    }
-}
+/// How long connecting (and the TLS handshake) may take.
+const CONNECT_MAX: Duration = Duration::from_secs(2);
 
 impl Http {
+    /// A client of `cluster`'s nodes: https trusting its CA when they serve TLS.
+    ///
+    /// # Panics
+    ///
+    /// If the cluster's CA certificate is unusable (a bug in the test kit).
+    pub fn of(cluster: &Cluster) -> Http {
+        let roots = (cluster.scheme() == "https").then(|| {
+            Roots::from_pem(cluster.ca_certificate().as_bytes())
+                .unwrap_or_else(|error| panic!("the cluster's CA: {error}"))
+        });
+        Http { client: HttpClient::with_roots(None, CONNECT_MAX, roots), scheme: cluster.scheme() }
+    }
+
+    /// The same client speaking plain HTTP: for a server outside the cluster (paysim).
+    pub fn plain(&self) -> Http {
+        Http { scheme: "http", ..self.clone() }
+    }
+
     /// A request of `method` to `path` on the node serving at `address` (host:port).
     pub fn call(&self, method: Method, address: &str, path: &str) -> Call {
         Call {
@@ -137,7 +149,7 @@ impl Call {
     fn request(&self) -> io::Result<Request<Full<Bytes>>> {
         let mut builder = Request::builder()
             .method(self.method.clone())
-            .uri(format!("http://{}{}", self.address, self.path));
+            .uri(format!("{}://{}{}", self.http.scheme, self.address, self.path));
         for (name, value) in &self.headers {
             builder = builder.header(name, value);
         }
@@ -162,7 +174,8 @@ impl Call {
     pub async fn send_once_within(&self, within: Duration) -> io::Result<Answer> {
         let request = self.request()?;
         let sent = async {
-            let response = self.http.client.request(request).await.map_err(io::Error::other)?;
+            let response =
+                self.http.client.pooled().request(request).await.map_err(io::Error::other)?;
             let (parts, body) = response.into_parts();
             let bytes = body.collect().await.map_err(io::Error::other)?.to_bytes();
             Ok::<_, io::Error>((parts, bytes))
@@ -219,10 +232,11 @@ impl Call {
     /// When the node does not answer, or answers something else than an event stream.
     pub async fn events(&self) -> io::Result<EventStream> {
         let request = self.request()?;
-        let response = tokio::time::timeout(ATTEMPT_MAX, self.http.client.request(request))
-            .await
-            .map_err(|_| io::Error::other(format!("{}: no answer", self.describe())))?
-            .map_err(|error| io::Error::other(format!("{}: {error}", self.describe())))?;
+        let response =
+            tokio::time::timeout(ATTEMPT_MAX, self.http.client.pooled().request(request))
+                .await
+                .map_err(|_| io::Error::other(format!("{}: no answer", self.describe())))?
+                .map_err(|error| io::Error::other(format!("{}: {error}", self.describe())))?;
         let (parts, body) = response.into_parts();
         let content_type = parts
             .headers
@@ -516,7 +530,7 @@ impl Api {
             ..options
         };
         let cluster = crate::start(options).await?;
-        Ok(Api { cluster, http: Http::default(), next: AtomicU64::new(0) })
+        Ok(Api { http: Http::of(&cluster), cluster, next: AtomicU64::new(0) })
     }
 
     /// A fresh idempotency key (or any unique name), never used before by this process.

@@ -94,8 +94,9 @@ impl Sdk {
         };
         let cluster = crate::start(options).await?;
         let client = expect_ok("connect", Client::connect(cluster.addresses()))?;
+        let client = cluster.trusting(client)?;
         let client = expect_ok("operator token", client.with_operator_token(OPERATOR_TOKEN))?;
-        Ok(Sdk { cluster, client, http: Http::default(), next: AtomicU64::new(0) })
+        Ok(Sdk { http: Http::of(&cluster), cluster, client, next: AtomicU64::new(0) })
     }
 
     /// A buyer's SDK client (no operator token) of nodes `ids`, in that order: its first call
@@ -106,7 +107,8 @@ impl Sdk {
     /// When the SDK refuses the addresses.
     pub fn client_of(&self, ids: &[NodeId]) -> io::Result<Client> {
         let addresses = ids.iter().map(|&id| self.cluster.address(id)).collect::<Result<_, _>>()?;
-        expect_ok("connect", Client::connect(addresses))
+        let client = expect_ok("connect", Client::connect(addresses))?;
+        Ok(self.cluster.trusting(client)?)
     }
 
     /// A fresh idempotency key (or any unique name), never used before by this process.

@@ -131,6 +131,7 @@ async fn retry_after_an_unknown_outcome_returns_the_same_hold(sdk: &Sdk) -> io::
         "connect the hasty client",
         Client::with_config(vec![sdk.cluster.address(leader)?], config),
     )?;
+    let hasty = sdk.cluster.trusting(hasty)?;
     sdk.cluster.links().isolate(leader);
     let first = hasty.hold(&buyer, show_id, &[1, 2, 3], PRICE_VERSION, Some(&key)).await;
     sdk.cluster.links().heal_all();

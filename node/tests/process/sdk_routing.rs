@@ -125,8 +125,7 @@ async fn follower_refuses_a_linearizable_seat_map(
     show_id: u64,
     leader_address: &str,
 ) -> io::Result<()> {
-    let address = format!("http://{}", sdk.cluster.address(follower)?);
-    let mut direct = BookingServiceClient::connect(address).await.map_err(io::Error::other)?;
+    let mut direct = BookingServiceClient::new(crate::grpc_channel(&sdk.cluster, follower).await?);
     let request = SeatMapRequest { show_id, linearizable: true, ..SeatMapRequest::default() };
     match direct.get_seat_map(request).await {
         Err(status)

@@ -68,13 +68,7 @@ async fn the_doors_are_shut() -> io::Result<()> {
 
 /// One `AdminService` client of node 1.
 async fn admin(api: &Api) -> io::Result<AdminServiceClient<Channel>> {
-    let address = api.cluster.address(1)?;
-    let channel = Channel::from_shared(format!("http://{address}"))
-        .map_err(io::Error::other)?
-        .connect()
-        .await
-        .map_err(io::Error::other)?;
-    Ok(AdminServiceClient::new(channel))
+    Ok(AdminServiceClient::new(crate::grpc_channel(&api.cluster, 1).await?))
 }
 
 /// `message` with `authorization` set to `credential`, if any.
@@ -208,7 +202,9 @@ async fn peers_need_their_own_certificate(api: &Api) -> io::Result<()> {
     let forged_term = before + 1_000;
     let forged = || vote_request(3, forged_term);
 
-    let answer = raft_client(&client_port, None)?.vote(forged()).await;
+    // The client port serves no Raft, over TLS (as the cluster serves it) or not.
+    let client_tls = cluster.options().client_tls.then_some((ca.as_str(), None));
+    let answer = raft_client(&client_port, client_tls)?.vote(forged()).await;
     let code = answer.map_or_else(|status| status.code(), |_| Code::Ok);
     ensure!(code == Code::Unimplemented, "the client port answered a vote request: {code:?}");
 

@@ -173,6 +173,7 @@ impl World {
                 urls: (1..=options.nodes)
                     .map(|id| format!("http://{}/v1/payments/webhook", net::address(id)))
                     .collect(),
+                roots: None,
                 secret: WEBHOOK_SECRET.to_owned(),
                 attempts: 8,
                 dialer: Some(DialerRef(Arc::new(TurmoilNet))),
@@ -400,6 +401,8 @@ impl World {
             rate_per_session: Some(1_000_000),
             rate_per_address: Some(1_000_000),
             rate_new_sessions_per_address: Some(1_000_000),
+            route_rate: Vec::new(),
+            snapshot_max_bytes: None,
             max_connections: None,
             max_in_flight: None,
             max_streams_per_connection: None,

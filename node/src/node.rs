@@ -61,6 +61,12 @@ pub enum StartError {
     /// The peer port's TLS could not be set up.
     #[error("peer TLS: {0}")]
     Tls(String),
+    /// The snapshot spool directory could not be made or emptied.
+    #[error("the snapshot spool ({SNAPSHOT_SPOOL_DIR} in the data directory): {source}")]
+    Spool {
+        /// Why.
+        source: std::io::Error,
+    },
     /// The listen address could not be bound.
     #[error("listen on {address}: {source}")]
     Listen {
@@ -70,6 +76,10 @@ pub enum StartError {
         source: std::io::Error,
     },
 }
+
+/// Where, in its data directory, a node writes snapshots arriving on its peer port while they
+/// arrive (`raft::RaftService::with_snapshot_spool`).
+pub const SNAPSHOT_SPOOL_DIR: &str = "snapshot-spool";
 
 /// What the API handlers share: this node's identity, its groups, its callers' credentials,
 /// limits and metrics.
@@ -339,6 +349,8 @@ async fn serve_peers(
             RaftService::new(registry.clone())
                 .with_peer_certificates()
                 .with_snapshot_limit(shared.config.snapshot_max_bytes)
+                .with_snapshot_spool(shared.config.data.join(SNAPSHOT_SPOOL_DIR))
+                .map_err(|source| StartError::Spool { source })?
                 .into_server(),
         )
         .add_service(AdminApi::new(shared.clone()).into_server());

@@ -2,8 +2,8 @@
 //! the registry of the groups it hosts.
 //!
 //! Owns routing: each request goes to the local `Raft` of the group it names ([`Groups`], which
-//! the node fills and empties at run time), and a snapshot stream is assembled here and handed
-//! whole to `Raft::install_full_snapshot`. Never decides anything about Raft (the group's `Raft`
+//! the node fills and empties at run time), and a snapshot stream is assembled here (in a spool
+//! file, or in memory) and handed whole to `Raft::install_full_snapshot`. Never decides anything about Raft (the group's `Raft`
 //! answers), and never holds the registry's lock across an await.
 //!
 //! On a peer port with mutual TLS ([`RaftService::with_peer_certificates`]), every call must
@@ -18,7 +18,9 @@
 //! announces must be within the limit ([`RaftService::with_snapshot_limit`]), and no other
 //! snapshot of the group may be arriving (one transfer per group at a time:
 //! `RESOURCE_EXHAUSTED`). Then every message must arrive within [`SNAPSHOT_IDLE`] of the last
-//! (`DEADLINE_EXCEEDED`), and the bytes may not run past the announced size.
+//! (`DEADLINE_EXCEEDED`), and the bytes may not run past the announced size. With a spool
+//! directory ([`RaftService::with_snapshot_spool`], as `bookingd` runs), the bytes go to a file
+//! while they arrive and are read back only once whole; a stream cut off leaves no file.
 //!
 //! Statuses: a group this node does not host is `NOT_FOUND`; bytes that do not decode, a
 //! snapshot stream out of order or of the wrong length are `INVALID_ARGUMENT`; a group that is
@@ -27,6 +29,8 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -105,6 +109,70 @@ pub struct RaftService {
     snapshot_bytes_max: u64,
     /// The groups a snapshot is arriving for now.
     receiving: Arc<Mutex<BTreeSet<GroupId>>>,
+    /// Where an arriving snapshot is written while it arrives (`None`: in memory).
+    spool: Option<Arc<PathBuf>>,
+}
+
+/// An arriving snapshot's bytes: in memory, or in a file of the spool directory, removed when
+/// this is dropped (whether the transfer completed, failed or was cut off).
+enum Arriving {
+    Memory(Vec<u8>),
+    Disk { file: tokio::io::BufWriter<tokio::fs::File>, path: SpoolFile, written: usize },
+}
+
+/// A spool file, removed when dropped.
+struct SpoolFile(PathBuf);
+
+impl Drop for SpoolFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl Arriving {
+    /// Room for a snapshot of `total` bytes: a file `group-<id>.part` in `spool`, or memory
+    /// (reserving at most one message up front: the sender's claim is checked as bytes arrive).
+    async fn new(spool: Option<&Path>, group_id: GroupId, total: usize) -> io::Result<Arriving> {
+        match spool {
+            None => Ok(Arriving::Memory(Vec::with_capacity(total.min(MESSAGE_BYTES_MAX)))),
+            Some(dir) => {
+                let path = SpoolFile(dir.join(format!("group-{group_id}.part")));
+                let file = tokio::fs::File::create(&path.0).await?;
+                Ok(Arriving::Disk { file: tokio::io::BufWriter::new(file), path, written: 0 })
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Arriving::Memory(data) => data.len(),
+            Arriving::Disk { written, .. } => *written,
+        }
+    }
+
+    async fn push(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Arriving::Memory(data) => data.extend_from_slice(bytes),
+            Arriving::Disk { file, written, .. } => {
+                tokio::io::AsyncWriteExt::write_all(file, bytes).await?;
+                *written += bytes.len();
+            }
+        }
+        Ok(())
+    }
+
+    /// The whole snapshot, read back once it has all arrived (the state machine decodes it into
+    /// memory); the spool file is removed.
+    async fn finish(self) -> io::Result<Vec<u8>> {
+        match self {
+            Arriving::Memory(data) => Ok(data),
+            Arriving::Disk { mut file, path, .. } => {
+                tokio::io::AsyncWriteExt::flush(&mut file).await?;
+                drop(file);
+                tokio::fs::read(&path.0).await
+            }
+        }
+    }
 }
 
 /// A group's snapshot transfer in progress; ends it when dropped.
@@ -128,7 +196,28 @@ impl RaftService {
             authenticate: false,
             snapshot_bytes_max: SNAPSHOT_BYTES_MAX,
             receiving: Arc::default(),
+            spool: None,
         }
+    }
+
+    /// Writes each arriving snapshot to a file in `dir` while it arrives, instead of holding it
+    /// in memory: a slow or stalled sender holds a file, not the node's memory, until the stream
+    /// is whole (or cut off, when the file is removed). Files a crash left in `dir` are removed
+    /// here: a transfer is never resumed.
+    ///
+    /// # Errors
+    ///
+    /// When `dir` cannot be made or emptied.
+    pub fn with_snapshot_spool(self, dir: impl Into<PathBuf>) -> io::Result<RaftService> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir)?;
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|extension| extension == "part") {
+                std::fs::remove_file(&path)?;
+            }
+        }
+        Ok(RaftService { spool: Some(Arc::new(dir)), ..self })
     }
 
     /// Refuses a snapshot announced larger than `bytes`, before reading any of it.
@@ -313,8 +402,10 @@ impl raft_service_server::RaftService for RaftService {
         }
         let _receiving = self.start_receiving(group_id)?;
         let total = usize::try_from(header.total_bytes).map_err(invalid)?;
-        // Reserve at most one message up front: the sender's claim is checked as bytes arrive.
-        let mut data = Vec::with_capacity(total.min(MESSAGE_BYTES_MAX));
+        let spool = self.spool.as_deref().map(PathBuf::as_path);
+        let mut data = Arriving::new(spool, group_id, total)
+            .await
+            .map_err(|error| spool_failed(group_id, &error))?;
         loop {
             let next =
                 tokio::time::timeout(SNAPSHOT_IDLE, chunks.message()).await.map_err(|_| {
@@ -333,7 +424,7 @@ impl raft_service_server::RaftService for RaftService {
                     "group {group_id}: snapshot bytes beyond the announced {total}"
                 )));
             }
-            data.extend_from_slice(&bytes);
+            data.push(&bytes).await.map_err(|error| spool_failed(group_id, &error))?;
         }
         if data.len() != total {
             return Err(invalid(format!(
@@ -341,6 +432,7 @@ impl raft_service_server::RaftService for RaftService {
                 data.len()
             )));
         }
+        let data = data.finish().await.map_err(|error| spool_failed(group_id, &error))?;
         let snapshot = Snapshot { meta, snapshot: data };
         let answer = raft
             .install_full_snapshot(vote, snapshot)
@@ -348,4 +440,10 @@ impl raft_service_server::RaftService for RaftService {
             .map_err(|error| unavailable(group_id, error))?;
         reply("snapshot response", &answer)
     }
+}
+
+/// A snapshot that could not be written to or read from the spool: the node's fault, so the
+/// leader tries again later.
+fn spool_failed(group_id: GroupId, error: &io::Error) -> Status {
+    Status::unavailable(format!("group {group_id}: the snapshot spool: {error}"))
 }

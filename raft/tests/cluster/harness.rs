@@ -85,7 +85,7 @@ pub struct TestNode {
     groups: Groups,
     readers: BTreeMap<GroupId, GroupReader>,
     server: Option<Server>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl TestNode {
@@ -128,7 +128,11 @@ impl TestNode {
         let (stop, stopped) = oneshot::channel::<()>();
         let incoming = tonic::transport::server::TcpIncoming::from(listener);
         let server = tonic::transport::Server::builder()
-            .add_service(RaftService::new(groups.clone()).into_server())
+            .add_service(
+                RaftService::new(groups.clone())
+                    .with_snapshot_spool(dir.path().join("spool"))?
+                    .into_server(),
+            )
             .serve_with_incoming_shutdown(incoming, async {
                 // A dropped sender stops the server too.
                 let _ = stopped.await;
@@ -141,8 +145,13 @@ impl TestNode {
             groups,
             readers,
             server: Some(Server { stop, task }),
-            _dir: dir,
+            dir,
         })
+    }
+
+    /// Where its snapshot service writes arriving snapshots.
+    pub fn spool_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("spool")
     }
 
     /// Whether the node runs (it was not crashed).

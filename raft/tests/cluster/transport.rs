@@ -96,7 +96,8 @@ fn snapshot_header(vote: Vote, total_bytes: u64) -> io::Result<proto::raft::Snap
 /// The snapshot streams a peer cannot be made to read: from a stale vote (answered at once with
 /// the group's vote, as Raft answers a deposed leader), announced past the limit, and a second
 /// one for a group whose snapshot is arriving; each is answered while the sender still holds its
-/// stream open (so before any data is read), and none changes the group's vote or state.
+/// stream open (so before any data is read), and none changes the group's vote or state. The
+/// transfer that is read goes to a spool file, which is gone once the stream is cut off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_past_its_cap_from_a_stale_term_or_twice_at_once_is_cut_off_early()
 -> io::Result<()> {
@@ -145,6 +146,23 @@ async fn a_snapshot_past_its_cap_from_a_stale_term_or_twice_at_once_is_cut_off_e
     let refused = refused.map_err(io::Error::other)?.expect_err("a second transfer of the group");
     assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
     assert!(refused.message().contains("already arriving"), "{refused:?}");
+    // The waiting transfer writes its bytes to the node's spool while they arrive.
+    let spool = cluster.node(1)?.spool_dir();
+    let part = spool.join(format!("group-{GROUP}.part"));
+    let data = proto::raft::SnapshotChunk {
+        chunk: Some(proto::raft::snapshot_chunk::Chunk::Data(vec![7; 100])),
+    };
+    for sender in [&one, &two] {
+        // The refused stream's receiver is gone: its send fails, which is fine.
+        let _ = sender.send(data.clone()).await;
+    }
+    tokio::time::timeout(WAIT, async {
+        while !part.exists() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .map_err(|_| io::Error::other(format!("no spool file {}", part.display())))?;
     drop((one, two));
     let ended = within(waiting_call).await.map_err(io::Error::other)?.map_err(io::Error::other)?;
     let ended = ended.expect_err("a stream that ended early");
@@ -152,5 +170,8 @@ async fn a_snapshot_past_its_cap_from_a_stale_term_or_twice_at_once_is_cut_off_e
 
     assert_eq!(raft.metrics().borrow_watched().vote, vote_before, "no stream changed the vote");
     assert_eq!(raft.metrics().borrow_watched().last_applied, applied_before, "nor the state");
+    // Cut off, the transfer left nothing in the spool.
+    let left: Vec<_> = std::fs::read_dir(&spool)?.collect::<Result<_, _>>()?;
+    assert!(left.is_empty(), "files left in {}: {left:?}", spool.display());
     cluster.shutdown().await
 }

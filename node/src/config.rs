@@ -226,8 +226,9 @@ pub struct Args {
     pub route_rate: Vec<(crate::limits::RouteClass, u32)>,
     /// The largest snapshot this node accepts from a leader, in bytes (default 4 GiB, at least
     /// 1 MiB): a stream announcing more is refused on its first message. A snapshot is
-    /// assembled in memory before it is installed, so this bounds the memory one transfer takes
-    /// (one transfer per group at a time).
+    /// written to the data directory while it arrives and read into memory once whole, to be
+    /// installed, so this bounds the disk and the memory one transfer takes (one transfer per
+    /// group at a time).
     #[arg(long, value_name = "BYTES")]
     pub snapshot_max_bytes: Option<u64>,
     /// Client connections served at once (default 10,000); a connection past the cap is closed

@@ -1,4 +1,4 @@
-//! The REST API's sessions, shows, operator calls, documents and probes, over plain HTTP against
+//! The REST API's sessions, shows, operator calls, documents and probes, over HTTP(S) against
 //! a real 3-node cluster, and a request sent to a follower of the show's group (forwarded to the
 //! leader and answered normally). The operator's controls of a show (open, close, prices,
 //! admission, waitlist, cancel) are walked through on the same cluster: each works, a repeat

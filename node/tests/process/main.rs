@@ -5,7 +5,7 @@
 //! acknowledged hold survives the loss of its leader and of every process, an isolated leader
 //! acknowledges nothing, a wiped node catches up by snapshot, membership changes under load lose
 //! nothing, and every replica of a group converges on the same state. The `api_*` tests speak
-//! plain HTTP to the REST API of such a cluster (`rest.rs`): every path with its success shape,
+//! HTTP over TLS (as every client of these clusters does: `ClusterOptions::client_tls`) to the REST API of such a cluster (`rest.rs`): every path with its success shape,
 //! every error status and code, the seed races (two sessions racing for one seat, a double-tap
 //! accept, a retry after a lost response, not-owner access), a request sent to a follower,
 //! server-sent events and signed payment webhooks; each file runs its scenarios on one cluster

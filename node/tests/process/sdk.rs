@@ -2,7 +2,7 @@
 //! the fixture the `sdk_*` tests share: a cluster started with an operator credential and a
 //! webhook secret, an SDK client of every node holding the operator token, buyer sessions, and
 //! payment outcomes delivered as the provider would, by a signed `POST /v1/payments/webhook`
-//! (the only plain HTTP these tests speak: the SDK has no call for it, a provider makes it).
+//! (the only HTTP these tests speak: the SDK has no call for it, a provider makes it).
 //!
 //! This file checks a buyer's whole journey: admission (window 1: strict FIFO), a hold that
 //! consumes its grant, checkout, the signed webhook, the confirmed hold, its booking and the seat
@@ -49,7 +49,7 @@ pub struct Sdk {
     pub cluster: Cluster,
     /// An SDK client of every node, with the operator token.
     pub client: Client,
-    /// The plain HTTP client the provider's webhooks go through.
+    /// The HTTP client the provider's webhooks go through (https, trusting the cluster's CA).
     http: Http,
     /// Makes idempotency keys and event ids unique in the process.
     next: AtomicU64,
@@ -144,7 +144,7 @@ impl Sdk {
     }
 
     /// Sends the provider's signed `succeeded` webhook for payment `payment_id` of `show_id`
-    /// (`amount_minor` EUR) to node `node`, as plain HTTP, and returns the 200 answer's body.
+    /// (`amount_minor` EUR) to node `node` over HTTP(S), and returns the 200 answer's body.
     ///
     /// # Errors
     ///

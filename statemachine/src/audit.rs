@@ -3,7 +3,8 @@
 //!
 //! Owns the record shapes and the per-entity log. Records are written in the same apply as the
 //! transition they describe, so the log can answer "why did someone after me get a spot?" from
-//! facts rather than guesses. Never decides a transition; never forgets a record.
+//! facts rather than guesses. Never decides a transition; never forgets a record, except every record of an archived show
+//! (its archive keeps them).
 
 use std::collections::BTreeMap;
 
@@ -244,6 +245,30 @@ impl Audit {
     /// The records of one entity, oldest first.
     pub fn of(&self, entity: EntityRef) -> &[AuditRecord] {
         self.records.get(&entity).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Every entity of one show with records, in order, and its records.
+    pub fn of_show(&self, show: ShowId) -> impl Iterator<Item = (&EntityRef, &[AuditRecord])> {
+        let first = EntityRef { show, kind: EntityKind::Hold, id: 0 };
+        self.records
+            .range(first..)
+            .take_while(move |(entity, _)| entity.show == show)
+            .map(|(entity, records)| (entity, records.as_slice()))
+    }
+
+    /// Forgets one entity's records (compacted: its records live on in an archive segment).
+    pub(crate) fn remove(&mut self, entity: EntityRef) {
+        self.records.remove(&entity);
+    }
+
+    /// Forgets every record of one show (archived: its records live on in its archive).
+    pub(crate) fn remove_show(&mut self, show: ShowId) {
+        let first = EntityRef { show, kind: EntityKind::Hold, id: 0 };
+        let mut removed = self.records.split_off(&first);
+        if let Some(next) = show.0.checked_add(1) {
+            let next = EntityRef { show: ShowId(next), kind: EntityKind::Hold, id: 0 };
+            self.records.append(&mut removed.split_off(&next));
+        }
     }
 
     /// Every entity with records, in order, and its records.

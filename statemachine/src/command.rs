@@ -222,6 +222,26 @@ pub enum OperatorCommand {
         /// The seed.
         seed: u64,
     },
+    /// Removes an ended, settled show from the group, keeping a small record of it; its
+    /// archive (`Group::archive_export`) holds the rest. Applied only if the archive the state
+    /// exports has this digest, so a show is removed only in the state that was archived.
+    ArchiveShow {
+        /// The show.
+        show: ShowId,
+        /// The SHA-256 of its archive's bytes.
+        digest: Digest,
+    },
+    /// Removes the show's records that ended before `before_ms` (log time, at most the log
+    /// time now) and may leave (`Group::compaction_export`), if the segment they make has this
+    /// digest.
+    CompactShow {
+        /// The show.
+        show: ShowId,
+        /// Records whose last transition is older than this leave.
+        before_ms: u64,
+        /// The SHA-256 of the segment's bytes.
+        digest: Digest,
+    },
 }
 
 /// Everything needed to create a show.
@@ -343,7 +363,9 @@ impl OperatorCommand {
             | OperatorCommand::ConfigureWaitlist { show, .. }
             | OperatorCommand::CapacityReleased { show, .. }
             | OperatorCommand::ConfigureWaitlistPolicy { show, .. }
-            | OperatorCommand::DrawLottery { show, .. } => *show,
+            | OperatorCommand::DrawLottery { show, .. }
+            | OperatorCommand::ArchiveShow { show, .. }
+            | OperatorCommand::CompactShow { show, .. } => *show,
         }
     }
 }

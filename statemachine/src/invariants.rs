@@ -44,6 +44,18 @@ impl Group {
             show.check().map_err(|violation| format!("show {id}: {violation}"))?;
         }
         self.catalog.check(&self.placement, self.applied_index)?;
+        for (id, archived) in &self.archived {
+            ensure!(archived.show == *id, "archived show {id} is stored under another id");
+            ensure!(!self.shows.contains_key(id), "show {id} is both live and archived");
+            ensure!(
+                archived.index <= self.applied_index,
+                "show {id} was archived after the applied index"
+            );
+            ensure!(
+                self.audit.of_show(*id).next().is_none(),
+                "archived show {id} still has audit records"
+            );
+        }
         Ok(())
     }
 }

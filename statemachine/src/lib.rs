@@ -9,12 +9,14 @@
 //! The rules live one concept per file: shows (`show.rs`), holds (`hold.rs`), checkout and
 //! payments (`payment.rs`), bookings (`booking.rs`), the admission lane (`admission.rs`), the
 //! waitlist (`waitlist.rs`), expiry (`expiry.rs`), idempotency, audit and outbox, and the
-//! metadata group's show placement (`placement.rs`) and catalog (`catalog.rs`). What a command answers its proposer (its
+//! metadata group's show placement (`placement.rs`) and catalog (`catalog.rs`), and what leaves the
+//! state for archives: ended shows (`archive.rs`) and old terminal records (`retention.rs`). What a command answers its proposer (its
 //! outcome and the view of what it wrote) is in `answer.rs`. Reads are in
 //! `read.rs`, rejections a leader may answer without a log entry in `precheck.rs`, snapshots in `snapshot.rs`, invariants in `invariants.rs`.
 
 mod admission;
 mod answer;
+mod archive;
 mod audit;
 mod booking;
 mod catalog;
@@ -34,6 +36,7 @@ mod payment;
 mod placement;
 mod precheck;
 mod read;
+mod retention;
 mod show;
 mod snapshot;
 mod state;
@@ -41,6 +44,10 @@ mod waitlist;
 mod waitlist_policy;
 
 pub use answer::{Answer, Written};
+pub use archive::{
+    ARCHIVE_FORMAT, ARCHIVE_FORMAT_VERSION, ArchiveError, ArchiveHeader, ArchiveLine, ArchivedShow,
+    AuditLine, ShowRecord, archive_digest, archived_trail, read_archive,
+};
 pub use audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
 pub use catalog::{
     Catalog, CatalogCommand, CatalogKind, Change, EventSpec, HallSpec, ListingSpec, Record, Row,
@@ -60,6 +67,7 @@ pub use ids::{
 };
 pub use outbox::{Event, Outbox, OutboxEvent, RefundReason};
 pub use outcome::{HoldReceipt, Outcome, PaymentEffect, Rejection, Reply};
+pub use retention::COMPACTION_FORMAT;
 
 /// Whether this build has the `verify` feature: every invariant checked after every applied
 /// entry (see [`Group::apply`]). Binaries report it (`bookingd --version`) so that a test can
@@ -79,6 +87,8 @@ pub use state::{
     WaitlistOrdering, WaitlistPolicy, WaitlistRules,
 };
 pub use waitlist_policy::{BAND_GUEST, ServingKey, draw_key};
+
+use std::collections::BTreeMap;
 
 use limits::{BATCH_COMMANDS_MAX, TICK_EXPIRATIONS_MAX};
 use state::Ctx;
@@ -182,7 +192,7 @@ impl Group {
             Command::Client(client) => {
                 let ClientCommand { show, session, key, ref request } = *client;
                 request.validate()?;
-                let show = self.shows.get_mut(&show).ok_or(Rejection::ShowNotFound)?;
+                let show = show_entry(&mut self.shows, &self.archived, show)?;
                 if let Some(stored) = show.replay(session, key, request, now) {
                     return stored;
                 }
@@ -198,7 +208,7 @@ impl Group {
                 Ok(reply)
             }
             Command::Operator(OperatorCommand::CreateShow(spec)) => {
-                if self.shows.contains_key(&spec.show) {
+                if self.shows.contains_key(&spec.show) || self.archived.contains_key(&spec.show) {
                     return Err(Rejection::ShowExists);
                 }
                 if self.shows.len() >= limits::SHOWS_PER_GROUP_MAX {
@@ -217,9 +227,15 @@ impl Group {
                 self.shows.insert(spec.show, show);
                 Ok(reply)
             }
+            &Command::Operator(OperatorCommand::ArchiveShow { show, digest }) => {
+                self.archive_show(show, digest)
+            }
+            &Command::Operator(OperatorCommand::CompactShow { show, before_ms, digest }) => {
+                self.compact_show(show, before_ms, digest)
+            }
             Command::Operator(operator) => {
                 let operator = operator.clone();
-                let show = self.shows.get_mut(&operator.show()).ok_or(Rejection::ShowNotFound)?;
+                let show = show_entry(&mut self.shows, &self.archived, operator.show())?;
                 let mut ctx = Ctx {
                     now,
                     index,
@@ -230,7 +246,7 @@ impl Group {
                 show.apply_operator(&mut ctx, operator)
             }
             Command::Payment(outcome) => {
-                let show = self.shows.get_mut(&outcome.show).ok_or(Rejection::ShowNotFound)?;
+                let show = show_entry(&mut self.shows, &self.archived, outcome.show)?;
                 let mut ctx = Ctx {
                     now,
                     index,
@@ -275,7 +291,7 @@ impl Group {
             }
             &Command::AuditDigest { index: at, digest } => self.digests.record(index, at, digest),
             &Command::RefundCompleted { show, payment } => {
-                let show = self.shows.get_mut(&show).ok_or(Rejection::ShowNotFound)?;
+                let show = show_entry(&mut self.shows, &self.archived, show)?;
                 let mut ctx = Ctx {
                     now,
                     index,
@@ -344,6 +360,19 @@ impl Group {
     /// this with its own clock before proposing, so an idle group writes no tick entries.
     pub fn has_due(&self, now_ms: u64) -> bool {
         self.shows.values().any(|show| show.has_due(now_ms))
+    }
+}
+
+/// One show of a group to change, or why not (`show_archived`, `show_not_found`).
+fn show_entry<'a>(
+    shows: &'a mut BTreeMap<ShowId, Show>,
+    archived: &BTreeMap<ShowId, ArchivedShow>,
+    show: ShowId,
+) -> Result<&'a mut Show, Rejection> {
+    match shows.get_mut(&show) {
+        Some(found) => Ok(found),
+        None if archived.contains_key(&show) => Err(Rejection::ShowArchived),
+        None => Err(Rejection::ShowNotFound),
     }
 }
 
@@ -443,6 +472,9 @@ impl Show {
                 self.set_waitlist_policy(ctx, policy_version, rules)
             }
             OperatorCommand::DrawLottery { seed, .. } => self.draw_lottery(ctx, seed),
+            OperatorCommand::ArchiveShow { .. } | OperatorCommand::CompactShow { .. } => {
+                unreachable!("handled by the group")
+            }
         }
     }
 }

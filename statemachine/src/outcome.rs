@@ -14,6 +14,7 @@ use crate::ids::{
     BookingId, CapacityEventId, EntryId, HoldId, Money, OfferId, OutboxId, PaymentId, SeatSet,
     ShowId, TicketId,
 };
+use crate::snapshot::Digest;
 use crate::state::{
     HoldStatus, PaymentStatus, ShowStatus, TicketStatus, WaitlistEntryStatus, WaitlistRules,
 };
@@ -265,6 +266,26 @@ pub enum Reply {
         /// Whether anything changed (false: the record already was as asked).
         changed: bool,
     },
+    /// The show left the group for its archive (now or before, with the same archive).
+    ShowArchived {
+        /// The show.
+        show: ShowId,
+        /// The SHA-256 of its archive.
+        digest: Digest,
+        /// The archive's length in bytes.
+        bytes: u64,
+        /// Whether it was archived before: nothing changed.
+        duplicate: bool,
+    },
+    /// Records of the show that ended before a bound left the state for an archive segment.
+    ShowCompacted {
+        /// The show.
+        show: ShowId,
+        /// Records removed (holds, payments, tickets, waitlist entries, offers).
+        records: u32,
+        /// The segment's length in bytes.
+        bytes: u64,
+    },
 }
 
 /// What a successful hold gives the buyer.
@@ -511,6 +532,18 @@ pub enum Rejection {
         /// The kind of record.
         kind: CatalogKind,
     },
+    /// The show was archived: it is no longer in the group (its audit is in its archive).
+    #[error("the show is archived")]
+    ShowArchived,
+    /// The show cannot be archived yet.
+    #[error("the show is not settled: {what}")]
+    ShowNotSettled {
+        /// What remains to settle.
+        what: Cow<'static, str>,
+    },
+    /// The show changed since its archive was exported: export it again.
+    #[error("the show changed since its archive was exported")]
+    ArchiveChanged,
 }
 
 impl Rejection {
@@ -567,6 +600,9 @@ impl Rejection {
             Rejection::CatalogNotFound { .. } => "catalog_not_found",
             Rejection::CatalogExists { .. } => "catalog_exists",
             Rejection::CatalogRetired { .. } => "catalog_retired",
+            Rejection::ShowArchived => "show_archived",
+            Rejection::ShowNotSettled { .. } => "show_not_settled",
+            Rejection::ArchiveChanged => "archive_changed",
         }
     }
 }

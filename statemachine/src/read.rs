@@ -173,7 +173,7 @@ impl Group {
     }
 
     fn show_for_read(&self, show: ShowId) -> Result<&Show, Rejection> {
-        self.shows.get(&show).ok_or(Rejection::ShowNotFound)
+        self.show_or_archived(show)
     }
 
     /// The seat map of a show.

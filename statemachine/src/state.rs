@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use arrayvec::ArrayVec;
 use serde::{Deserialize, Serialize};
 
+use crate::archive::ArchivedShow;
 use crate::audit::{Audit, AuditRecord, EntityKind, EntityRef, OrderKey, Reason, StateName};
 use crate::catalog::Catalog;
 use crate::command::ShowPolicy;
@@ -788,6 +789,8 @@ pub struct Group {
     pub digests: Digests,
     /// What buyers browse: venues, halls, events, listings (kept by the metadata group only).
     pub catalog: Catalog,
+    /// What stays of each archived show.
+    pub archived: BTreeMap<ShowId, ArchivedShow>,
 }
 
 /// The effects context of one command: log position, and the group-wide logs it writes to.

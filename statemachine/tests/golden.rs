@@ -46,6 +46,7 @@ fn the_current_format_is_pinned() {
 #[test]
 fn the_golden_scenario_reaches_every_state() {
     let group = scenario::build().group;
+    assert_eq!(group.archived().len(), 1, "an archived show");
     let shows: Vec<&Show> = group.shows().collect();
     let holds: Vec<HoldState> =
         shows.iter().flat_map(|show| show.holds.values()).map(|hold| hold.state).collect();
@@ -241,6 +242,18 @@ fn a_version_7_snapshot_decodes_to_the_state_it_held() {
     group.check_invariants().expect("the migrated state keeps every invariant");
     assert_eq!(group, scenario::build_version_7().group);
     assert_eq!(group.catalog(), &Catalog::default());
+}
+
+/// Version 8 snapshots (written before a group kept its archived shows) decode to the scenario
+/// as version 8 knew it, with no archived show.
+#[test]
+fn a_version_8_snapshot_decodes_to_the_state_it_held() {
+    let bytes = std::fs::read(fixture(8)).expect("the version 8 fixture exists");
+    assert_eq!(u16::from_le_bytes([bytes[4], bytes[5]]), 8);
+    let group = Group::decode_snapshot(&bytes).expect("version 8 decodes");
+    group.check_invariants().expect("the migrated state keeps every invariant");
+    assert_eq!(group, scenario::build_version_8().group);
+    assert!(group.archived().is_empty());
 }
 
 /// The hold of `session` (numbered as in the scenario) on exactly `seats`.

@@ -136,6 +136,8 @@ pub fn observe_outcome(outcome: &Outcome) -> Observed {
         | Reply::Placed { .. }
         | Reply::ShowStatusChanged { .. }
         | Reply::ShowCancelled { .. }
+        | Reply::ShowArchived { .. }
+        | Reply::ShowCompacted { .. }
         | Reply::PricesSet { .. }
         | Reply::AdmissionConfigured { .. }
         | Reply::WaitlistConfigured { .. }

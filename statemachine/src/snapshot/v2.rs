@@ -180,6 +180,7 @@ impl GroupV2 {
             delivery: Default::default(),
             digests: Default::default(),
             catalog: Default::default(),
+            archived: Default::default(),
         })
     }
 }

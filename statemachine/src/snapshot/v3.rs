@@ -40,6 +40,7 @@ impl GroupV3 {
             delivery: Default::default(),
             digests: Default::default(),
             catalog: Default::default(),
+            archived: Default::default(),
         }
     }
 }

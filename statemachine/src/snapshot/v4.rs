@@ -41,6 +41,7 @@ impl GroupV4 {
             delivery: self.delivery,
             digests: Default::default(),
             catalog: Default::default(),
+            archived: Default::default(),
         }
     }
 }

@@ -60,6 +60,7 @@ impl<W: EarlierWaitlist> GroupV5<W> {
             delivery: self.delivery,
             digests: self.digests,
             catalog: Default::default(),
+            archived: Default::default(),
         }
     }
 }

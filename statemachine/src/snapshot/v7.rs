@@ -42,6 +42,7 @@ impl GroupV7 {
             delivery: self.delivery,
             digests: self.digests,
             catalog: Default::default(),
+            archived: Default::default(),
         }
     }
 }

@@ -26,7 +26,7 @@
 //!   one of them asked to be replayed, and the outbox trimmed to what both sinks finished;
 //! - since format 6, waitlist policies (shows 5 and 6, see `policies`); since format 7, an
 //!   offer made 30 s after its first seat was released (show 7); since format 8, the catalog
-//!   (see `catalog`).
+//!   (see `catalog`); since format 9, an archived show (show 8).
 
 use super::common::*;
 use statemachine::*;
@@ -85,9 +85,28 @@ fn offer_of(h: &Harness, entry: EntryId) -> OfferId {
 /// Builds the golden group. Every step is checked to succeed (or to end in the state intended),
 /// and the harness checks every invariant after every entry.
 pub fn build() -> Harness {
+    let mut h = build_version_8();
+    archived_show(&mut h);
+    h
+}
+
+/// The scenario as snapshot format 8 knew it: everything but an archived show.
+pub fn build_version_8() -> Harness {
     let mut h = build_version_7();
     catalog(&mut h);
     h
+}
+
+/// Version 9: an archived show (show 8, created and cancelled before any sale).
+fn archived_show(h: &mut Harness) {
+    let show = ShowId(8);
+    ok(h.operator(OperatorCommand::CreateShow(spec(8, 6))));
+    ok(h.operator(OperatorCommand::CancelShow { show }));
+    h.advance(MINUTE);
+    let bytes = h.group.archive_export(show).expect("a cancelled show with no sale is settled");
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(&bytes).into();
+    ok(h.operator(OperatorCommand::ArchiveShow { show, digest }));
+    assert!(h.group.archived().contains_key(&show));
 }
 
 /// The scenario as snapshot format 7 knew it: everything but the catalog.

@@ -34,6 +34,7 @@
 //! # }
 //! ```
 
+mod archive;
 mod clock;
 mod codec;
 mod engine;
@@ -52,6 +53,7 @@ pub mod tls;
 mod types;
 mod wire;
 
+pub use archive::ArchiveDir;
 pub use clock::{Clock, SystemClock, WallClock};
 pub use error::StoreError;
 pub use log_store::{LogStore, REPLICATION_BATCH_BYTES_MAX};

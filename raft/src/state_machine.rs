@@ -35,7 +35,7 @@ use futures_util::{Stream, TryStreamExt};
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::type_config::TypeConfigExt;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
-use statemachine::Group;
+use statemachine::{Command, Group, OperatorCommand};
 
 use crate::codec::{self, ColumnFamily, snapshot_key};
 use crate::error::StoreError;
@@ -147,6 +147,7 @@ impl StateMachineStore {
         let group = Arc::make_mut(&mut applied.group);
         let response = match entry.payload {
             EntryPayload::Normal(Proposal { time_ms, commands }) => {
+                self.write_archives(group, index, &commands)?;
                 let entry = statemachine::Entry { index, time_ms, commands };
                 if answering {
                     group.apply_answering(&entry)
@@ -174,6 +175,48 @@ impl StateMachineStore {
             applied.checkpoint = Some((index, Arc::clone(&applied.group)));
         }
         Ok(response)
+    }
+}
+
+impl StateMachineStore {
+    /// Writes the archive of every show an entry's commands archive (and the segment of every
+    /// compaction), before the entry is applied, so that no replica forgets a show whose archive it has not made durable. An
+    /// archive is written only if this replica's export has the command's digest (the state
+    /// the command was judged on); if the entry's own earlier commands change the show, the
+    /// command is refused by the state machine and the file left is overwritten by the next
+    /// successful archive of that show. The node reads an archive only for an archived show.
+    fn write_archives(
+        &self,
+        group: &Group,
+        index: u64,
+        commands: &[Command],
+    ) -> Result<(), StoreError> {
+        let Some(archives) = self.storage.archives() else { return Ok(()) };
+        for command in commands {
+            if let &Command::Operator(OperatorCommand::CompactShow { show, before_ms, digest }) =
+                command
+                && let Ok((bytes, records)) = group.compaction_export(show, before_ms)
+                && statemachine::archive_digest(&bytes) == digest
+            {
+                archives.write_segment(show, index, &bytes)?;
+                tracing::debug!(group = self.group_id, show = show.0, records, "compacted a show");
+                continue;
+            }
+            let &Command::Operator(OperatorCommand::ArchiveShow { show, digest }) = command else {
+                continue;
+            };
+            let Ok(bytes) = group.archive_export(show) else { continue };
+            if statemachine::archive_digest(&bytes) == digest {
+                archives.write(show, &bytes)?;
+                tracing::info!(
+                    group = self.group_id,
+                    show = show.0,
+                    bytes = bytes.len(),
+                    "archived a show"
+                );
+            }
+        }
+        Ok(())
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use openraft::storage::IOFlushed;
 use openraft::type_config::TypeConfigExt;
 
+use crate::archive::ArchiveDir;
 use crate::engine::Engine;
 use crate::error::StoreError;
 use crate::log_store::LogStore;
@@ -30,6 +31,7 @@ use crate::types::{GroupId, TypeConfig};
 #[derive(Clone)]
 pub struct Storage {
     engine: Arc<Engine>,
+    archives: Option<ArchiveDir>,
 }
 
 impl Storage {
@@ -42,7 +44,7 @@ impl Storage {
     /// `Io` if the flusher thread cannot start.
     pub fn open(path: impl AsRef<Path>) -> Result<Storage, StoreError> {
         let engine = RocksEngine::open(path.as_ref())?;
-        Ok(Storage { engine: Arc::new(Engine::Rocks(engine)) })
+        Ok(Storage { engine: Arc::new(Engine::Rocks(engine)), archives: None })
     }
 
     /// Opens a storage on a simulated disk, as a restarted node's process opens its database:
@@ -52,7 +54,19 @@ impl Storage {
     /// Uses no thread and no clock: syncs run in a task spawned on the caller's tokio runtime
     /// when a write first waits for durability (see [`SimDisk`] for the crash model).
     pub fn simulated(disk: SimDisk) -> Storage {
-        Storage { engine: Arc::new(Engine::Sim(SimEngine::open(disk))) }
+        Storage { engine: Arc::new(Engine::Sim(SimEngine::open(disk))), archives: None }
+    }
+
+    /// The same storage, with every group's archived shows written to `archives` as their
+    /// `ArchiveShow` entries are applied. Without one, a replica keeps no archive (the
+    /// simulator's nodes).
+    pub fn with_archives(self, archives: ArchiveDir) -> Storage {
+        Storage { archives: Some(archives), ..self }
+    }
+
+    /// Where archived shows are written, if anywhere.
+    pub fn archives(&self) -> Option<&ArchiveDir> {
+        self.archives.as_ref()
     }
 
     /// The log store of `group`.

@@ -87,7 +87,8 @@ pub use proto::booking::{
     CapacityReleasedReply, CatalogAction, CatalogChangeReply, CatalogEvent, CatalogHall,
     CatalogRow, CatalogSection, CatalogVenue, CheckoutReply, GroupStatus, HoldReply, LotteryDraw,
     LotteryReply, MembershipReply, OfferReply, OrderKey, PaymentReply, PricesReply, SalesReply,
-    SearchReply, SearchRequest, SearchResult, SeatMapReply, SeatStatus, ShowCancelledReply,
-    ShowListing, ShowPlacement, ShowPolicy, ShowReply, StatusReply, TicketReply, WaitlistConfig,
-    WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply, WaitlistRules, WaitlistSkip,
+    SearchReply, SearchRequest, SearchResult, SeatMapReply, SeatStatus, ShowArchivedReply,
+    ShowCancelledReply, ShowListing, ShowPlacement, ShowPolicy, ShowReply, StatusReply,
+    TicketReply, WaitlistConfig, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
+    WaitlistRules, WaitlistSkip,
 };

@@ -17,9 +17,9 @@ use proto::booking::{
     CapacityReleasedRequest, ConfigureAdmissionRequest, ConfigureWaitlistRequest,
     CreateShowRequest, DrawLotteryRequest, GetAuditRequest, IssueBandClaimRequest,
     ListShowsRequest, LotteryReply, PricesReply, SalesReply, SeatMapReply, SeatMapRequest,
-    SeatRange, SetPricesRequest, SetWaitlistPolicyRequest, ShowCancelledReply, ShowListing,
-    ShowPlacement, ShowPolicy, ShowRef, ShowReply, WaitlistConfig, WaitlistPolicyReply,
-    WaitlistReply, WaitlistRules,
+    SeatRange, SetPricesRequest, SetWaitlistPolicyRequest, ShowArchivedReply, ShowCancelledReply,
+    ShowListing, ShowPlacement, ShowPolicy, ShowRef, ShowReply, WaitlistConfig,
+    WaitlistPolicyReply, WaitlistReply, WaitlistRules,
 };
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -337,6 +337,25 @@ impl Client {
         let (reply, address) = self
             .operator_control(show_id, ShowRef { show_id }, |mut c, r| async move {
                 c.cancel_show(r).await
+            })
+            .await?;
+        self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
+    }
+
+    /// Archives a show (operator call): a show whose sales are closed or cancelled and whose
+    /// money is settled leaves its group's state for an archive on every replica; from then on
+    /// every call about it answers `show_archived`, and its audit trails come from the archive.
+    /// Again, it answers `duplicate` with nothing changed.
+    ///
+    /// # Errors
+    ///
+    /// `show_not_settled` (what remains, in the message), `archive_changed` (the show changed
+    /// meanwhile: call again), and as [`Client::open_sales`].
+    pub async fn archive_show(&self, show_id: u64) -> Result<ShowArchivedReply> {
+        let (reply, address) = self
+            .operator_control(show_id, ShowRef { show_id }, |mut c, r| async move {
+                c.archive_show(r).await
             })
             .await?;
         self.learn_control(reply.show_id, reply.group_id, &address);

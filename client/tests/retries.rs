@@ -27,9 +27,9 @@ use proto::booking::{
     JoinWaitlistRequest, ListShowsReply, ListShowsRequest, LotteryReply, MembershipReply,
     MoveReplicaRequest, NodesRequest, OfferRef, OfferReply, PaymentRef, PaymentReply, PricesReply,
     SalesReply, SeatMapReply, SeatMapRequest, SessionReply, SetPricesRequest,
-    SetWaitlistPolicyRequest, ShowCancelledReply, ShowPlacement, ShowRef, ShowReply, StatusReply,
-    StatusRequest, TicketRef, TicketReply, TransferLeaderRequest, WaitlistEntryReply,
-    WaitlistPolicyReply, WaitlistReply,
+    SetWaitlistPolicyRequest, ShowArchivedReply, ShowCancelledReply, ShowPlacement, ShowRef,
+    ShowReply, StatusReply, StatusRequest, TicketRef, TicketReply, TransferLeaderRequest,
+    WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
 };
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
 use tokio::sync::mpsc;
@@ -518,6 +518,15 @@ impl BookingService for Service {
             Err(broken),
         ];
         Ok(Response::new(Box::pin(futures_util::stream::iter(items))))
+    }
+
+    async fn archive_show(
+        &self,
+        request: Request<ShowRef>,
+    ) -> Result<Response<ShowArchivedReply>, Status> {
+        self.0.answer("archive_show", request.metadata()).await?;
+        let show_id = request.get_ref().show_id;
+        Ok(Response::new(ShowArchivedReply { show_id, group_id: 1, ..Default::default() }))
     }
 
     async fn cancel_show(

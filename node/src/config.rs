@@ -50,6 +50,12 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// Seconds after a show ended at which its leader archives it, once settled: a week.
+pub const ARCHIVE_AFTER_S_DEFAULT: u64 = 7 * 24 * 3_600;
+
+/// Seconds after which a live show's terminal records are compacted: 30 days.
+pub const RETENTION_S_DEFAULT: u64 = 30 * 24 * 3_600;
+
 /// `bookingd`: one node of the booking cluster.
 ///
 /// Every node hosts the metadata group 0 and every data group (a replica it is not a member of
@@ -138,6 +144,16 @@ pub struct Args {
     /// How often a leader's tick worker looks for overdue holds, grants and offers, ms.
     #[arg(long, value_name = "MS")]
     pub tick_ms: Option<u64>,
+    /// Seconds after a show's last change of status (closed or cancelled) at which a leader
+    /// archives it, once its money is settled; 0 never archives by itself (`bookctl show
+    /// archive` still does). Default 604,800 (a week).
+    #[arg(long, value_name = "S")]
+    pub archive_after_s: Option<u64>,
+    /// Seconds after which the terminal records of a live show (cancelled and expired holds
+    /// with their settled payments, tickets and waitlist entries that ended) leave its state
+    /// for an archive segment; 0 keeps them. Default 2,592,000 (30 days).
+    #[arg(long, value_name = "S")]
+    pub retention_s: Option<u64>,
     /// A file holding the secret session tokens are signed with (or `BOOKING_SESSION_SECRET`):
     /// the same on every node, at least 32 bytes.
     #[arg(long, value_name = "FILE")]
@@ -393,6 +409,10 @@ pub struct Config {
     pub snapshot_logs: u64,
     /// The tick worker's period, ms.
     pub tick_ms: u64,
+    /// Seconds after a show ended at which its leader archives it, once settled (0: never).
+    pub archive_after_s: u64,
+    /// Seconds after which a live show's terminal records are compacted (0: never).
+    pub retention_s: u64,
     /// The session secret, the operator credential, the webhook and sink secrets (their
     /// `Debug` shows none of them).
     pub secrets: Secrets,
@@ -672,6 +692,11 @@ impl Config {
             election_max_ms,
             snapshot_logs,
             tick_ms,
+            archive_after_s: args
+                .archive_after_s
+                .or(file.archive_after_s)
+                .unwrap_or(ARCHIVE_AFTER_S_DEFAULT),
+            retention_s: args.retention_s.or(file.retention_s).unwrap_or(RETENTION_S_DEFAULT),
             secrets,
             dev,
             webhook_tolerance_s,

@@ -27,7 +27,8 @@ use crate::node::StartError;
 /// Not everything goes through it yet: the REST and gRPC rate limits refill on the machine's
 /// monotonic clock (a simulator sets them high enough never to bite).
 pub struct Environment {
-    /// The node's storage (RocksDB at `config.data` in production;
+    /// The node's storage (RocksDB at `config.data` in production, archiving shows to its
+    /// `archive` directory;
     /// `raft::Storage::simulated(SimDisk)` in a simulator).
     pub storage: raft::Storage,
     /// The peer network settings; its `dialer`, when set, also carries the node's own calls to
@@ -51,7 +52,10 @@ impl Environment {
     /// [`StartError::Storage`] if the database cannot be opened.
     pub fn system(config: &Config) -> Result<Environment, StartError> {
         Ok(Environment {
-            storage: raft::Storage::open(&config.data)?,
+            storage: raft::Storage::open(&config.data)?.with_archives(
+                raft::ArchiveDir::open(config.data.join(crate::node::ARCHIVE_DIR))
+                    .map_err(|source| StartError::Archive { source })?,
+            ),
             network: raft::NetworkConfig::default(),
             clock: raft::Clock::system(),
             entropy: Entropy::system(),

@@ -181,13 +181,12 @@ pub fn grpc_code(code: ErrorCode) -> Code {
         Forbidden | NotOwner => Code::PermissionDenied,
         NotFound | ShowNotFound | TicketNotFound | HoldNotFound | PaymentNotFound
         | BookingNotFound | EntryNotFound | OfferNotFound | SinkNotFound | DeadLetterNotFound
-        | CatalogNotFound => Code::NotFound,
+        | CatalogNotFound | ShowArchived => Code::NotFound,
         MethodNotAllowed => Code::Unimplemented,
         PayloadTooLarge | RateLimited | GroupFull | QueueFull => Code::ResourceExhausted,
         NotLeader | NoLeader | Unavailable | Overloaded => Code::Unavailable,
-        SeatUnavailable | OfferNotActive | IdempotencyKeyReused | ShowExists | CatalogExists => {
-            Code::Aborted
-        }
+        SeatUnavailable | OfferNotActive | IdempotencyKeyReused | ShowExists | CatalogExists
+        | ArchiveChanged => Code::Aborted,
         // Expired is an answer about the hold, grant or offer, never a timeout of the call:
         // DEADLINE_EXCEEDED would make a client retry it.
         HoldExpired | GrantExpired | OfferExpired => Code::FailedPrecondition,
@@ -213,17 +212,21 @@ pub fn grpc_code(code: ErrorCode) -> Code {
         | NotALottery
         | LotteryNotDue
         | LotteryAlreadyDrawn
-        | CatalogRetired => Code::FailedPrecondition,
+        | CatalogRetired
+        | ShowNotSettled => Code::FailedPrecondition,
         Internal | Unspecified => Code::Internal,
     }
 }
 
 /// The HTTP status of an error code: the gRPC code's, in HTTP's words, except where HTTP has a
-/// more precise one (410 Gone for an expired hold, grant or offer; the framework's 405, 413,
-/// 415).
+/// more precise one (410 Gone for an expired hold, grant or offer and an archived show; the
+/// framework's 405, 413, 415).
 pub fn http_status(code: ErrorCode) -> u16 {
     match code {
-        ErrorCode::HoldExpired | ErrorCode::GrantExpired | ErrorCode::OfferExpired => 410,
+        ErrorCode::HoldExpired
+        | ErrorCode::GrantExpired
+        | ErrorCode::OfferExpired
+        | ErrorCode::ShowArchived => 410,
         ErrorCode::MethodNotAllowed => 405,
         ErrorCode::PayloadTooLarge => 413,
         ErrorCode::UnsupportedMediaType => 415,
@@ -289,6 +292,9 @@ fn rejection_code(rejection: &Rejection) -> ErrorCode {
         CatalogNotFound { .. } => ErrorCode::CatalogNotFound,
         CatalogExists { .. } => ErrorCode::CatalogExists,
         CatalogRetired { .. } => ErrorCode::CatalogRetired,
+        ShowArchived => ErrorCode::ShowArchived,
+        ShowNotSettled { .. } => ErrorCode::ShowNotSettled,
+        ArchiveChanged => ErrorCode::ArchiveChanged,
     }
 }
 
@@ -408,6 +414,9 @@ mod tests {
             Rejection::CatalogNotFound { kind: statemachine::CatalogKind::Hall },
             Rejection::CatalogExists { kind: statemachine::CatalogKind::Venue },
             Rejection::CatalogRetired { kind: statemachine::CatalogKind::Event },
+            Rejection::ShowArchived,
+            Rejection::ShowNotSettled { what: "1 holds are live".into() },
+            Rejection::ArchiveChanged,
         ]
     }
 
@@ -433,6 +442,7 @@ mod tests {
             (ErrorCode::SeatUnavailable, Code::Aborted, 409),
             (ErrorCode::TooManyHolds, Code::FailedPrecondition, 409),
             (ErrorCode::OfferExpired, Code::FailedPrecondition, 410),
+            (ErrorCode::ShowArchived, Code::NotFound, 410),
             (ErrorCode::PayloadTooLarge, Code::ResourceExhausted, 413),
             (ErrorCode::UnsupportedMediaType, Code::InvalidArgument, 415),
             (ErrorCode::RateLimited, Code::ResourceExhausted, 429),

@@ -16,6 +16,11 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 
+/// Bytes (a digest) as lowercase hex: how both APIs name a digest.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
 /// Defines an enum of wire names mirroring a state machine enum variant by variant: its JSON
 /// form (serde, OpenAPI) and [`str`] form come from the one literal of each variant.
 macro_rules! names {

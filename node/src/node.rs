@@ -61,6 +61,12 @@ pub enum StartError {
     /// The peer port's TLS could not be set up.
     #[error("peer TLS: {0}")]
     Tls(String),
+    /// The archive directory could not be made.
+    #[error("the archive directory ({ARCHIVE_DIR} in the data directory): {source}")]
+    Archive {
+        /// Why.
+        source: std::io::Error,
+    },
     /// The snapshot spool directory could not be made or emptied.
     #[error("the snapshot spool ({SNAPSHOT_SPOOL_DIR} in the data directory): {source}")]
     Spool {
@@ -76,6 +82,9 @@ pub enum StartError {
         source: std::io::Error,
     },
 }
+
+/// Where, in its data directory, a node writes the archives of archived shows.
+pub const ARCHIVE_DIR: &str = "archive";
 
 /// Where, in its data directory, a node writes snapshots arriving on its peer port while they
 /// arrive (`raft::RaftService::with_snapshot_spool`).
@@ -103,6 +112,8 @@ pub struct Shared {
     pub audits: Audits,
     /// The search index over this node's replica of the catalog.
     pub search: SearchIndex,
+    /// Where this node's replicas write the archives of archived shows (none in a simulator).
+    pub archives: Option<raft::ArchiveDir>,
 }
 
 impl Shared {
@@ -196,6 +207,10 @@ impl Node {
                 dispatch,
                 metrics: metrics.clone(),
                 entropy: entropy.clone(),
+                archive_after: (config.archive_after_s > 0)
+                    .then(|| Duration::from_secs(config.archive_after_s)),
+                retention: (config.retention_s > 0)
+                    .then(|| Duration::from_secs(config.retention_s)),
             };
             let hosted =
                 HostedGroup::new(group, raft, reader, workers, clock.clone(), transport.clone());
@@ -243,8 +258,18 @@ impl Node {
         let limits = Limits::from_config(&config);
         let audits = Audits::default();
         let search = SearchIndex::new();
-        let shared =
-            Arc::new(Shared { config, groups, sessions, limits, metrics, clock, audits, search });
+        let archives = storage.archives().cloned();
+        let shared = Arc::new(Shared {
+            config,
+            groups,
+            sessions,
+            limits,
+            metrics,
+            clock,
+            audits,
+            search,
+            archives,
+        });
         // The index is derived from the replica as it was recovered, before serving.
         if let Err(error) = Service::new(shared.clone()).sync_search() {
             tracing::warn!(%error, "the search index could not be built at start; retried on search");

@@ -167,8 +167,11 @@ pub fn list_shows(service: &Service) -> Result<Vec<ShowSummary>, ApiError> {
 pub async fn get_show(service: &Service, show: ShowId) -> Result<ShowSummary, ApiError> {
     let hosted = service.group_of(show).await?;
     let group = hosted.id;
-    let summary = hosted.read_local(|state| ShowSummary::read(state, show, group))?;
-    Ok(summary.ok_or(Rejection::ShowNotFound)?)
+    let summary = hosted.read_local(|state| {
+        ShowSummary::read(state, show, group)
+            .ok_or_else(|| state.show_or_archived(show).err().unwrap_or(Rejection::ShowNotFound))
+    })?;
+    Ok(summary?)
 }
 
 /// A show's seat map, as fresh as asked.
@@ -893,7 +896,129 @@ pub async fn audit_trail(
     kind: EntityKind,
     id: u64,
 ) -> Result<AuditTrail, ApiError> {
-    service.read_linearizable(show, |state| read_trail(state, show, kind, id)).await
+    let read = service
+        .read_linearizable(show, |state| {
+            let as_of = state.as_of();
+            if state.archived().contains_key(&show) {
+                return Ok(TrailRead::Archived(as_of));
+            }
+            match read_trail(state, show, kind, id) {
+                Ok(trail) => Ok(TrailRead::Live(trail)),
+                // Not in the live show: perhaps compacted out of it.
+                Err(missing) if missing == entity_not_found(kind) => {
+                    Ok(TrailRead::Compacted(as_of))
+                }
+                Err(rejection) => Err(rejection),
+            }
+        })
+        .await?;
+    let (as_of, archives) = match read {
+        TrailRead::Live(trail) => return Ok(trail),
+        TrailRead::Archived(as_of) => (as_of, vec![read_archive_file(service, show)?]),
+        TrailRead::Compacted(as_of) => (as_of, read_segments(service, show)?),
+    };
+    for bytes in archives {
+        let lines = statemachine::read_archive(&bytes)
+            .map_err(|error| ApiError::Internal(format!("an archive of show {show}: {error}")))?;
+        if let Some(records) = statemachine::archived_trail(&lines, kind, id) {
+            // The offers made to others while an entry waited are not kept in an archive.
+            let skips = (kind == EntityKind::WaitlistEntry).then(Vec::new);
+            return Ok(AuditTrail { show, kind, id, records: records.to_vec(), skips, as_of });
+        }
+    }
+    Err(ApiError::Rejected(entity_not_found(kind)))
+}
+
+/// Where an audit trail is: in the live state, or in the archive of an archived show, or
+/// perhaps in an archive segment of records compacted out of a live show.
+enum TrailRead {
+    Live(AuditTrail),
+    Archived(AsOf),
+    Compacted(AsOf),
+}
+
+/// Every archive segment of records compacted out of `show` on this node, oldest first (none
+/// in a simulator).
+fn read_segments(service: &Service, show: ShowId) -> Result<Vec<Vec<u8>>, ApiError> {
+    let Some(archives) = service.shared().archives.as_ref() else { return Ok(Vec::new()) };
+    archives.segments(show).map_err(|error| {
+        ApiError::Internal(format!("reading the segments of show {show}: {error}"))
+    })
+}
+
+/// The bytes of an archived show's archive, as this node's replica wrote them.
+///
+/// # Errors
+///
+/// `NotFound` if this node has no archive of the show (the show is not archived, or this
+/// replica caught up past its archiving through a snapshot: another replica has it);
+/// `Internal` if the file cannot be read.
+pub fn read_archive_file(service: &Service, show: ShowId) -> Result<Vec<u8>, ApiError> {
+    let archives = service.shared().archives.as_ref().ok_or_else(|| {
+        ApiError::NotFound("this node keeps no archives (it runs in a simulator)".to_owned())
+    })?;
+    match archives.read(show) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(ApiError::NotFound(format!(
+            "no archive of show {show} on this node: the show is not archived, or this replica \
+             caught up past its archiving through a snapshot (another replica has it)"
+        ))),
+        Err(error) => {
+            Err(ApiError::Internal(format!("reading the archive of show {show}: {error}")))
+        }
+    }
+}
+
+/// What archiving a show did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Archived {
+    /// The show.
+    pub show: ShowId,
+    /// Its data group.
+    pub group: u64,
+    /// The SHA-256 of its archive.
+    pub digest: statemachine::Digest,
+    /// The archive's length in bytes.
+    pub bytes: u64,
+    /// Whether it was archived before: nothing changed.
+    pub duplicate: bool,
+}
+
+/// Archives a show: exports its archive from the leader's state (after ReadIndex, so every
+/// acknowledged write is in it) and proposes `ArchiveShow` with the archive's digest; every
+/// replica writes the archive before applying the entry that removes the show. Idempotent.
+///
+/// # Errors
+///
+/// `show_not_settled` (what remains), `archive_changed` (the show changed between the export
+/// and the entry: call again), `show_not_found`, or a routing error.
+pub async fn archive_show(service: &Service, show: ShowId) -> Result<Archived, ApiError> {
+    let digest = service
+        .read_linearizable(show, |state| match state.archived().get(&show) {
+            Some(archived) => Ok(archived.digest),
+            None => state.archive_export(show).map(|bytes| statemachine::archive_digest(&bytes)),
+        })
+        .await?;
+    let group = service.group_of(show).await?.id;
+    match service.operator(OperatorCommand::ArchiveShow { show, digest }).await? {
+        Reply::ShowArchived { show, digest, bytes, duplicate } => {
+            Ok(Archived { show, group, digest, bytes, duplicate })
+        }
+        other => Err(ApiError::unexpected(other)),
+    }
+}
+
+/// The rejection for an entity of `kind` that does not exist.
+fn entity_not_found(kind: EntityKind) -> Rejection {
+    match kind {
+        EntityKind::Hold => Rejection::HoldNotFound,
+        EntityKind::Booking => Rejection::BookingNotFound,
+        EntityKind::Payment => Rejection::PaymentNotFound,
+        EntityKind::Ticket => Rejection::TicketNotFound,
+        EntityKind::WaitlistEntry => Rejection::EntryNotFound,
+        EntityKind::Offer => Rejection::OfferNotFound,
+        EntityKind::Show => Rejection::ShowNotFound,
+    }
 }
 
 fn read_trail(
@@ -903,28 +1028,18 @@ fn read_trail(
     id: u64,
 ) -> Result<AuditTrail, Rejection> {
     let found = state.show(show).ok_or(Rejection::ShowNotFound)?;
-    let (exists, missing) = match kind {
-        EntityKind::Hold => (found.holds.contains_key(&HoldId(id)), Rejection::HoldNotFound),
-        EntityKind::Booking => {
-            (found.bookings.contains_key(&BookingId(id)), Rejection::BookingNotFound)
-        }
-        EntityKind::Payment => {
-            (found.payments.contains_key(&PaymentId(id)), Rejection::PaymentNotFound)
-        }
-        EntityKind::Ticket => {
-            (found.lane.tickets.contains_key(&TicketId(id)), Rejection::TicketNotFound)
-        }
-        EntityKind::WaitlistEntry => {
-            (found.waitlist.entries.contains_key(&EntryId(id)), Rejection::EntryNotFound)
-        }
-        EntityKind::Offer => {
-            (found.waitlist.offers.contains_key(&OfferId(id)), Rejection::OfferNotFound)
-        }
+    let exists = match kind {
+        EntityKind::Hold => found.holds.contains_key(&HoldId(id)),
+        EntityKind::Booking => found.bookings.contains_key(&BookingId(id)),
+        EntityKind::Payment => found.payments.contains_key(&PaymentId(id)),
+        EntityKind::Ticket => found.lane.tickets.contains_key(&TicketId(id)),
+        EntityKind::WaitlistEntry => found.waitlist.entries.contains_key(&EntryId(id)),
+        EntityKind::Offer => found.waitlist.offers.contains_key(&OfferId(id)),
         // A show's own trail: its id is the show's.
-        EntityKind::Show => (id == show.0, Rejection::ShowNotFound),
+        EntityKind::Show => id == show.0,
     };
     if !exists {
-        return Err(missing);
+        return Err(entity_not_found(kind));
     }
     let skips = match kind {
         EntityKind::WaitlistEntry => Some(state.waitlist_skips(show, EntryId(id), None)?),

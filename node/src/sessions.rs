@@ -20,6 +20,7 @@ use statemachine::{IdempotencyKey, SessionId, ShowId};
 
 use crate::environment::Entropy;
 use crate::error::ApiError;
+use crate::names::hex;
 
 /// The longest idempotency key accepted.
 pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 128;
@@ -303,10 +304,6 @@ pub fn hash128(domain: &[u8], bytes: &[u8]) -> u128 {
     let mut first = [0u8; 16];
     first.copy_from_slice(&digest[..16]);
     u128::from_be_bytes(first)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 fn constant_time_eq(a: &str, b: &str) -> bool {

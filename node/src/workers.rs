@@ -1,13 +1,17 @@
 //! Leader-only workers: tasks that run on a group's leader while it leads, and only propose.
 //!
-//! Owns three. The tick worker proposes `Tick` when the leader's clock (the one its proposer
+//! Owns five. The tick worker proposes `Tick` when the leader's clock (the one its proposer
 //! stamps entries with) says something is due (a hold, grant or offer past its deadline, a
 //! retention window past its end), so that overdue objects are released and the next waiter
 //! served on time. With a `--provider-url`, the payment worker charges every attempt the
 //! provider has not answered for and records what it says as payment commands, reconciling an
 //! unknown outcome by reading the charge back; and the refund worker gives back all money owed
 //! (a late payment, a cancelled booking) under a key the attempt names, then records
-//! `RefundCompleted`. Started by [`crate::group::HostedGroup`] when this node becomes the
+//! `RefundCompleted`. With `--archive-after-s`, the archive worker archives every show that
+//! ended that long ago and whose money is settled (`statemachine::Group::archives_due`); with
+//! `--retention-s`, the retention worker compacts the terminal records of live shows older than
+//! that (`statemachine::Group::compactions_due`).
+//! Started by [`crate::group::HostedGroup`] when this node becomes the
 //! committed leader and aborted when it stops leading. Never changes state itself: a stale
 //! leader's proposals are fenced by term, the state machine re-checks every deadline in log
 //! time, and every provider call is keyed so that a repeat, from this leader or the next,
@@ -48,8 +52,18 @@ pub struct WorkerSettings {
     pub metrics: Metrics,
     /// Where a lottery's seed comes from when the draw worker draws it.
     pub entropy: Entropy,
+    /// How long after a show ended the archive worker archives it, once settled; `None`: never.
+    pub archive_after: Option<Duration>,
+    /// How long the terminal records of a live show stay before the retention worker compacts
+    /// them; `None`: for ever.
+    pub retention: Option<Duration>,
 }
 
+/// The archive worker looks for ended shows at most this often (judging a show settled reads
+/// all of it).
+const ARCHIVE_SCAN_MIN: Duration = Duration::from_secs(1);
+/// The retention worker looks for records past the window at least this often.
+const RETENTION_SCAN_MAX: Duration = Duration::from_secs(3_600);
 /// How long one confirmation of leadership may take before it is asked again.
 const LEADERSHIP_CONFIRM_TIMEOUT: Duration = Duration::from_secs(3);
 /// Charges the payment worker makes at once, per group.
@@ -93,6 +107,18 @@ pub async fn run(
     };
     let entropy = settings.entropy.clone();
     let ticking = tick_worker(group, &proposer, &reader, period, &entropy);
+    let archiving = async {
+        if let Some(after) = settings.archive_after {
+            archive_worker(group, &proposer, &reader, period.max(ARCHIVE_SCAN_MIN), after).await;
+        }
+    };
+    let compacting = async {
+        if let Some(retention) = settings.retention {
+            let period = (retention / 4).clamp(ARCHIVE_SCAN_MIN, RETENTION_SCAN_MAX);
+            retention_worker(group, &proposer, &reader, period, retention).await;
+        }
+    };
+    let ticking = async { tokio::join!(ticking, archiving, compacting) };
     let Some(provider) = settings.provider else {
         tokio::join!(ticking, dispatcher);
         return;
@@ -155,6 +181,82 @@ async fn tick_worker(
                 Err(ProposeError::NotLeader { .. }) => break,
                 Err(error) => {
                     tracing::debug!(group, %error, "tick not committed; trying again next period");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Every `period`, archives each show that ended at least `after` ago by this leader's clock
+/// and is settled. The digest comes from this replica's applied state without ReadIndex: if
+/// the show changed since, the state machine refuses the command (`archive_changed`) and the
+/// next period tries again.
+async fn archive_worker(
+    group: GroupId,
+    proposer: &Proposer,
+    reader: &GroupReader,
+    period: Duration,
+    after: Duration,
+) {
+    let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let now_ms = proposer.clock().now_ms();
+        let Ok(due) = reader.read(|state| state.archives_due(now_ms, after_ms)) else { return };
+        for (show, digest) in due {
+            let command = Command::Operator(OperatorCommand::ArchiveShow { show, digest });
+            match proposer.propose(command).await.map(|answer| answer.outcome) {
+                Ok(Ok(Reply::ShowArchived { bytes, duplicate, .. })) => {
+                    tracing::info!(group, show = show.0, bytes, duplicate, "show archived");
+                }
+                Ok(Err(rejection)) => {
+                    tracing::debug!(group, show = show.0, %rejection, "show not archived");
+                }
+                Ok(outcome) => tracing::warn!(group, ?outcome, "unexpected archive outcome"),
+                Err(error) => {
+                    tracing::debug!(group, %error, "archive not committed; trying again later");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Every `period`, compacts out of each live show the terminal records that ended more than
+/// `retention` ago by this leader's clock (as the archive worker, a show changed since this
+/// replica's read is refused `archive_changed` and tried again next period).
+async fn retention_worker(
+    group: GroupId,
+    proposer: &Proposer,
+    reader: &GroupReader,
+    period: Duration,
+    retention: Duration,
+) {
+    let retention_ms = u64::try_from(retention.as_millis()).unwrap_or(u64::MAX);
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        // The entry carrying the command is stamped with this clock, so the bound is never
+        // after the log time it is applied at (the command refuses one that is).
+        let before_ms = proposer.clock().now_ms().saturating_sub(retention_ms);
+        let Ok(due) = reader.read(|state| state.compactions_due(before_ms, 1)) else { return };
+        for (show, digest) in due {
+            let command =
+                Command::Operator(OperatorCommand::CompactShow { show, before_ms, digest });
+            match proposer.propose(command).await.map(|answer| answer.outcome) {
+                Ok(Ok(Reply::ShowCompacted { records, bytes, .. })) => {
+                    tracing::info!(group, show = show.0, records, bytes, "records compacted");
+                }
+                Ok(Err(rejection)) => {
+                    tracing::debug!(group, show = show.0, %rejection, "records not compacted");
+                }
+                Ok(outcome) => tracing::warn!(group, ?outcome, "unexpected compaction outcome"),
+                Err(error) => {
+                    tracing::debug!(group, %error, "compaction not committed; trying again later");
                     break;
                 }
             }

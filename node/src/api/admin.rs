@@ -26,6 +26,7 @@ use tonic::{Request, Response, Status};
 
 use crate::error::ApiError;
 use crate::group::HostedGroup;
+use crate::names::hex;
 use crate::node::Shared;
 
 /// How long adding a learner may wait for it to catch up, when asked to wait.
@@ -301,8 +302,4 @@ fn node_set(ids: &[NodeId]) -> Result<BTreeSet<NodeId>, ApiError> {
         return Err(ApiError::InvalidArgument("node_ids: one or more non-zero ids".into()));
     }
     Ok(ids.iter().copied().collect())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }

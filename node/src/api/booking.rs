@@ -22,8 +22,8 @@ use proto::booking::{
     ItemStatus, JoinWaitlistRequest, ListShowsReply, ListShowsRequest, LotteryReply, OfferRef,
     OfferReply, PaymentRef, PaymentReply, PricesReply, SalesReply, SearchReply, SearchRequest,
     SeatMapReply, SeatMapRequest, SessionReply, SetPricesRequest, SetWaitlistPolicyRequest,
-    ShowCancelledReply, ShowPlacement, ShowRef, ShowReply, TicketRef, TicketReply,
-    WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
+    ShowArchivedReply, ShowCancelledReply, ShowPlacement, ShowRef, ShowReply, TicketRef,
+    TicketReply, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
 };
 use statemachine::{
     BookingId, ClientCommand, EntryId, Group, HoldId, IdempotencyKey, OfferId, OperatorCommand,
@@ -525,6 +525,22 @@ impl BookingService for BookingApi {
             bookings_refunded: cancelled.bookings_refunded,
             waiters_told: cancelled.waiters_told,
             duplicate: cancelled.duplicate,
+        }))
+    }
+
+    async fn archive_show(
+        &self,
+        request: Request<ShowRef>,
+    ) -> Result<Response<ShowArchivedReply>, Status> {
+        self.operator_mutation(request.metadata())?;
+        let show = input::show_id("show_id", request.into_inner().show_id)?;
+        let archived = operations::archive_show(&self.service, show).await?;
+        Ok(Response::new(ShowArchivedReply {
+            show_id: archived.show.0,
+            group_id: archived.group,
+            digest: crate::names::hex(&archived.digest),
+            bytes: archived.bytes,
+            duplicate: archived.duplicate,
         }))
     }
 

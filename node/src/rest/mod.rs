@@ -21,6 +21,7 @@
 //! table ([`routes`]): the router is built from it and a test checks the OpenAPI document
 //! against it.
 
+pub mod archive;
 pub mod audit;
 pub mod availability;
 pub mod bookings;
@@ -189,6 +190,8 @@ pub fn routes() -> Routes {
         .add(M::POST, "/v1/shows/{show_id}/open", controls::open_sales)
         .add(M::POST, "/v1/shows/{show_id}/close", controls::close_sales)
         .add(M::POST, "/v1/shows/{show_id}/cancel", controls::cancel_show)
+        .add(M::POST, "/v1/shows/{show_id}/archive", archive::archive_show)
+        .add(M::GET, "/v1/shows/{show_id}/archive", archive::get_archive)
         .add(M::PUT, "/v1/shows/{show_id}/prices", controls::set_prices)
         .add(M::PUT, "/v1/shows/{show_id}/admission", controls::configure_admission)
         .add(M::PUT, "/v1/shows/{show_id}/waitlist", controls::configure_waitlist)

@@ -15,7 +15,8 @@ use utoipa::openapi::{OpenApi as Document, PathItem};
 use utoipa::{Modify, OpenApi};
 
 use crate::rest::{
-    audit, bookings, controls, holds, payments, queue, sessions, shows, waitlist, waitlist_policy,
+    archive, audit, bookings, controls, holds, payments, queue, sessions, shows, waitlist,
+    waitlist_policy,
 };
 
 /// The document's paths and metadata.
@@ -39,6 +40,8 @@ use crate::rest::{
         controls::open_sales,
         controls::close_sales,
         controls::cancel_show,
+        archive::archive_show,
+        archive::get_archive,
         controls::set_prices,
         controls::configure_admission,
         controls::configure_waitlist,
@@ -256,6 +259,8 @@ mod tests {
             "POST /v1/shows/{show_id}/open",
             "POST /v1/shows/{show_id}/close",
             "POST /v1/shows/{show_id}/cancel",
+            "POST /v1/shows/{show_id}/archive",
+            "GET /v1/shows/{show_id}/archive",
             "PUT /v1/shows/{show_id}/prices",
             "PUT /v1/shows/{show_id}/admission",
             "PUT /v1/shows/{show_id}/waitlist",

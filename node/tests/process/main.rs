@@ -31,6 +31,7 @@ mod api_seat_maps;
 mod api_shows;
 mod api_waitlist;
 mod api_waitlist_policies;
+mod archive;
 mod browser;
 mod client;
 mod client_tls;

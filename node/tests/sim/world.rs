@@ -380,6 +380,9 @@ impl World {
             election_max_ms: Some(800),
             snapshot_logs: Some(24),
             tick_ms: Some(100),
+            // The defaults (a week, 30 days): nothing in a simulated run lives that long.
+            archive_after_s: None,
+            retention_s: None,
             // The default (300 s), which absorbs the nemesis's skew of up to 30 s.
             webhook_tolerance_s: None,
             // With a provider, every group leader's payment worker charges through it; without,

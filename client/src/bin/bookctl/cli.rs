@@ -651,6 +651,13 @@ pub enum ShowCommand {
         #[arg(long, value_name = "ID")]
         show: u64,
     },
+    /// Archive a show whose sales are closed or cancelled and whose money is settled: it leaves
+    /// its group's state for an archive file on every replica (its audit stays readable).
+    Archive {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+    },
     /// Set a show's prices under its next price version; holds quoting an older version are
     /// refused from then on.
     ///
@@ -1059,6 +1066,10 @@ mod tests {
         assert!(matches!(
             parse("show cancel --show 7").unwrap().command,
             Command::Show(ShowCommand::Cancel { show: 7 })
+        ));
+        assert!(matches!(
+            parse("show archive --show 7").unwrap().command,
+            Command::Show(ShowCommand::Archive { show: 7 })
         ));
         match parse("show prices --show 7 --version 2 --prices 4500,3000").unwrap().command {
             Command::Show(ShowCommand::Prices { show, version, prices }) => {

@@ -528,6 +528,10 @@ async fn show(client: &Client, json: bool, command: ShowCommand) -> ExitCode {
             let result = client.cancel_show(show).await;
             return report(json, result, render::cancelled_json, render::cancelled_text);
         }
+        ShowCommand::Archive { show } => {
+            let result = client.archive_show(show).await;
+            return report(json, result, render::archived_json, render::archived_text);
+        }
         ShowCommand::Prices { show, version, prices } => {
             let result = client.set_prices(show, version, &prices).await;
             return report(json, result, render::prices_json, render::prices_text);

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use client::{
     AdmissionReply, AuditRecord, AuditReply, BandClaimReply, BookingReply, CapacityReleasedReply,
     CheckoutReply, HoldReply, LotteryReply, OfferReply, OrderKey, PaymentReply, PricesReply,
-    SalesReply, ShowCancelledReply, ShowReply, TicketReply, WaitlistEntryReply,
+    SalesReply, ShowArchivedReply, ShowCancelledReply, ShowReply, TicketReply, WaitlistEntryReply,
     WaitlistPolicyReply, WaitlistReply, WaitlistRules, WaitlistSkip,
 };
 use serde_json::{Value, json};
@@ -247,6 +247,26 @@ pub fn cancelled_text(reply: &ShowCancelledReply) -> String {
         reply.holds_released,
         reply.bookings_refunded,
         reply.waiters_told
+    )
+}
+
+/// What `show archive` did, as JSON.
+pub fn archived_json(reply: &ShowArchivedReply) -> Value {
+    json!({
+        "show_id": reply.show_id,
+        "group_id": reply.group_id,
+        "digest": reply.digest,
+        "bytes": reply.bytes,
+        "duplicate": reply.duplicate,
+    })
+}
+
+/// What `show archive` did, as one line of text.
+pub fn archived_text(reply: &ShowArchivedReply) -> String {
+    let already = if reply.duplicate { " (before: nothing changed)" } else { "" };
+    format!(
+        "show {} (group {}) archived{already}: {} bytes, sha256 {}",
+        reply.show_id, reply.group_id, reply.bytes, reply.digest
     )
 }
 

@@ -24,7 +24,9 @@
 //!   [`Client::configure_admission`], [`Client::configure_waitlist`]),
 //!   [`Client::capacity_released`], [`Client::get_audit`] (with
 //!   [`Client::with_operator_token`]).
-//! - Cluster operations (`client.rs`): [`Client::status`], membership, leadership.
+//! - Cluster operations (`client.rs`): [`Client::status`], membership, leadership; backups
+//!   (`backup.rs`): [`Client::backup`] into a [`Backup`] file, [`Client::restore`] into fresh
+//!   nodes.
 //! - [`Error`]: `Rejected` (final, with its typed [`ErrorCode`] and the code's name as sent),
 //!   `Unavailable` (budget spent; a mutation's outcome may be unknown), `Transport` (one node
 //!   unreachable), `InvalidArgument`.
@@ -52,6 +54,7 @@
 //! ```
 
 mod address;
+mod backup;
 mod batch;
 mod booking;
 mod catalog;
@@ -64,6 +67,10 @@ mod retry;
 mod route;
 mod shows;
 
+pub use crate::backup::{
+    BACKUP_FORMAT, BACKUP_VERSION, Backup, BackupFileError, GroupBackup, MANIFEST_FILE, Manifest,
+    ManifestGroup, voters_of,
+};
 pub use crate::batch::HOLD_BATCH_ITEMS_MAX;
 pub use crate::booking::Watch;
 pub use crate::client::{Client, KeySource, NodeStatus};
@@ -83,12 +90,12 @@ pub use crate::shows::NewShow;
 /// The record a catalog change names (`Client::change_catalog`).
 pub use proto::booking::catalog_change_request::Record as CatalogRecord;
 pub use proto::booking::{
-    AdmissionConfig, AdmissionReply, AuditRecord, AuditReply, BandClaimReply, BookingReply,
-    CapacityReleasedReply, CatalogAction, CatalogChangeReply, CatalogEvent, CatalogHall,
-    CatalogRow, CatalogSection, CatalogVenue, CheckoutReply, GroupStatus, HoldReply, LotteryDraw,
-    LotteryReply, MembershipReply, OfferReply, OrderKey, PaymentReply, PricesReply, SalesReply,
-    SearchReply, SearchRequest, SearchResult, SeatMapReply, SeatStatus, ShowArchivedReply,
-    ShowCancelledReply, ShowListing, ShowPlacement, ShowPolicy, ShowReply, StatusReply,
-    TicketReply, WaitlistConfig, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
-    WaitlistRules, WaitlistSkip,
+    AdmissionConfig, AdmissionReply, AuditRecord, AuditReply, BackupHeader, BandClaimReply,
+    BookingReply, CapacityReleasedReply, CatalogAction, CatalogChangeReply, CatalogEvent,
+    CatalogHall, CatalogRow, CatalogSection, CatalogVenue, CheckoutReply, GroupStatus, HoldReply,
+    LotteryDraw, LotteryReply, MembershipReply, OfferReply, OrderKey, PaymentReply, PricesReply,
+    RestoreReply, SalesReply, SearchReply, SearchRequest, SearchResult, SeatMapReply, SeatStatus,
+    ShowArchivedReply, ShowCancelledReply, ShowListing, ShowPlacement, ShowPolicy, ShowReply,
+    StatusReply, TicketReply, WaitlistConfig, WaitlistEntryReply, WaitlistPolicyReply,
+    WaitlistReply, WaitlistRules, WaitlistSkip,
 };

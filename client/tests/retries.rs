@@ -19,17 +19,17 @@ use proto::booking::admin_service_server::{AdminService, AdminServiceServer};
 use proto::booking::booking_service_server::{BookingService, BookingServiceServer};
 use proto::booking::hold_item_result::Result::{Failed, Held};
 use proto::booking::{
-    AddLearnerRequest, AdmissionReply, AuditReply, BandClaimReply, BookingRef, BookingReply,
-    CapacityReleasedReply, CapacityReleasedRequest, CheckoutReply, ConfigureAdmissionRequest,
-    ConfigureWaitlistRequest, CreateSessionRequest, CreateShowRequest, DrawLotteryRequest,
-    EntryRef, GetAuditRequest, GetHoldRequest, GroupStatus, HoldItemResult, HoldManyReply,
-    HoldManyRequest, HoldRef, HoldReply, HoldRequest, IssueBandClaimRequest, ItemStatus,
-    JoinWaitlistRequest, ListShowsReply, ListShowsRequest, LotteryReply, MembershipReply,
-    MoveReplicaRequest, NodesRequest, OfferRef, OfferReply, PaymentRef, PaymentReply, PricesReply,
-    SalesReply, SeatMapReply, SeatMapRequest, SessionReply, SetPricesRequest,
-    SetWaitlistPolicyRequest, ShowArchivedReply, ShowCancelledReply, ShowPlacement, ShowRef,
-    ShowReply, StatusReply, StatusRequest, TicketRef, TicketReply, TransferLeaderRequest,
-    WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
+    AddLearnerRequest, AdmissionReply, AuditReply, BackupChunk, BandClaimReply, BookingRef,
+    BookingReply, CapacityReleasedReply, CapacityReleasedRequest, CheckoutReply,
+    ConfigureAdmissionRequest, ConfigureWaitlistRequest, CreateSessionRequest, CreateShowRequest,
+    DrawLotteryRequest, EntryRef, GetAuditRequest, GetHoldRequest, GroupStatus, HoldItemResult,
+    HoldManyReply, HoldManyRequest, HoldRef, HoldReply, HoldRequest, IssueBandClaimRequest,
+    ItemStatus, JoinWaitlistRequest, ListShowsReply, ListShowsRequest, LotteryReply,
+    MembershipReply, MoveReplicaRequest, NodesRequest, OfferRef, OfferReply, PaymentRef,
+    PaymentReply, PricesReply, SalesReply, SeatMapReply, SeatMapRequest, SessionReply,
+    SetPricesRequest, SetWaitlistPolicyRequest, ShowArchivedReply, ShowCancelledReply,
+    ShowPlacement, ShowRef, ShowReply, StatusReply, StatusRequest, TicketRef, TicketReply,
+    TransferLeaderRequest, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
 };
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
 use tokio::sync::mpsc;
@@ -706,6 +706,32 @@ impl AdminService for Service {
     ) -> Result<Response<MembershipReply>, Status> {
         self.0.answer("transfer_leader", request.metadata()).await?;
         Ok(membership(&self.0, request.get_ref().group_id))
+    }
+
+    type BackupStream = Pin<Box<dyn Stream<Item = Result<BackupChunk, Status>> + Send>>;
+
+    /// A group of one empty chunk of state, from whichever node answers.
+    async fn backup(
+        &self,
+        request: Request<proto::booking::BackupRequest>,
+    ) -> Result<Response<Self::BackupStream>, Status> {
+        self.0.answer("backup", request.metadata()).await?;
+        let header = proto::booking::BackupHeader {
+            group_id: request.get_ref().group_id,
+            log_index: 7,
+            voters: vec![self.0.id],
+            ..Default::default()
+        };
+        let first = BackupChunk { header: Some(header), data: Vec::new() };
+        Ok(Response::new(Box::pin(futures_util::stream::iter([Ok(first)]))))
+    }
+
+    async fn restore(
+        &self,
+        request: Request<tonic::Streaming<proto::booking::RestoreChunk>>,
+    ) -> Result<Response<proto::booking::RestoreReply>, Status> {
+        self.0.answer("restore", request.metadata()).await?;
+        Err(Status::unimplemented("the fake nodes do not restore"))
     }
 }
 

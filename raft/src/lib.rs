@@ -12,7 +12,7 @@
 //! stores need from a key-value engine), `rocks.rs` (its RocksDB backend), `flusher.rs` (group
 //! commit of RocksDB's WAL syncs), `sim_disk.rs` (the simulated disk, its crash model and flush
 //! task), `log_store.rs` (one group's log and vote), `state_machine.rs` (one group's applied
-//! state and snapshots), `error.rs` (the storage errors), `wire.rs` (the bytes of openraft's
+//! state and snapshots), `founding.rs` (founding a group again from a backup of its state), `error.rs` (the storage errors), `wire.rs` (the bytes of openraft's
 //! messages between nodes), `network.rs` (sending them: the transport seam and its gRPC
 //! implementation), `service.rs` (receiving them: the Raft service and the registry of hosted
 //! groups), `tls.rs` (who a peer is: mutual TLS and the node id in its certificate, and the
@@ -40,6 +40,7 @@ mod codec;
 mod engine;
 mod error;
 mod flusher;
+mod founding;
 mod log_store;
 mod network;
 mod proposer;
@@ -56,6 +57,7 @@ mod wire;
 pub use archive::ArchiveDir;
 pub use clock::{Clock, SystemClock, WallClock};
 pub use error::StoreError;
+pub use founding::founding_snapshot;
 pub use log_store::{LogStore, REPLICATION_BATCH_BYTES_MAX};
 pub use network::{
     DialFuture, Dialer, DialerRef, GroupNetwork, GrpcTransport, HTTP2_CONNECTION_WINDOW_BYTES,

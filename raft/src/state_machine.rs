@@ -349,6 +349,18 @@ impl GroupReader {
         Ok(applied.checkpoint.take())
     }
 
+    /// The applied state as it is now, with the log id of its last entry, to be read (say,
+    /// encoded for a backup) outside the lock while applies go on: like a snapshot builder's
+    /// view, it costs the next apply a copy of the group while it is held.
+    ///
+    /// # Errors
+    ///
+    /// `Poisoned` if an apply panicked.
+    pub fn view(&self) -> Result<(Arc<Group>, Option<LogId>), StoreError> {
+        let applied = self.state.read().map_err(|_| StoreError::Poisoned)?;
+        Ok((Arc::clone(&applied.group), applied.last_applied))
+    }
+
     /// The log id of the last applied entry.
     ///
     /// # Errors

@@ -141,6 +141,10 @@ pub struct ClusterOptions {
     /// Whether the cluster waits for every other exclusive cluster of this process to be gone
     /// before it starts, and keeps them waiting while it lives.
     pub exclusive: bool,
+    /// Whether the nodes found the cluster (`--bootstrap`) and the start waits for every
+    /// group's leader. Off, the nodes start fresh and wait to be given their groups (by a
+    /// restore from a backup, `Client::restore`).
+    pub bootstrap: bool,
 }
 
 /// How far above its client port a node's peer port is under [`Addressing::Fixed`] (above the
@@ -252,6 +256,7 @@ impl ClusterOptions {
             direct_peers: false,
             client_tls: true,
             exclusive: true,
+            bootstrap: true,
         }
     }
 
@@ -386,8 +391,9 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts nodes `1..=options.nodes`, founding the cluster (`--bootstrap`), each dialing its
-    /// peers through its own proxies, and waits until every group has a leader.
+    /// Starts nodes `1..=options.nodes`, founding the cluster (`--bootstrap`, unless
+    /// [`ClusterOptions::bootstrap`] is off), each dialing its peers through its own proxies,
+    /// and waits until every group has a leader (when founded).
     ///
     /// # Errors
     ///
@@ -483,15 +489,18 @@ impl Cluster {
         // Every node at once: a founding node asks its peers for their addresses until they
         // answer.
         let ids = cluster.node_ids();
+        let bootstrap = cluster.options.bootstrap;
         for &id in &ids {
             drop(held.remove(&id));
-            cluster.spawn(id, true)?;
+            cluster.spawn(id, bootstrap)?;
         }
         for &id in &ids {
             cluster.wait_serving(id).await?;
         }
-        for group in cluster.group_ids() {
-            cluster.leader_of(group).await?;
+        if bootstrap {
+            for group in cluster.group_ids() {
+                cluster.leader_of(group).await?;
+            }
         }
         Ok(cluster)
     }

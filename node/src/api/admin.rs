@@ -2,7 +2,8 @@
 //!
 //! Owns translating operator requests into openraft membership calls on the group's leader
 //! (a hint elsewhere): add a learner, promote learners, remove nodes, move a replica (learner,
-//! catch up, then one joint-consensus change), transfer leadership. Never edits a membership
+//! catch up, then one joint-consensus change), transfer leadership; backups and restores of
+//! whole groups (`backup.rs`). Never edits a membership
 //! by hand and never forces anything: every change is a Raft log entry committed by a quorum.
 //! Every call, `Status` included, needs the operator credential: [`OperatorOnly`] checks it
 //! before any method runs, so a method added later cannot forget to.
@@ -15,15 +16,16 @@ use openraft::async_runtime::WatchReceiver;
 use openraft::{BasicNode, ChangeMembers};
 use proto::booking::admin_service_server::{AdminService, AdminServiceServer};
 use proto::booking::{
-    AddLearnerRequest, GroupStatus, MembershipReply, MoveReplicaRequest, NodesRequest, StatusReply,
-    StatusRequest, TransferLeaderRequest,
+    AddLearnerRequest, BackupRequest, GroupStatus, MembershipReply, MoveReplicaRequest,
+    NodesRequest, RestoreChunk, RestoreReply, StatusReply, StatusRequest, TransferLeaderRequest,
 };
 use raft::NodeId;
 use statemachine::METADATA_GROUP;
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
+use super::backup::{self, BackupStream};
 use crate::error::ApiError;
 use crate::group::HostedGroup;
 use crate::names::hex;
@@ -278,6 +280,23 @@ impl AdminService for AdminApi {
             }
         }
         Ok(Response::new(self.membership_reply(hosted)))
+    }
+
+    type BackupStream = BackupStream;
+
+    async fn backup(
+        &self,
+        request: Request<BackupRequest>,
+    ) -> Result<Response<BackupStream>, Status> {
+        let hosted = self.led(request.into_inner().group_id)?;
+        Ok(Response::new(backup::take(hosted).await?))
+    }
+
+    async fn restore(
+        &self,
+        request: Request<Streaming<RestoreChunk>>,
+    ) -> Result<Response<RestoreReply>, Status> {
+        Ok(Response::new(backup::restore(&self.shared, request.into_inner()).await?))
     }
 }
 

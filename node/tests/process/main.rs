@@ -32,6 +32,7 @@ mod api_shows;
 mod api_waitlist;
 mod api_waitlist_policies;
 mod archive;
+mod backup;
 mod browser;
 mod client;
 mod client_tls;

@@ -131,6 +131,19 @@ pub enum Command {
     ///
     /// Example: `bookctl search --q hamlte --city lisboa`.
     Search(SearchArgs),
+    /// Back up the whole cluster into one file (operator): every group's state at a committed
+    /// index, taken from its leader while writes go on (the data groups first, the metadata
+    /// group last), in a tar archive with a manifest and SHA-256 checksums.
+    ///
+    /// Example: `bookctl backup --out cluster-2026-12-05.backup`.
+    Backup(BackupArgs),
+    /// Build a cluster from a backup (operator): the nodes given with --nodes must be fresh
+    /// (started with the backup's number of groups and without --bootstrap); each group's
+    /// state goes to its first voter, the others catch up from it. Waits for every group's
+    /// leader.
+    ///
+    /// Example: `bookctl --nodes 127.0.0.1:7301,127.0.0.1:7302 restore --from cluster.backup`.
+    Restore(RestoreArgs),
     /// Make the cluster's certificates: a CA (`init`), then one certificate per node (`node`),
     /// for the nodes' --tls-ca-file, --tls-cert-file and --tls-key-file. Talks to no node.
     #[command(subcommand)]
@@ -445,6 +458,28 @@ pub struct StatusArgs {
     /// metadata group 0).
     #[arg(long, value_name = "N", requires = "require_leaders")]
     pub data_groups: Option<u64>,
+}
+
+/// `bookctl backup`.
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The backup file to write (written to `<FILE>.part`, synced, then renamed).
+    #[arg(long, value_name = "FILE")]
+    pub out: std::path::PathBuf,
+}
+
+/// `bookctl restore`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The backup file (`bookctl backup --out`); its checksums are checked before anything is
+    /// sent.
+    #[arg(long, value_name = "FILE")]
+    pub from: std::path::PathBuf,
+
+    /// Voters per data group (default: as many as the backed-up group had, at most the number
+    /// of nodes). Group 0 always gets every node.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub replicas: Option<u64>,
 }
 
 /// Which groups a membership change applies to.

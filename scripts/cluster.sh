@@ -11,6 +11,12 @@
 #   bash scripts/cluster.sh kill N      kill -9 node N
 #   bash scripts/cluster.sh restart N   stop node N if it runs, start it again (never bootstrapping)
 #   bash scripts/cluster.sh logs N [-f] the end of node N's log (-f: follow it)
+#   bash scripts/cluster.sh backup FILE  bookctl backup --out FILE (every group, online)
+#   bash scripts/cluster.sh restore FILE a new cluster from a backup: starts fresh nodes (their
+#                                       data directories must not exist) without --bootstrap,
+#                                       bookctl restore --from FILE, then paysim; give the old
+#                                       cluster's session secret (BOOKING_SESSION_SECRET) to
+#                                       keep its buyers' tokens valid
 #
 # Node N keeps its database in $BOOKING_CLUSTER_DIR/nN, its log in nN.log and its pid in nN.pid
 # (BOOKING_CLUSTER_DIR defaults to ./cluster-data at the repository root). A node is started
@@ -307,6 +313,37 @@ cmd_restart() {
   echo "cluster: node $1 serves on $(address "$1")" >&2
 }
 
+bookctl_operator() {
+  [ -x "$bookctl" ] || die "$bookctl is missing: run '$0 up' (it builds) or cargo build --release -p client"
+  "$bookctl" --nodes "$(nodes)" --ca-file "$tls_dir/ca.crt" \
+    --operator-token-file "$secrets_dir/operator" "$@"
+}
+
+cmd_backup() {
+  [ -n "${1:-}" ] || die "usage: $0 backup FILE"
+  bookctl_operator backup --out "$1"
+}
+
+cmd_restore() {
+  local file="${1:-}" id
+  [ -n "$file" ] || die "usage: $0 restore FILE"
+  [ -f "$file" ] || die "no backup at $file"
+  file="$(absolute "$file")"
+  build
+  for id in "${node_ids[@]}"; do
+    [ ! -e "$cluster_dir/n$id" ] || die "$cluster_dir/n$id exists: restore builds a new cluster (another BOOKING_CLUSTER_DIR)"
+  done
+  for id in "${node_ids[@]}"; do start "$id" no; done
+  local deadline=$((SECONDS + up_timeout_s))
+  until bookctl_status >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$deadline" ] || die "the fresh nodes do not answer after ${up_timeout_s}s; logs in $cluster_dir"
+    sleep 0.2
+  done
+  bookctl_operator restore --from "$file"
+  start_paysim
+  bookctl_status
+}
+
 cmd_logs() {
   check_node "${1:-}"
   local log="$cluster_dir/n$1.log"
@@ -321,8 +358,10 @@ case "${1:-}" in
   kill) cmd_kill "${2:-}" ;;
   restart) cmd_restart "${2:-}" ;;
   logs) cmd_logs "${2:-}" "${3:-}" ;;
+  backup) cmd_backup "${2:-}" ;;
+  restore) cmd_restore "${2:-}" ;;
   *)
-    sed -n '2,10s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,16s/^# \{0,1\}//p' "$0" >&2
     exit 2
     ;;
 esac

@@ -48,6 +48,9 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 const METADATA_GROUP: u64 = 0;
 /// How many bytes of state one restore chunk carries.
 const CHUNK_BYTES: usize = 1 << 20;
+/// The least time a restore gives each group's install and the election after it (more when
+/// the client's retry budget is longer): a large state takes a while to send, check and sync.
+const RESTORE_TIME_MIN: Duration = Duration::from_secs(120);
 
 /// A backup's manifest: what it holds and how to check it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -341,7 +344,7 @@ impl Client {
     /// fresh (no group of the backup founded on it); each group's state goes to its first
     /// voter, which installs it and stands for election. Data groups get `replicas` voters
     /// (default: as many as the backup's group had, at most the number of nodes). Returns once
-    /// every group has a leader, or the retry budget is spent.
+    /// every group has a leader, or the retry budget (at least two minutes) is spent.
     ///
     /// # Errors
     ///
@@ -414,10 +417,11 @@ impl Client {
             self.operator_metadata(false, None)?.request(futures_util::stream::iter(chunks));
         let mut admin = AdminServiceClient::new(channel);
         let call = admin.restore(request);
-        let status = match tokio::time::timeout(self.config().retry_budget, call).await {
+        let within = self.config().retry_budget.max(RESTORE_TIME_MIN);
+        let status = match tokio::time::timeout(within, call).await {
             Ok(Ok(reply)) => return Ok(reply.into_inner()),
             Ok(Err(status)) => status,
-            Err(_) => Status::deadline_exceeded("no answer within the retry budget"),
+            Err(_) => Status::deadline_exceeded(format!("no answer within {within:?}")),
         };
         if error::booking_code(&status).is_some() {
             return Err(Error::rejected(&status));
@@ -446,7 +450,7 @@ impl Client {
             if waiting.is_empty() {
                 break;
             }
-            if started.elapsed() > self.config().retry_budget {
+            if started.elapsed() > self.config().retry_budget.max(RESTORE_TIME_MIN) {
                 return Err(Error::Unavailable {
                     attempts,
                     elapsed: started.elapsed(),

@@ -710,7 +710,7 @@ impl AdminService for Service {
 
     type BackupStream = Pin<Box<dyn Stream<Item = Result<BackupChunk, Status>> + Send>>;
 
-    /// A group of one empty chunk of state, from whichever node answers.
+    /// An empty state of the group, whose header names the node that answered as its voter.
     async fn backup(
         &self,
         request: Request<proto::booking::BackupRequest>,
@@ -719,6 +719,8 @@ impl AdminService for Service {
         let header = proto::booking::BackupHeader {
             group_id: request.get_ref().group_id,
             log_index: 7,
+            // SHA-256 of no bytes: the state is empty.
+            state_sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855".into(),
             voters: vec![self.0.id],
             ..Default::default()
         };
@@ -979,6 +981,27 @@ async fn a_stale_cached_leader_is_corrected_by_its_hint() {
     assert_eq!((one.calls("remove").len(), two.calls("remove").len()), (1, 1));
     client.remove(1, &[4]).await.unwrap();
     assert_eq!((one.calls("remove").len(), two.calls("remove").len()), (1, 2));
+}
+
+#[tokio::test]
+async fn a_backup_takes_each_group_from_its_leader_and_group_0_last() {
+    let one = Fake::start(1, Answer::Serve).await;
+    let two = Fake::start(2, Answer::Serve).await;
+    *one.groups.lock().unwrap() = vec![group(0, "leader", 1), group(1, "follower", 2)];
+    *two.groups.lock().unwrap() = vec![group(0, "follower", 1), group(1, "leader", 2)];
+    let client = client(&[&one, &two], 5_000);
+
+    let backup = client.backup().await.unwrap();
+    let order: Vec<u64> = backup.groups.iter().map(|group| group.header.group_id).collect();
+    assert_eq!(order, [1, 0]);
+    assert_eq!((one.calls("backup").len(), two.calls("backup").len()), (1, 1));
+    // Each group's header names the node that answered: its leader.
+    assert_eq!(backup.group(1).unwrap().header.voters, [2]);
+    assert_eq!(backup.group(0).unwrap().header.voters, [1]);
+    // A leader that moved points to the new one, which is asked next.
+    one.set_default(Answer::NotLeader(2, two.address.clone()));
+    let moved = client.backup_group(0).await.unwrap();
+    assert_eq!(moved.header.voters, [2]);
 }
 
 #[tokio::test]

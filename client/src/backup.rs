@@ -168,7 +168,9 @@ impl Backup {
     /// [`BackupFileError::Io`] when the file cannot be written.
     pub fn write(&self, path: &Path) -> std::result::Result<(), BackupFileError> {
         let io = |source| BackupFileError::Io { path: path.to_path_buf(), source };
-        let part = path.with_extension("part");
+        let mut part = path.as_os_str().to_owned();
+        part.push(".part");
+        let part = PathBuf::from(part);
         let file = File::create(&part).map_err(io)?;
         let mut archive = tar::Builder::new(file);
         let manifest = serde_json::to_vec_pretty(&self.manifest())
@@ -524,7 +526,7 @@ mod tests {
         let backup = backup();
         backup.write(&path).unwrap();
         assert_eq!(Backup::read(&path).unwrap(), backup);
-        assert!(!path.with_extension("part").exists());
+        assert!(!dir.path().join("cluster.backup.part").exists());
     }
 
     #[test]

@@ -95,7 +95,7 @@ pub use proto::booking::{
     CatalogHall, CatalogRow, CatalogSection, CatalogVenue, CheckoutReply, GroupStatus, HoldReply,
     LotteryDraw, LotteryReply, MembershipReply, OfferReply, OrderKey, PaymentReply, PricesReply,
     RestoreReply, SalesReply, SearchReply, SearchRequest, SearchResult, SeatMapReply, SeatStatus,
-    ShowArchivedReply, ShowCancelledReply, ShowListing, ShowPlacement, ShowPolicy, ShowReply,
-    StatusReply, TicketReply, WaitlistConfig, WaitlistEntryReply, WaitlistPolicyReply,
-    WaitlistReply, WaitlistRules, WaitlistSkip,
+    SessionErasedReply, ShowArchivedReply, ShowCancelledReply, ShowListing, ShowPlacement,
+    ShowPolicy, ShowReply, StatusReply, TicketReply, WaitlistConfig, WaitlistEntryReply,
+    WaitlistPolicyReply, WaitlistReply, WaitlistRules, WaitlistSkip,
 };

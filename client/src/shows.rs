@@ -15,11 +15,11 @@ use proto::booking::booking_service_client::BookingServiceClient;
 use proto::booking::{
     AdmissionConfig, AdmissionReply, AuditReply, BandClaimReply, CapacityReleasedReply,
     CapacityReleasedRequest, ConfigureAdmissionRequest, ConfigureWaitlistRequest,
-    CreateShowRequest, DrawLotteryRequest, GetAuditRequest, IssueBandClaimRequest,
-    ListShowsRequest, LotteryReply, PricesReply, SalesReply, SeatMapReply, SeatMapRequest,
-    SeatRange, SetPricesRequest, SetWaitlistPolicyRequest, ShowArchivedReply, ShowCancelledReply,
-    ShowListing, ShowPlacement, ShowPolicy, ShowRef, ShowReply, WaitlistConfig,
-    WaitlistPolicyReply, WaitlistReply, WaitlistRules,
+    CreateShowRequest, DrawLotteryRequest, EraseSessionRequest, GetAuditRequest,
+    IssueBandClaimRequest, ListShowsRequest, LotteryReply, PricesReply, SalesReply, SeatMapReply,
+    SeatMapRequest, SeatRange, SessionErasedReply, SetPricesRequest, SetWaitlistPolicyRequest,
+    ShowArchivedReply, ShowCancelledReply, ShowListing, ShowPlacement, ShowPolicy, ShowRef,
+    ShowReply, WaitlistConfig, WaitlistPolicyReply, WaitlistReply, WaitlistRules,
 };
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -360,6 +360,46 @@ impl Client {
             .await?;
         self.learn_control(reply.show_id, reply.group_id, &address);
         Ok(reply)
+    }
+
+    /// Erases a session from one show (operator call, deletion on demand): every record of
+    /// the show that names it names a fresh random pseudonym instead, and its idempotency
+    /// records are removed. `session_id` is 32 hex digits, as audit records name it.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_argument` (a malformed id), `show_archived` (its archive was made before), and
+    /// as [`Client::open_sales`].
+    pub async fn erase_session_from_show(
+        &self,
+        show_id: u64,
+        session_id: &str,
+    ) -> Result<SessionErasedReply> {
+        let message = EraseSessionRequest { show_id, session_id: session_id.to_owned() };
+        let (reply, address) = self
+            .operator_control(show_id, message, |mut c, r| async move { c.erase_session(r).await })
+            .await?;
+        self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
+    }
+
+    /// Erases a session from every show the cluster lists (deletion on demand; see
+    /// [`Client::erase_session_from_show`]): archived shows are skipped, since their archives
+    /// were made before. Returns what each show changed.
+    ///
+    /// # Errors
+    ///
+    /// The first error of a show, as [`Client::erase_session_from_show`].
+    pub async fn erase_session(&self, session_id: &str) -> Result<Vec<SessionErasedReply>> {
+        let mut erased = Vec::new();
+        for show in self.list_shows().await? {
+            match self.erase_session_from_show(show.show_id, session_id).await {
+                Ok(reply) => erased.push(reply),
+                Err(crate::Error::Rejected { code: crate::ErrorCode::ShowArchived, .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(erased)
     }
 
     /// Sets a show's prices, one per seat class in minor units, under `version`: the show's

@@ -529,6 +529,15 @@ impl BookingService for Service {
         Ok(Response::new(ShowArchivedReply { show_id, group_id: 1, ..Default::default() }))
     }
 
+    async fn erase_session(
+        &self,
+        request: Request<proto::booking::EraseSessionRequest>,
+    ) -> Result<Response<client::SessionErasedReply>, Status> {
+        self.0.answer("erase_session", request.metadata()).await?;
+        let show_id = request.get_ref().show_id;
+        Ok(Response::new(client::SessionErasedReply { show_id, group_id: 1, ..Default::default() }))
+    }
+
     async fn cancel_show(
         &self,
         request: Request<ShowRef>,

@@ -14,7 +14,7 @@ use statemachine::limits::{
     SEAT_PRICE_MINOR_MAX, SEATS_PER_HOLD_MAX,
 };
 use statemachine::{
-    CapacityEventId, Currency, SeatNo, SeatSet, ShowId, WaitlistOrdering, WaitlistRules,
+    CapacityEventId, Currency, SeatNo, SeatSet, SessionId, ShowId, WaitlistOrdering, WaitlistRules,
 };
 
 use crate::error::ApiError;
@@ -31,6 +31,19 @@ pub const CAPACITY_EVENT_ID_BYTES_MAX: usize = 128;
 /// `InvalidArgument` for 0, naming `field`.
 pub fn show_id(field: &str, id: u64) -> Result<ShowId, ApiError> {
     Ok(ShowId(nonzero(field, id)?))
+}
+
+/// A session id as the API names it (in audit records, `session:<id>`): 32 hex digits.
+///
+/// # Errors
+///
+/// `InvalidArgument` naming `field` for anything else.
+pub fn session_id(field: &str, id: &str) -> Result<SessionId, ApiError> {
+    let invalid = || ApiError::InvalidArgument(format!("{field}: must be 32 hex digits"));
+    if id.len() != 32 || !id.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return Err(invalid());
+    }
+    u128::from_str_radix(id, 16).map(SessionId).map_err(|_| invalid())
 }
 
 /// An entity id (hold, booking, ticket, entry, offer): non-zero, since every show numbers its

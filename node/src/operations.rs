@@ -1008,6 +1008,40 @@ pub async fn archive_show(service: &Service, show: ShowId) -> Result<Archived, A
     }
 }
 
+/// What erasing a session from one show did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Erased {
+    /// The show.
+    pub show: ShowId,
+    /// Its data group.
+    pub group: u64,
+    /// Records that named the session and now name a pseudonym.
+    pub records: u32,
+    /// Idempotency records of the session removed.
+    pub idempotency_records: u32,
+}
+
+/// Erases a session from one show (deletion on demand): proposes `EraseSession` with a fresh
+/// random pseudonym, drawn here once so every replica renames to the same one.
+///
+/// # Errors
+///
+/// As [`archive_show`]'s proposal: `show_not_found`, `show_archived`, leadership errors.
+pub async fn erase_session(
+    service: &Service,
+    show: ShowId,
+    session: SessionId,
+) -> Result<Erased, ApiError> {
+    let pseudonym = service.shared().sessions.pseudonym()?;
+    let group = service.group_of(show).await?.id;
+    match service.operator(OperatorCommand::EraseSession { show, session, pseudonym }).await? {
+        Reply::SessionErased { show, records, idempotency_records } => {
+            Ok(Erased { show, group, records, idempotency_records })
+        }
+        other => Err(ApiError::unexpected(other)),
+    }
+}
+
 /// The rejection for an entity of `kind` that does not exist.
 fn entity_not_found(kind: EntityKind) -> Rejection {
     match kind {

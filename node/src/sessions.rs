@@ -108,6 +108,20 @@ impl Sessions {
         Ok(format!("{TOKEN_PREFIX}{body}_{tag}"))
     }
 
+    /// A fresh random session id that names no session: what an erased session's records name
+    /// instead (`EraseSession`).
+    ///
+    /// # Errors
+    ///
+    /// `Internal` if the entropy source has no randomness to give.
+    pub fn pseudonym(&self) -> Result<SessionId, ApiError> {
+        let mut random = [0u8; 16];
+        self.entropy
+            .fill(&mut random)
+            .map_err(|error| ApiError::Internal(format!("no randomness: {error}")))?;
+        Ok(SessionId(u128::from_le_bytes(random)))
+    }
+
     /// A claim of priority `band` on `show`'s waitlist for `session`, good until
     /// `expires_at_s` (Unix seconds).
     pub fn issue_claim(

@@ -256,6 +256,15 @@ impl Audit {
             .map(|(entity, records)| (entity, records.as_slice()))
     }
 
+    /// The records of one show's entities, to be rewritten (a session's erasure).
+    pub(crate) fn of_show_mut(&mut self, show: ShowId) -> impl Iterator<Item = &mut AuditRecord> {
+        let first = EntityRef { show, kind: EntityKind::Hold, id: 0 };
+        self.records
+            .range_mut(first..)
+            .take_while(move |(entity, _)| entity.show == show)
+            .flat_map(|(_, records)| records.iter_mut())
+    }
+
     /// Forgets one entity's records (compacted: its records live on in an archive segment).
     pub(crate) fn remove(&mut self, entity: EntityRef) {
         self.records.remove(&entity);

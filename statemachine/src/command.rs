@@ -242,6 +242,19 @@ pub enum OperatorCommand {
         /// The SHA-256 of the segment's bytes.
         digest: Digest,
     },
+    /// Deletion on demand: every record of the show that names `session` (its holds,
+    /// bookings, payments, tickets, waitlist entries, offers, audit records, outbox events and
+    /// dead letters) names `pseudonym` instead, and its idempotency records (what it sent and
+    /// was answered) are removed. The pseudonym is drawn by the node, once per command, so the
+    /// replicas agree on it and nothing links it back to the session.
+    EraseSession {
+        /// The show.
+        show: ShowId,
+        /// The session erased.
+        session: SessionId,
+        /// What its records name instead: a fresh random id no session has.
+        pseudonym: SessionId,
+    },
 }
 
 /// Everything needed to create a show.
@@ -365,7 +378,8 @@ impl OperatorCommand {
             | OperatorCommand::ConfigureWaitlistPolicy { show, .. }
             | OperatorCommand::DrawLottery { show, .. }
             | OperatorCommand::ArchiveShow { show, .. }
-            | OperatorCommand::CompactShow { show, .. } => *show,
+            | OperatorCommand::CompactShow { show, .. }
+            | OperatorCommand::EraseSession { show, .. } => *show,
         }
     }
 }

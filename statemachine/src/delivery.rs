@@ -177,6 +177,11 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// Every dead letter of every sink, to be rewritten (a session's erasure).
+    pub(crate) fn dead_letters_mut(&mut self) -> impl Iterator<Item = &mut DeadLetter> {
+        self.sinks.values_mut().flat_map(|sink| sink.dead_letters.values_mut())
+    }
+
     /// The tracked sinks, by name.
     pub fn sinks(&self) -> impl Iterator<Item = (&SinkName, &Sink)> {
         self.sinks.iter()

@@ -24,6 +24,7 @@ pub mod check;
 mod command;
 mod delivery;
 mod digests;
+mod erasure;
 mod expiry;
 mod hold;
 mod idempotency;
@@ -232,6 +233,9 @@ impl Group {
             }
             &Command::Operator(OperatorCommand::CompactShow { show, before_ms, digest }) => {
                 self.compact_show(show, before_ms, digest)
+            }
+            &Command::Operator(OperatorCommand::EraseSession { show, session, pseudonym }) => {
+                self.erase_session(show, session, pseudonym)
             }
             Command::Operator(operator) => {
                 let operator = operator.clone();
@@ -472,9 +476,9 @@ impl Show {
                 self.set_waitlist_policy(ctx, policy_version, rules)
             }
             OperatorCommand::DrawLottery { seed, .. } => self.draw_lottery(ctx, seed),
-            OperatorCommand::ArchiveShow { .. } | OperatorCommand::CompactShow { .. } => {
-                unreachable!("handled by the group")
-            }
+            OperatorCommand::ArchiveShow { .. }
+            | OperatorCommand::CompactShow { .. }
+            | OperatorCommand::EraseSession { .. } => unreachable!("handled by the group"),
         }
     }
 }

@@ -118,6 +118,11 @@ pub struct Outbox {
 }
 
 impl Outbox {
+    /// Every event still held, to be rewritten (a session's erasure).
+    pub(crate) fn events_mut(&mut self) -> impl Iterator<Item = &mut OutboxEvent> {
+        self.events.iter_mut()
+    }
+
     /// Appends an event with the next id.
     pub(crate) fn push(&mut self, log_index: u64, log_time_ms: u64, show: ShowId, event: Event) {
         self.next_id += 1;

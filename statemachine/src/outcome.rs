@@ -286,6 +286,18 @@ pub enum Reply {
         /// The segment's length in bytes.
         bytes: u64,
     },
+    /// A session's identity left one show's records: they name the pseudonym instead, and its
+    /// idempotency records are gone.
+    SessionErased {
+        /// The show.
+        show: ShowId,
+        /// Records that named the session (holds, bookings, payments, tickets, waitlist
+        /// entries, offers, audit records, outbox events, dead letters) and now name the
+        /// pseudonym.
+        records: u32,
+        /// Idempotency records of the session removed.
+        idempotency_records: u32,
+    },
 }
 
 /// What a successful hold gives the buyer.

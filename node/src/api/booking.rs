@@ -17,13 +17,14 @@ use proto::booking::{
     AdmissionReply, AuditReply, BandClaimReply, BookingRef, BookingReply, CapacityReleasedReply,
     CapacityReleasedRequest, CatalogChangeReply, CatalogChangeRequest, CheckoutReply,
     ConfigureAdmissionRequest, ConfigureWaitlistRequest, CreateSessionRequest, CreateShowRequest,
-    DrawLotteryRequest, EntryRef, GetAuditRequest, GetHoldRequest, HoldItem, HoldItemResult,
-    HoldManyReply, HoldManyRequest, HoldRef, HoldReply, HoldRequest, IssueBandClaimRequest,
-    ItemStatus, JoinWaitlistRequest, ListShowsReply, ListShowsRequest, LotteryReply, OfferRef,
-    OfferReply, PaymentRef, PaymentReply, PricesReply, SalesReply, SearchReply, SearchRequest,
-    SeatMapReply, SeatMapRequest, SessionReply, SetPricesRequest, SetWaitlistPolicyRequest,
-    ShowArchivedReply, ShowCancelledReply, ShowPlacement, ShowRef, ShowReply, TicketRef,
-    TicketReply, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
+    DrawLotteryRequest, EntryRef, EraseSessionRequest, GetAuditRequest, GetHoldRequest, HoldItem,
+    HoldItemResult, HoldManyReply, HoldManyRequest, HoldRef, HoldReply, HoldRequest,
+    IssueBandClaimRequest, ItemStatus, JoinWaitlistRequest, ListShowsReply, ListShowsRequest,
+    LotteryReply, OfferRef, OfferReply, PaymentRef, PaymentReply, PricesReply, SalesReply,
+    SearchReply, SearchRequest, SeatMapReply, SeatMapRequest, SessionErasedReply, SessionReply,
+    SetPricesRequest, SetWaitlistPolicyRequest, ShowArchivedReply, ShowCancelledReply,
+    ShowPlacement, ShowRef, ShowReply, TicketRef, TicketReply, WaitlistEntryReply,
+    WaitlistPolicyReply, WaitlistReply,
 };
 use statemachine::{
     BookingId, ClientCommand, EntryId, Group, HoldId, IdempotencyKey, OfferId, OperatorCommand,
@@ -541,6 +542,23 @@ impl BookingService for BookingApi {
             digest: crate::names::hex(&archived.digest),
             bytes: archived.bytes,
             duplicate: archived.duplicate,
+        }))
+    }
+
+    async fn erase_session(
+        &self,
+        request: Request<EraseSessionRequest>,
+    ) -> Result<Response<SessionErasedReply>, Status> {
+        self.operator_mutation(request.metadata())?;
+        let request = request.into_inner();
+        let show = input::show_id("show_id", request.show_id)?;
+        let session = input::session_id("session_id", &request.session_id)?;
+        let erased = operations::erase_session(&self.service, show, session).await?;
+        Ok(Response::new(SessionErasedReply {
+            show_id: erased.show.0,
+            group_id: erased.group,
+            records: erased.records,
+            idempotency_records: erased.idempotency_records,
         }))
     }
 

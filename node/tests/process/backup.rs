@@ -449,3 +449,96 @@ fn ensure(holds: bool, what: &str) -> io::Result<()> {
 fn other(error: impl std::fmt::Display) -> io::Error {
     io::Error::other(error.to_string())
 }
+
+/// The show of the erasure scenario.
+const ERASED_SHOW: u64 = 963;
+
+/// Deletion on demand on a real cluster: a buyer holds and checks out; its session id is read
+/// from the hold's audit trail; a backup taken then holds the session's id; `erase_session`
+/// renames it in every show; a backup taken afterwards holds it nowhere, the hold and payment
+/// are still there under a pseudonym (their audit names another session), and the buyer's own
+/// token no longer reads them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_session_is_in_no_backup_taken_afterwards() -> io::Result<()> {
+    let cluster = testkit::Cluster::start(options(3)).await.map_err(other)?;
+    let operator = cluster.client();
+    let show = NewShow { open_sales: true, ..NewShow::uniform(ERASED_SHOW, 20, 1_000, "EUR") };
+    operator.create_show(&show, None).await.map_err(other)?;
+    let other_show =
+        NewShow { open_sales: true, ..NewShow::uniform(ERASED_SHOW + 1, 5, 900, "EUR") };
+    operator.create_show(&other_show, None).await.map_err(other)?;
+    let buyer = operator.create_session().await.map_err(other)?;
+    let hold = operator.hold(&buyer, ERASED_SHOW, &[3, 4], 1, Some("erased-hold")).await;
+    let hold = hold.map_err(other)?.hold_id;
+    let payment = operator.checkout(&buyer, ERASED_SHOW, hold, None).await.map_err(other)?;
+    let bystander = operator.create_session().await.map_err(other)?;
+    let kept = operator.hold(&bystander, ERASED_SHOW, &[9], 1, None).await.map_err(other)?;
+
+    let trail = operator.get_audit(ERASED_SHOW, "hold", hold).await.map_err(other)?;
+    let session_hex =
+        trail.records.first().map(|record| record.session.clone()).unwrap_or_default();
+    ensure(session_hex.len() == 32, &format!("the audit names the buyer's session: {trail:?}"))?;
+    let session = statemachine::SessionId(u128::from_str_radix(&session_hex, 16).map_err(other)?);
+    let encoded = postcard_bytes(session);
+    let group_holding =
+        |backup: &Backup| backup.groups.iter().any(|group| contains(&group.state, &encoded));
+    let before = operator.backup().await.map_err(other)?;
+    ensure(group_holding(&before), "a backup taken before the erasure holds the session")?;
+
+    let erased = operator.erase_session(&session_hex).await.map_err(other)?;
+    let shows: Vec<(u64, u32)> =
+        erased.iter().map(|reply| (reply.show_id, reply.records)).collect();
+    ensure(
+        shows.iter().any(|&(show, records)| show == ERASED_SHOW && records >= 3)
+            && shows.iter().any(|&(show, records)| show == ERASED_SHOW + 1 && records == 0),
+        &format!("every show was asked, the buyer's records renamed: {shows:?}"),
+    )?;
+    let malformed = operator.erase_session("not-a-session").await;
+    ensure(
+        matches!(malformed, Err(Error::Rejected { code: ErrorCode::InvalidArgument, .. })),
+        &format!("a malformed session id is refused: {malformed:?}"),
+    )?;
+
+    let after = operator.backup().await.map_err(other)?;
+    ensure(!group_holding(&after), "a backup taken after the erasure holds the session")?;
+    let trail = operator.get_audit(ERASED_SHOW, "hold", hold).await.map_err(other)?;
+    ensure(
+        !trail.records.is_empty()
+            && trail
+                .records
+                .iter()
+                .all(|record| record.session != session_hex && !record.session.is_empty()),
+        &format!("the hold's audit names a pseudonym: {trail:?}"),
+    )?;
+    let payment = operator.get_payment(None, ERASED_SHOW, payment.payment_id).await;
+    ensure(payment.is_ok(), &format!("the payment stays: {payment:?}"))?;
+    let own = operator.get_hold(&buyer, ERASED_SHOW, hold).await;
+    ensure(
+        matches!(own, Err(Error::Rejected { .. })),
+        &format!("the erased session's token no longer reads its hold: {own:?}"),
+    )?;
+    let untouched = operator.get_hold(&bystander, ERASED_SHOW, kept.hold_id).await;
+    ensure(untouched.is_ok(), &format!("another session keeps its hold: {untouched:?}"))?;
+    cluster.shutdown().await.map_err(other)?;
+    Ok(())
+}
+
+/// A session id as a group's encoded state holds it.
+fn postcard_bytes(session: statemachine::SessionId) -> Vec<u8> {
+    // postcard encodes a u128 as a LEB128 varint.
+    let mut value = session.0;
+    let mut bytes = Vec::new();
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            bytes.push(byte);
+            return bytes;
+        }
+        bytes.push(byte | 0x80);
+    }
+}
+
+fn contains(bytes: &[u8], needle: &[u8]) -> bool {
+    bytes.windows(needle.len()).any(|window| window == needle)
+}

@@ -138,6 +138,7 @@ pub fn observe_outcome(outcome: &Outcome) -> Observed {
         | Reply::ShowCancelled { .. }
         | Reply::ShowArchived { .. }
         | Reply::ShowCompacted { .. }
+        | Reply::SessionErased { .. }
         | Reply::PricesSet { .. }
         | Reply::AdmissionConfigured { .. }
         | Reply::WaitlistConfigured { .. }

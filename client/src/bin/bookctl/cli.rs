@@ -190,6 +190,18 @@ pub enum SessionCommand {
     /// Ask the cluster for a new guest session token and print it (export it as
     /// BOOKCTL_TOKEN to use it with every buyer command).
     New,
+    /// Erase a session (operator, deletion on demand): in every show (or one), the records
+    /// that name it name a random pseudonym instead and its idempotency records are removed.
+    ///
+    /// Example: `bookctl session erase --session 9e3779b97f4a7c15f39cc0605cedc834`.
+    Erase {
+        /// The session's id: 32 hex digits, as audit records name it (`session:<id>`).
+        #[arg(long, value_name = "ID")]
+        session: String,
+        /// Only this show.
+        #[arg(long, value_name = "ID")]
+        show: Option<u64>,
+    },
 }
 
 /// The session and idempotency key of a buyer's command.

@@ -177,6 +177,42 @@ async fn run(cli: Cli) -> ExitCode {
             }
             Err(error) => fail(json, &error, None),
         },
+        Command::Session(SessionCommand::Erase { session, show }) => {
+            let erased = match show {
+                Some(show) => client.erase_session_from_show(show, &session).await.map(|r| vec![r]),
+                None => client.erase_session(&session).await,
+            };
+            report(
+                json,
+                erased,
+                |replies| {
+                    let shows: Vec<Value> = replies
+                        .iter()
+                        .map(|reply| {
+                            json!({
+                                "show_id": reply.show_id,
+                                "group_id": reply.group_id,
+                                "records": reply.records,
+                                "idempotency_records": reply.idempotency_records,
+                            })
+                        })
+                        .collect();
+                    json!({ "shows": shows })
+                },
+                |replies| {
+                    let lines: Vec<String> = replies
+                    .iter()
+                    .map(|reply| {
+                        format!(
+                            "show {}: {} records now name a pseudonym, {} idempotency records removed",
+                            reply.show_id, reply.records, reply.idempotency_records
+                        )
+                    })
+                    .collect();
+                    lines.join("\n")
+                },
+            )
+        }
         Command::Show(command) => show(&client, json, command).await,
         Command::Hold(command) => hold(&client, json, command).await,
         Command::Checkout(args) => {

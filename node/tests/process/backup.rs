@@ -88,15 +88,20 @@ async fn a_backup_taken_during_an_on_sale_restores_into_a_fresh_cluster() -> io:
     // The on-sale runs in the background while the backup is taken.
     let acked: Arc<std::sync::Mutex<Vec<(Instant, Acked)>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
+    let released = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicUsize::new(0));
     let driver = tokio::spawn(on_sale(
         api.cluster.new_client().map_err(other)?,
         tokens.clone(),
         Arc::clone(&acked),
-        Arc::clone(&stop),
+        Flags { stop: Arc::clone(&stop), released: Arc::clone(&released) },
         Arc::clone(&done),
     ));
-    wait_until(|| done.load(Ordering::SeqCst) >= OPERATIONS_AROUND).await?;
+    wait_until(|| done.load(Ordering::SeqCst) >= OPERATIONS_AROUND || driver.is_finished()).await?;
+    if driver.is_finished() {
+        driver.await.map_err(other)??;
+        return Err(other("the on-sale ended before the backup"));
+    }
     // The first hold was checked out: the backup comes once paysim's webhook has booked it.
     let first = acked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).first().cloned();
     let Some((_, Acked::Hold { token, hold, .. })) = first else {
@@ -108,11 +113,19 @@ async fn a_backup_taken_during_an_on_sale_restores_into_a_fresh_cluster() -> io:
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let began = Instant::now();
+    released.store(true, Ordering::SeqCst);
     let backup = operator.backup().await.map_err(other)?;
     let at_end = done.load(Ordering::SeqCst);
-    wait_until(|| done.load(Ordering::SeqCst) >= at_end + OPERATIONS_AROUND).await?;
+    wait_until(|| {
+        done.load(Ordering::SeqCst) >= at_end + OPERATIONS_AROUND || driver.is_finished()
+    })
+    .await?;
     stop.store(true, Ordering::SeqCst);
     driver.await.map_err(other)??;
+    ensure(
+        done.load(Ordering::SeqCst) >= at_end + OPERATIONS_AROUND,
+        "the on-sale went on after the backup",
+    )?;
     let acked = acked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
 
     // The file reads back as written, checksums checked.
@@ -273,16 +286,25 @@ async fn a_backup_taken_during_an_on_sale_restores_into_a_fresh_cluster() -> io:
     Ok(())
 }
 
+/// What the test tells the on-sale: to stop, and that the backup begins.
+struct Flags {
+    stop: Arc<AtomicBool>,
+    released: Arc<AtomicBool>,
+}
+
 /// The on-sale: round after round, a buyer holds the next seat of the sale, checks out every
 /// other hold (paysim pays, the hold becomes a booking), joins the admission lane and the
-/// waitlist; each acknowledged answer is recorded with when it came.
+/// waitlist; each acknowledged answer is recorded with when it came. After
+/// [`OPERATIONS_AROUND`] operations it waits for the backup to begin, so that most of the sale
+/// comes during and after it however slowly paysim books the first hold.
 async fn on_sale(
     client: Client,
     tokens: Vec<String>,
     acked: Arc<std::sync::Mutex<Vec<(Instant, Acked)>>>,
-    stop: Arc<AtomicBool>,
+    flags: Flags,
     done: Arc<AtomicUsize>,
 ) -> io::Result<()> {
+    let Flags { stop, released } = flags;
     let record = |what: Acked| {
         acked
             .lock()
@@ -293,6 +315,10 @@ async fn on_sale(
     let mut seat = 0;
     let mut round = 0;
     while !stop.load(Ordering::SeqCst) && seat < SALE_SEATS {
+        if done.load(Ordering::SeqCst) >= OPERATIONS_AROUND && !released.load(Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            continue;
+        }
         let token = tokens[round % tokens.len()].clone();
         let hold = client.hold(&token, SALE, &[seat], 1, None).await.map_err(other)?;
         seat += 1;

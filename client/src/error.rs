@@ -183,9 +183,12 @@ pub(crate) fn classify(status: &Status) -> Verdict {
         Some(code) if status.code() == Code::Unavailable => Verdict::Retry {
             hint: leader_hint(status),
             delivery: match ErrorCode::from_name(code) {
-                ErrorCode::NotLeader | ErrorCode::NoLeader | ErrorCode::Overloaded => {
-                    Delivery::NotApplied
-                }
+                // A show moving or moved is refused by the state machine, changing nothing.
+                ErrorCode::NotLeader
+                | ErrorCode::NoLeader
+                | ErrorCode::Overloaded
+                | ErrorCode::ShowMoving
+                | ErrorCode::ShowMoved => Delivery::NotApplied,
                 _ => Delivery::Unknown,
             },
         },
@@ -363,11 +366,11 @@ mod tests {
 
     #[test]
     fn a_code_of_a_newer_node_is_unspecified_and_kept_by_name() {
-        let error = Error::rejected(&status_with(Code::FailedPrecondition, "show_moved"));
+        let error = Error::rejected(&status_with(Code::FailedPrecondition, "show_teleported"));
         let Error::Rejected { code, code_name, .. } = &error else { panic!("{error:?}") };
-        assert_eq!((*code, code_name.as_str()), (ErrorCode::Unspecified, "show_moved"));
+        assert_eq!((*code, code_name.as_str()), (ErrorCode::Unspecified, "show_teleported"));
         assert_eq!(error.code(), None);
-        assert_eq!(error.booking_code(), Some("show_moved"));
+        assert_eq!(error.booking_code(), Some("show_teleported"));
     }
 
     /// A status with only a booking code.

@@ -63,6 +63,7 @@ mod client;
 mod connector;
 mod error;
 mod key;
+mod rebalance;
 mod retry;
 mod route;
 mod shows;
@@ -79,6 +80,7 @@ pub use crate::error::{BOOKING_CODE, Error, ErrorCode, LEADER_ADDR, LEADER_ID, R
 pub use crate::key::{
     AUTHORIZATION, IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_LEN_MAX, generate_key, validate_key,
 };
+pub use crate::rebalance::{PlannedMove, plan_rebalance, show_load};
 pub use crate::retry::{
     ATTEMPT_TIMEOUT_DEFAULT_MS, BACKOFF_INITIAL_DEFAULT_MS, BACKOFF_MAX_DEFAULT_MS,
     CONNECT_TIMEOUT_DEFAULT_MS, Config, HINTS_IMMEDIATE_MAX, HOLD_BATCHES_IN_FLIGHT_DEFAULT,
@@ -93,9 +95,10 @@ pub use proto::booking::{
     AdmissionConfig, AdmissionReply, AuditRecord, AuditReply, BackupHeader, BandClaimReply,
     BookingReply, CapacityReleasedReply, CatalogAction, CatalogChangeReply, CatalogEvent,
     CatalogHall, CatalogRow, CatalogSection, CatalogVenue, CheckoutReply, GroupStatus, HoldReply,
-    LotteryDraw, LotteryReply, MembershipReply, OfferReply, OrderKey, PaymentReply, PricesReply,
-    RestoreReply, SalesReply, SearchReply, SearchRequest, SearchResult, SeatMapReply, SeatStatus,
-    SessionErasedReply, ShowArchivedReply, ShowCancelledReply, ShowListing, ShowPlacement,
-    ShowPolicy, ShowReply, StatusReply, TicketReply, WaitlistConfig, WaitlistEntryReply,
-    WaitlistPolicyReply, WaitlistReply, WaitlistRules, WaitlistSkip,
+    LotteryDraw, LotteryReply, MembershipReply, MoveShowRequest, OfferReply, OrderKey,
+    PaymentReply, PricesReply, RestoreReply, SalesReply, SearchReply, SearchRequest, SearchResult,
+    SeatMapReply, SeatStatus, SessionErasedReply, ShowArchivedReply, ShowCancelledReply,
+    ShowListing, ShowMovedReply, ShowPlacement, ShowPolicy, ShowReply, StatusReply, TicketReply,
+    WaitlistConfig, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply, WaitlistRules,
+    WaitlistSkip,
 };

@@ -16,10 +16,11 @@ use proto::booking::{
     AdmissionConfig, AdmissionReply, AuditReply, BandClaimReply, CapacityReleasedReply,
     CapacityReleasedRequest, ConfigureAdmissionRequest, ConfigureWaitlistRequest,
     CreateShowRequest, DrawLotteryRequest, EraseSessionRequest, GetAuditRequest,
-    IssueBandClaimRequest, ListShowsRequest, LotteryReply, PricesReply, SalesReply, SeatMapReply,
-    SeatMapRequest, SeatRange, SessionErasedReply, SetPricesRequest, SetWaitlistPolicyRequest,
-    ShowArchivedReply, ShowCancelledReply, ShowListing, ShowPlacement, ShowPolicy, ShowRef,
-    ShowReply, WaitlistConfig, WaitlistPolicyReply, WaitlistReply, WaitlistRules,
+    IssueBandClaimRequest, ListShowsRequest, LotteryReply, MoveShowRequest, PricesReply,
+    SalesReply, SeatMapReply, SeatMapRequest, SeatRange, SessionErasedReply, SetPricesRequest,
+    SetWaitlistPolicyRequest, ShowArchivedReply, ShowCancelledReply, ShowListing, ShowMovedReply,
+    ShowPlacement, ShowPolicy, ShowRef, ShowReply, WaitlistConfig, WaitlistPolicyReply,
+    WaitlistReply, WaitlistRules,
 };
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -359,6 +360,32 @@ impl Client {
             })
             .await?;
         self.learn_control(reply.show_id, reply.group_id, &address);
+        Ok(reply)
+    }
+
+    /// Moves a show to data group `to_group` (operator call), fenced: its group freezes it
+    /// (calls about it answer `show_moving`, which this SDK retries), the target imports the
+    /// frozen state checked by its SHA-256, group 0 places it there, the target serves it and
+    /// the source drops it. The call follows each step to its group's leader; a call cut off
+    /// half-way is finished by calling again, and a move made before answers `duplicate`.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_argument` (no such data group, a show too large to carry), `show_not_found`,
+    /// `show_moving` (it is moving to another group), and as [`Client::open_sales`].
+    pub async fn move_show(&self, show_id: u64, to_group: u64) -> Result<ShowMovedReply> {
+        let metadata = self.operator_metadata(true, None)?;
+        let message = MoveShowRequest { show_id, to_group };
+        let (reply, address) = self
+            .booking_call(
+                Route::Show(show_id),
+                Kind::LongMutation,
+                &metadata,
+                message,
+                |mut c, r| async move { c.move_show(r).await },
+            )
+            .await?;
+        self.learn_control(reply.show_id, reply.to_group, &address);
         Ok(reply)
     }
 

@@ -529,6 +529,17 @@ impl BookingService for Service {
         Ok(Response::new(ShowArchivedReply { show_id, group_id: 1, ..Default::default() }))
     }
 
+    async fn move_show(
+        &self,
+        request: Request<client::MoveShowRequest>,
+    ) -> Result<Response<client::ShowMovedReply>, Status> {
+        self.0.answer("move_show", request.metadata()).await?;
+        let client::MoveShowRequest { show_id, to_group } = *request.get_ref();
+        let reply =
+            client::ShowMovedReply { show_id, from_group: 1, to_group, ..Default::default() };
+        Ok(Response::new(reply))
+    }
+
     async fn erase_session(
         &self,
         request: Request<proto::booking::EraseSessionRequest>,
@@ -1011,6 +1022,37 @@ async fn a_backup_takes_each_group_from_its_leader_and_group_0_last() {
     one.set_default(Answer::NotLeader(2, two.address.clone()));
     let moved = client.backup_group(0).await.unwrap();
     assert_eq!(moved.header.voters, [2]);
+}
+
+#[tokio::test]
+async fn a_move_follows_each_steps_leader_with_one_key_until_it_is_done() {
+    let one = Fake::start(1, Answer::Serve).await;
+    let two = Fake::start(2, Answer::Serve).await;
+    let three = Fake::start(3, Answer::Serve).await;
+    // The source's leader (1) freezes and points at the target's (2), which imports and points
+    // at group 0's (3), which relocates and points back at the target's, which activates and
+    // points at the source's, which drops: five attempts, one logical call.
+    one.script([Answer::NotLeader(2, two.address.clone())]);
+    two.script([
+        Answer::NotLeader(3, three.address.clone()),
+        Answer::NotLeader(1, one.address.clone()),
+    ]);
+    three.script([Answer::NotLeader(2, two.address.clone())]);
+    let client = client(&[&one, &two, &three], 5_000);
+
+    let moved = client.move_show(7, 2).await.unwrap();
+    assert_eq!((moved.show_id, moved.to_group), (7, 2));
+    let calls: Vec<Call> =
+        [&one, &two, &three].iter().flat_map(|fake| fake.calls("move_show")).collect();
+    assert_eq!(calls.len(), 5);
+    assert_eq!((one.calls("move_show").len(), two.calls("move_show").len()), (2, 2));
+    let key = calls[0].key.clone();
+    assert!(key.is_some() && calls.iter().all(|call| call.key == key), "{calls:?}");
+    // A show moving answers `show_moving`, which is retried until it serves.
+    one.script([Answer::Reject(Code::Unavailable, "show_moving")]);
+    two.script([Answer::Reject(Code::Unavailable, "show_moving")]);
+    three.script([Answer::Reject(Code::Unavailable, "show_moving")]);
+    client.open_sales(7).await.unwrap();
 }
 
 #[tokio::test]

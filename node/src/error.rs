@@ -133,7 +133,9 @@ impl ApiError {
         match self {
             ApiError::RateLimited { retry_after_s, .. }
             | ApiError::Overloaded { retry_after_s, .. } => Some(*retry_after_s),
-            ApiError::NotLeader { .. } | ApiError::Unavailable(_) => Some(1),
+            ApiError::NotLeader { .. }
+            | ApiError::Unavailable(_)
+            | ApiError::Rejected(Rejection::ShowMoving | Rejection::ShowMoved { .. }) => Some(1),
             _ => None,
         }
     }
@@ -157,6 +159,7 @@ impl ApiError {
                 json!({ "draw_at_ms": draw_at_ms })
             }
             ApiError::Rejected(Rejection::LotteryAlreadyDrawn { seed }) => json!({ "seed": seed }),
+            ApiError::Rejected(Rejection::ShowMoved { group }) => json!({ "group": group }),
             ApiError::Rejected(
                 Rejection::CatalogNotFound { kind }
                 | Rejection::CatalogExists { kind }
@@ -184,7 +187,9 @@ pub fn grpc_code(code: ErrorCode) -> Code {
         | CatalogNotFound | ShowArchived => Code::NotFound,
         MethodNotAllowed => Code::Unimplemented,
         PayloadTooLarge | RateLimited | GroupFull | QueueFull => Code::ResourceExhausted,
-        NotLeader | NoLeader | Unavailable | Overloaded => Code::Unavailable,
+        NotLeader | NoLeader | Unavailable | Overloaded | ShowMoving | ShowMoved => {
+            Code::Unavailable
+        }
         SeatUnavailable | OfferNotActive | IdempotencyKeyReused | ShowExists | CatalogExists
         | ArchiveChanged => Code::Aborted,
         // Expired is an answer about the hold, grant or offer, never a timeout of the call:
@@ -295,6 +300,8 @@ fn rejection_code(rejection: &Rejection) -> ErrorCode {
         ShowArchived => ErrorCode::ShowArchived,
         ShowNotSettled { .. } => ErrorCode::ShowNotSettled,
         ArchiveChanged => ErrorCode::ArchiveChanged,
+        ShowMoving => ErrorCode::ShowMoving,
+        ShowMoved { .. } => ErrorCode::ShowMoved,
     }
 }
 
@@ -417,6 +424,8 @@ mod tests {
             Rejection::ShowArchived,
             Rejection::ShowNotSettled { what: "1 holds are live".into() },
             Rejection::ArchiveChanged,
+            Rejection::ShowMoving,
+            Rejection::ShowMoved { group: 2 },
         ]
     }
 
@@ -448,6 +457,8 @@ mod tests {
             (ErrorCode::RateLimited, Code::ResourceExhausted, 429),
             (ErrorCode::Internal, Code::Internal, 500),
             (ErrorCode::NoLeader, Code::Unavailable, 503),
+            (ErrorCode::ShowMoving, Code::Unavailable, 503),
+            (ErrorCode::ShowMoved, Code::Unavailable, 503),
         ];
         for (code, grpc, http) in table {
             assert_eq!((grpc_code(code), http_status(code)), (grpc, http), "{code:?}");

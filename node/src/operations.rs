@@ -11,11 +11,11 @@
 
 use statemachine::{
     AsOf, AuditRecord, BAND_GUEST, BookingId, BookingView, CapacityEventId, CatalogCommand,
-    CatalogKind, ClientCommand, ClientRequest, DeadLetter, DeliveryCommand, EntityKind, EntryId,
-    Group, HoldId, HoldView, IdempotencyKey, LotteryDraw, METADATA_GROUP, Money, OfferId,
+    CatalogKind, ClientCommand, ClientRequest, Command, DeadLetter, DeliveryCommand, EntityKind,
+    EntryId, Group, HoldId, HoldView, IdempotencyKey, LotteryDraw, METADATA_GROUP, Money, OfferId,
     OfferView, OperatorCommand, OutboxId, PaymentEffect, PaymentId, PaymentOutcome, Rejection,
-    Reply, SeatMap, SeatNo, SeatStatus, SessionId, ShowId, ShowPolicy, ShowStatus, SinkName,
-    TicketId, TicketView, WaitlistRules, WaitlistSkip, Written,
+    Reply, SeatMap, SeatNo, SeatStatus, SessionId, ShowId, ShowMove, ShowPolicy, ShowStatus,
+    SinkName, TicketId, TicketView, WaitlistRules, WaitlistSkip, Written,
 };
 
 pub use statemachine::EntryWithOffer;
@@ -165,13 +165,19 @@ pub fn list_shows(service: &Service) -> Result<Vec<ShowSummary>, ApiError> {
 ///
 /// `show_not_found`, or a routing error.
 pub async fn get_show(service: &Service, show: ShowId) -> Result<ShowSummary, ApiError> {
-    let hosted = service.group_of(show).await?;
-    let group = hosted.id;
-    let summary = hosted.read_local(|state| {
-        ShowSummary::read(state, show, group)
-            .ok_or_else(|| state.show_or_archived(show).err().unwrap_or(Rejection::ShowNotFound))
-    })?;
-    Ok(summary?)
+    service
+        .on_show_group(show, |hosted| async move {
+            let group = hosted.id;
+            let summary = hosted.read_local(|state| match state.inactive(show) {
+                // Moved away: `on_show_group` asks where it went.
+                Some(moved @ Rejection::ShowMoved { .. }) => Err(moved),
+                _ => ShowSummary::read(state, show, group).ok_or_else(|| {
+                    state.show_or_archived(show).err().unwrap_or(Rejection::ShowNotFound)
+                }),
+            })?;
+            Ok(summary?)
+        })
+        .await
 }
 
 /// A show's seat map, as fresh as asked.
@@ -1374,4 +1380,157 @@ pub fn search(service: &Service, query: &SearchQuery) -> Result<SearchResults, A
             .collect();
         SearchResults { found, next_cursor: page.next_cursor.clone(), as_of: group.as_of() }
     })
+}
+
+/// What moving a show did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moved {
+    /// The show.
+    pub show: ShowId,
+    /// The group it came from.
+    pub from: u64,
+    /// The group it is in now.
+    pub to: u64,
+    /// The size of its state as it moved.
+    pub bytes: u64,
+    /// The SHA-256 of that state.
+    pub digest: statemachine::Digest,
+    /// How long (log time) no group served it: from its freeze to its activation.
+    pub unserved_ms: u64,
+    /// Whether it had moved there before: nothing changed.
+    pub duplicate: bool,
+}
+
+/// How long a node waits for its replica of a group to catch up with the group's leader
+/// before it reads a step's outcome from it (the frozen state of a show among them).
+const MOVE_CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Moves `show` to data group `to`, fenced (statemachine's `moving.rs`): freezes it in its
+/// group, imports the frozen state (read from this node's replica of the source, checked by the
+/// digest the freeze recorded) into `to`, relocates it in group 0, activates it in `to` and
+/// drops it from the source. Each step is read first from a fresh replica (every node has a
+/// replica of every group) and skipped if done; a step this node cannot do answers `NotLeader`
+/// for that step's group, and the same request sent to that group's leader goes on from there.
+/// So a call interrupted anywhere is finished by calling again, and a finished move answers
+/// `duplicate`.
+///
+/// # Errors
+///
+/// `invalid_argument` (a group the cluster does not have, a show too large to carry),
+/// `show_not_found`, `show_moving` (it is moving elsewhere), `NotLeader` for the next step's
+/// group, `Unavailable` when a replica here cannot catch up.
+pub async fn move_show(service: &Service, show: ShowId, to: u64) -> Result<Moved, ApiError> {
+    let data_groups = service.shared().config.data_groups;
+    if to == METADATA_GROUP || to > data_groups {
+        return Err(ApiError::InvalidArgument(format!(
+            "to_group: the cluster has data groups 1..={data_groups}"
+        )));
+    }
+    let shared = service.shared();
+    let metadata = shared.group(METADATA_GROUP)?;
+    let target = shared.group(to)?;
+    let fresh = async |hosted: &crate::group::HostedGroup| -> Result<(), ApiError> {
+        hosted.confirm_fresh(MOVE_CATCH_UP_WAIT).await
+    };
+    let record = |state: &Group| state.moves().get(&show).copied();
+    let mut changed = false;
+
+    fresh(metadata).await?;
+    let placed = metadata
+        .read_local(|state| state.placement().group_of(show))?
+        .ok_or(ApiError::Rejected(Rejection::ShowNotFound))?;
+    if placed != to {
+        let (from, source) = (placed, shared.group(placed)?);
+        // 1. Freeze in the source.
+        fresh(source).await?;
+        let digest = match source.read_local(record)? {
+            Some(ShowMove::Leaving { to: leaving, digest, .. }) if leaving == to => digest,
+            _ => match propose_on(
+                source,
+                Command::Operator(OperatorCommand::FreezeShow { show, to }),
+            )
+            .await?
+            {
+                Reply::ShowFrozen { digest, .. } => {
+                    changed = true;
+                    digest
+                }
+                other => return Err(ApiError::unexpected(other)),
+            },
+        };
+        // 2. Import into the target, from this node's replica of the source.
+        fresh(target).await?;
+        let imported = matches!(
+            target.read_local(record)?,
+            Some(ShowMove::Arriving { digest: arrived, .. }) if arrived == digest
+        );
+        if !imported {
+            if !target.is_leader() {
+                return Err(target.not_leader());
+            }
+            fresh(source).await?;
+            let (state, exported) = source.read_local(|state| state.show_transfer(show))??;
+            if exported != digest {
+                return Err(ApiError::Internal(format!(
+                    "show {show}: this node's replica of group {from} exports other bytes than \
+                     the freeze recorded"
+                )));
+            }
+            let import = OperatorCommand::ImportShow { show, from, state, digest };
+            propose_on(target, Command::Operator(import)).await?;
+            changed = true;
+        }
+        // 3. Place it in the target.
+        match propose_on(metadata, Command::Relocate { show, from, to }).await? {
+            Reply::Relocated { duplicate, .. } => changed |= !duplicate,
+            other => return Err(ApiError::unexpected(other)),
+        }
+    }
+    // 4. Activate it in the target, which group 0 places it in now.
+    fresh(target).await?;
+    let from = match target.read_local(record)? {
+        Some(ShowMove::Arrived { from, .. }) => from,
+        Some(ShowMove::Arriving { from, .. }) => {
+            propose_on(target, Command::Operator(OperatorCommand::ActivateShow { show })).await?;
+            changed = true;
+            from
+        }
+        _ => {
+            return Err(ApiError::InvalidArgument(format!(
+                "to_group: show {show} is in group {to} and did not move there"
+            )));
+        }
+    };
+    // 5. Drop it from the source.
+    let source = shared.group(from)?;
+    fresh(source).await?;
+    if !matches!(source.read_local(record)?, Some(ShowMove::Left { to: left, .. }) if left == to) {
+        propose_on(source, Command::Operator(OperatorCommand::DropShow { show, to })).await?;
+        changed = true;
+    }
+    match target.read_local(record)? {
+        Some(ShowMove::Arrived { from, digest, bytes, frozen_ms, activated_ms, .. }) => Ok(Moved {
+            show,
+            from,
+            to,
+            bytes,
+            digest,
+            unserved_ms: activated_ms.saturating_sub(frozen_ms),
+            duplicate: !changed,
+        }),
+        // Moved on since (or archived): what this call did is done.
+        _ => Err(ApiError::Unavailable(format!("show {show} moved on while it was moved"))),
+    }
+}
+
+/// Proposes `command` on `group`'s leader (`NotLeader` elsewhere) and returns its reply.
+async fn propose_on(
+    group: &crate::group::HostedGroup,
+    command: Command,
+) -> Result<Reply, ApiError> {
+    if !group.is_leader() {
+        return Err(group.not_leader());
+    }
+    let answer = group.propose(command).await?;
+    Ok(answer.outcome?)
 }

@@ -140,7 +140,6 @@ impl<T> SeatMaps<T> {
         show: ShowId,
         need_fresh: bool,
     ) -> Result<Built<T>, ApiError> {
-        let hosted = service.group_of(show).await?;
         let slot = self.slot(show);
         let mut kept = slot.lock().await;
         let refresh = Duration::from_millis(SEAT_MAP_REFRESH_MS);
@@ -150,7 +149,9 @@ impl<T> SeatMaps<T> {
         {
             return Ok(built.clone());
         }
-        let built = self.rebuild(hosted, show).await?;
+        let built =
+            service.on_show_group(show, |hosted| async move { self.rebuild(&hosted, show).await });
+        let built = built.await?;
         *kept = Some(built.clone());
         if need_fresh && !built.fresh {
             return Err(ApiError::Unavailable(format!(

@@ -29,6 +29,10 @@ use crate::search::{SearchError, SearchPage, SearchQuery};
 /// the leader's (a show placed or listed a moment ago there) before sending the caller to it.
 pub const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How many moves of a show (`show_moved`) one request follows before it answers: a show
+/// moved twice while the request was on its way is still found.
+pub const MOVE_HOPS_MAX: usize = 3;
+
 /// A buyer's command as its group decided it: the reply, and the view of what it wrote as the
 /// entry that decided it left it (`statemachine::Answer`), so that a write answers without
 /// reading again.
@@ -402,14 +406,42 @@ impl Service {
         })
     }
 
+    /// Runs `call` on the group `show` is placed in, and again on the group a refusal
+    /// `show_moved` names (this replica of group 0 may not have seen the move yet; the group
+    /// the show left has), up to [`MOVE_HOPS_MAX`] times. A show frozen for a move answers
+    /// `show_moving` (retryable) as it is.
+    ///
+    /// # Errors
+    ///
+    /// `call`'s error, or a routing error.
+    pub async fn on_show_group<T, F, Fut>(&self, show: ShowId, call: F) -> Result<T, ApiError>
+    where
+        F: Fn(Arc<HostedGroup>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ApiError>>,
+    {
+        let mut hosted = self.group_of(show).await?;
+        for _ in 0..MOVE_HOPS_MAX {
+            match call(Arc::clone(hosted)).await {
+                Err(ApiError::Rejected(Rejection::ShowMoved { group })) => {
+                    hosted = self.shared.group(group)?;
+                }
+                other => return other,
+            }
+        }
+        call(Arc::clone(hosted)).await
+    }
+
     /// Proposes an operator command about its show.
     ///
     /// # Errors
     ///
     /// The command's rejection, or a routing error.
     pub async fn operator(&self, command: OperatorCommand) -> Result<Reply, ApiError> {
-        let hosted = self.group_of(command.show()).await?;
-        decide(hosted, Command::Operator(command)).await
+        let command = &command;
+        self.on_show_group(command.show(), |hosted| async move {
+            decide(&hosted, Command::Operator(command.clone())).await
+        })
+        .await
     }
 
     /// Proposes a buyer's command. On the leader of the show's group (`NotLeader` elsewhere,
@@ -421,7 +453,19 @@ impl Service {
     ///
     /// The request's rejection, or a routing error.
     pub async fn client(&self, command: ClientCommand) -> Result<Decided, ApiError> {
-        let hosted = self.group_of(command.show).await?;
+        let command = &command;
+        self.on_show_group(command.show, |hosted| async move {
+            self.client_on(&hosted, command.clone()).await
+        })
+        .await
+    }
+
+    /// [`Service::client`] on one group.
+    async fn client_on(
+        &self,
+        hosted: &Arc<HostedGroup>,
+        command: ClientCommand,
+    ) -> Result<Decided, ApiError> {
         if !hosted.is_leader() {
             return Err(hosted.not_leader());
         }
@@ -494,6 +538,12 @@ impl Service {
                 results[at] = Some(result);
             }
         }
+        // A show that moved since this replica of group 0 placed it: decided where it went.
+        for (at, result) in results.iter_mut().enumerate() {
+            if let Some(Err(ApiError::Rejected(Rejection::ShowMoved { .. }))) = result {
+                *result = Some(self.client(commands[at].clone()).await);
+            }
+        }
         results
             .into_iter()
             .map(|result| {
@@ -508,8 +558,11 @@ impl Service {
     ///
     /// The outcome's rejection, or a routing error.
     pub async fn payment(&self, outcome: PaymentOutcome) -> Result<Reply, ApiError> {
-        let hosted = self.group_of(outcome.show).await?;
-        decide(hosted, Command::Payment(outcome)).await
+        let outcome = &outcome;
+        self.on_show_group(outcome.show, |hosted| async move {
+            decide(&hosted, Command::Payment(outcome.clone())).await
+        })
+        .await
     }
 
     /// Proposes a delivery command (an operator's replay or removal of a sink) on the leader of
@@ -539,7 +592,7 @@ impl Service {
     pub async fn read_linearizable<T>(
         &self,
         show: ShowId,
-        read: impl FnOnce(&Group) -> Result<T, Rejection>,
+        read: impl Fn(&Group) -> Result<T, Rejection>,
     ) -> Result<T, ApiError> {
         #[cfg(feature = "unsafe-modes")]
         if self.shared.config.unsafe_stale_reads {
@@ -548,11 +601,14 @@ impl Service {
             // state it had, missing writes acknowledged since.
             return self.read_local(show, read).await;
         }
-        let hosted = self.group_of(show).await?;
-        if !hosted.is_leader() {
-            return Err(hosted.not_leader());
-        }
-        Ok(hosted.read_linearizable(read).await??)
+        let read = &read;
+        self.on_show_group(show, |hosted| async move {
+            if !hosted.is_leader() {
+                return Err(hosted.not_leader());
+            }
+            Ok(hosted.read_linearizable(read).await??)
+        })
+        .await
     }
 
     /// Reads `show`'s group from this node's replica, however stale (the result says `as_of`).
@@ -563,10 +619,10 @@ impl Service {
     pub async fn read_local<T>(
         &self,
         show: ShowId,
-        read: impl FnOnce(&Group) -> Result<T, Rejection>,
+        read: impl Fn(&Group) -> Result<T, Rejection>,
     ) -> Result<T, ApiError> {
-        let hosted = self.group_of(show).await?;
-        Ok(hosted.read_local(read)??)
+        let read = &read;
+        self.on_show_group(show, |hosted| async move { Ok(hosted.read_local(read)??) }).await
     }
 }
 

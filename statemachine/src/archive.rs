@@ -33,6 +33,7 @@ use sha2::{Digest as _, Sha256};
 use crate::audit::{AuditRecord, EntityKind, EntityRef};
 use crate::command::ShowPolicy;
 use crate::ids::{Currency, PaymentId, ProviderEventId, ShowId};
+use crate::moving::ShowMove;
 use crate::outcome::{Outcome, Rejection, Reply};
 use crate::retention::COMPACTION_FORMAT;
 use crate::snapshot::Digest;
@@ -259,18 +260,23 @@ impl Group {
         &self.archived
     }
 
-    /// A show of this group, or why not: archived, or never here.
+    /// A show that serves in this group, or why not: moving or moved, archived, or never here.
     ///
     /// # Errors
     ///
-    /// `show_archived` or `show_not_found`.
+    /// `show_moving`, `show_moved`, `show_archived` or `show_not_found`.
     pub fn show_or_archived(&self, show: ShowId) -> Result<&Show, Rejection> {
+        if let Some(inactive) = self.inactive(show) {
+            return Err(inactive);
+        }
         self.shows.get(&show).ok_or_else(|| self.missing(show))
     }
 
     /// Why `show` is not among the group's shows.
     pub(crate) fn missing(&self, show: ShowId) -> Rejection {
-        if self.archived.contains_key(&show) {
+        if let Some(ShowMove::Left { to, .. }) = self.moves.get(&show) {
+            Rejection::ShowMoved { group: *to }
+        } else if self.archived.contains_key(&show) {
             Rejection::ShowArchived
         } else {
             Rejection::ShowNotFound
@@ -296,6 +302,8 @@ impl Group {
         // From here on every step succeeds.
         let removed = self.shows.remove(&show).expect("judged above");
         self.audit.remove_show(show);
+        // An archived show moved here is no longer one that serves here.
+        self.moves.remove(&show);
         let bookings_confirmed = removed
             .bookings
             .values()

@@ -71,6 +71,16 @@ pub enum Command {
     },
     /// A change to the catalog (proposed to the metadata group only).
     Catalog(CatalogCommand),
+    /// The third step of a move: `show` is placed in data group `to` instead of `from`
+    /// (proposed to the metadata group only, once `to` imported the show's frozen state).
+    Relocate {
+        /// The show.
+        show: ShowId,
+        /// The group it is placed in now.
+        from: u64,
+        /// The group it goes to.
+        to: u64,
+    },
 }
 
 /// A buyer's request.
@@ -255,6 +265,40 @@ pub enum OperatorCommand {
         /// What its records name instead: a fresh random id no session has.
         pseudonym: SessionId,
     },
+    /// The first step of moving the show to data group `to`: it stops changing here, and every
+    /// command and read about it is refused `show_moving` (`Group::show_transfer` exports it).
+    FreezeShow {
+        /// The show.
+        show: ShowId,
+        /// The target group.
+        to: u64,
+    },
+    /// The second step, in the target group: the frozen state of the show arrives from group
+    /// `from` (checked by its digest), not serving until activated.
+    ImportShow {
+        /// The show.
+        show: ShowId,
+        /// The source group.
+        from: u64,
+        /// Its transfer bytes, as the source exported them.
+        state: Vec<u8>,
+        /// Their SHA-256, as the source's freeze recorded it.
+        digest: Digest,
+    },
+    /// The fourth step, in the target group, once the metadata group placed the show there: it
+    /// serves.
+    ActivateShow {
+        /// The show.
+        show: ShowId,
+    },
+    /// The last step, in the source group, once the target serves the show: it leaves, and
+    /// everything about it is redirected `show_moved` to `to`.
+    DropShow {
+        /// The show.
+        show: ShowId,
+        /// The group it went to.
+        to: u64,
+    },
 }
 
 /// Everything needed to create a show.
@@ -353,7 +397,9 @@ impl Command {
             Command::Client(command) => Some(command.show),
             Command::Operator(command) => Some(command.show()),
             Command::Payment(outcome) => Some(outcome.show),
-            Command::Place { show, .. } | Command::RefundCompleted { show, .. } => Some(*show),
+            Command::Place { show, .. }
+            | Command::RefundCompleted { show, .. }
+            | Command::Relocate { show, .. } => Some(*show),
             Command::Tick
             | Command::AckOutbox { .. }
             | Command::Delivery(_)
@@ -379,7 +425,11 @@ impl OperatorCommand {
             | OperatorCommand::DrawLottery { show, .. }
             | OperatorCommand::ArchiveShow { show, .. }
             | OperatorCommand::CompactShow { show, .. }
-            | OperatorCommand::EraseSession { show, .. } => *show,
+            | OperatorCommand::EraseSession { show, .. }
+            | OperatorCommand::FreezeShow { show, .. }
+            | OperatorCommand::ImportShow { show, .. }
+            | OperatorCommand::ActivateShow { show }
+            | OperatorCommand::DropShow { show, .. } => *show,
         }
     }
 }

@@ -29,6 +29,9 @@ impl Group {
         if session == pseudonym {
             return Err(Rejection::invalid("pseudonym: must differ from the session"));
         }
+        if let Some(inactive) = self.inactive(show) {
+            return Err(inactive);
+        }
         let found = match self.shows.get_mut(&show) {
             Some(found) => found,
             None if self.archived.contains_key(&show) => return Err(Rejection::ShowArchived),

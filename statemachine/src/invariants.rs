@@ -56,12 +56,14 @@ impl Group {
                 "archived show {id} still has audit records"
             );
         }
+        self.check_moves()?;
         Ok(())
     }
 }
 
 impl Show {
-    fn check(&self) -> Result<(), String> {
+    /// Checks every invariant of one show (see [`Group::check_invariants`]).
+    pub(crate) fn check(&self) -> Result<(), String> {
         self.check_seats()?;
         self.check_holds()?;
         self.check_bookings_and_payments()?;

@@ -10,7 +10,8 @@
 //! payments (`payment.rs`), bookings (`booking.rs`), the admission lane (`admission.rs`), the
 //! waitlist (`waitlist.rs`), expiry (`expiry.rs`), idempotency, audit and outbox, and the
 //! metadata group's show placement (`placement.rs`) and catalog (`catalog.rs`), and what leaves the
-//! state for archives: ended shows (`archive.rs`) and old terminal records (`retention.rs`). What a command answers its proposer (its
+//! state for archives: ended shows (`archive.rs`) and old terminal records (`retention.rs`), and moving a show between
+//! groups (`moving.rs`). What a command answers its proposer (its
 //! outcome and the view of what it wrote) is in `answer.rs`. Reads are in
 //! `read.rs`, rejections a leader may answer without a log entry in `precheck.rs`, snapshots in `snapshot.rs`, invariants in `invariants.rs`.
 
@@ -31,6 +32,7 @@ mod idempotency;
 mod ids;
 mod invariants;
 pub mod limits;
+mod moving;
 mod outbox;
 mod outcome;
 mod payment;
@@ -66,6 +68,7 @@ pub use ids::{
     Money, OfferId, OutboxId, PaymentId, ProviderEventId, SeatNo, SeatSet, SeatSetError, SessionId,
     ShowId, TicketId, VenueId,
 };
+pub use moving::ShowMove;
 pub use outbox::{Event, Outbox, OutboxEvent, RefundReason};
 pub use outcome::{HoldReceipt, Outcome, PaymentEffect, Rejection, Reply};
 pub use retention::COMPACTION_FORMAT;
@@ -193,7 +196,7 @@ impl Group {
             Command::Client(client) => {
                 let ClientCommand { show, session, key, ref request } = *client;
                 request.validate()?;
-                let show = show_entry(&mut self.shows, &self.archived, show)?;
+                let show = show_entry(&mut self.shows, &self.archived, &self.moves, show)?;
                 if let Some(stored) = show.replay(session, key, request, now) {
                     return stored;
                 }
@@ -237,9 +240,18 @@ impl Group {
             &Command::Operator(OperatorCommand::EraseSession { show, session, pseudonym }) => {
                 self.erase_session(show, session, pseudonym)
             }
+            &Command::Operator(OperatorCommand::FreezeShow { show, to }) => {
+                self.freeze_show(show, to)
+            }
+            Command::Operator(OperatorCommand::ImportShow { show, from, state, digest }) => {
+                self.import_show(*show, *from, state, *digest)
+            }
+            &Command::Operator(OperatorCommand::ActivateShow { show }) => self.activate_show(show),
+            &Command::Operator(OperatorCommand::DropShow { show, to }) => self.drop_show(show, to),
             Command::Operator(operator) => {
                 let operator = operator.clone();
-                let show = show_entry(&mut self.shows, &self.archived, operator.show())?;
+                let show =
+                    show_entry(&mut self.shows, &self.archived, &self.moves, operator.show())?;
                 let mut ctx = Ctx {
                     now,
                     index,
@@ -250,7 +262,7 @@ impl Group {
                 show.apply_operator(&mut ctx, operator)
             }
             Command::Payment(outcome) => {
-                let show = show_entry(&mut self.shows, &self.archived, outcome.show)?;
+                let show = show_entry(&mut self.shows, &self.archived, &self.moves, outcome.show)?;
                 let mut ctx = Ctx {
                     now,
                     index,
@@ -263,7 +275,15 @@ impl Group {
             Command::Tick => {
                 let mut budget = TICK_EXPIRATIONS_MAX;
                 let mut more = false;
-                for show in self.shows.values_mut() {
+                // A show frozen for a move or arriving from one never changes until it serves.
+                let moves = &self.moves;
+                let serving = self.shows.values_mut().filter(|show| {
+                    !matches!(
+                        moves.get(&show.id),
+                        Some(ShowMove::Leaving { .. } | ShowMove::Arriving { .. })
+                    )
+                });
+                for show in serving {
                     let mut ctx = Ctx {
                         now,
                         index,
@@ -274,10 +294,11 @@ impl Group {
                     let expired = show.tick(&mut ctx, budget);
                     budget -= expired;
                     if budget == 0 {
-                        more = self.shows.values().any(|show| show.has_due(now));
+                        more = true;
                         break;
                     }
                 }
+                more = more && self.has_due(now);
                 Ok(Reply::Ticked { expired: TICK_EXPIRATIONS_MAX - budget, more })
             }
             &Command::AckOutbox { up_to } => {
@@ -295,7 +316,7 @@ impl Group {
             }
             &Command::AuditDigest { index: at, digest } => self.digests.record(index, at, digest),
             &Command::RefundCompleted { show, payment } => {
-                let show = show_entry(&mut self.shows, &self.archived, show)?;
+                let show = show_entry(&mut self.shows, &self.archived, &self.moves, show)?;
                 let mut ctx = Ctx {
                     now,
                     index,
@@ -306,6 +327,7 @@ impl Group {
                 show.complete_refund(&mut ctx, payment)
             }
             &Command::Place { show, group } => self.placement.place(show, group),
+            &Command::Relocate { show, from, to } => self.placement.relocate(show, from, to),
             Command::Catalog(command) => self.catalog.apply(&self.placement, index, command),
         }
     }
@@ -363,16 +385,25 @@ impl Group {
     /// Whether a `Tick` at `now_ms` would expire or prune anything. A leader's tick worker asks
     /// this with its own clock before proposing, so an idle group writes no tick entries.
     pub fn has_due(&self, now_ms: u64) -> bool {
-        self.shows.values().any(|show| show.has_due(now_ms))
+        self.shows.values().any(|show| self.serves(show.id) && show.has_due(now_ms))
     }
 }
 
-/// One show of a group to change, or why not (`show_archived`, `show_not_found`).
+/// One show of a group to change, or why not (`show_moving`, `show_moved`, `show_archived`,
+/// `show_not_found`).
 fn show_entry<'a>(
     shows: &'a mut BTreeMap<ShowId, Show>,
     archived: &BTreeMap<ShowId, ArchivedShow>,
+    moves: &BTreeMap<ShowId, ShowMove>,
     show: ShowId,
 ) -> Result<&'a mut Show, Rejection> {
+    match moves.get(&show) {
+        Some(ShowMove::Leaving { .. } | ShowMove::Arriving { .. }) => {
+            return Err(Rejection::ShowMoving);
+        }
+        Some(&ShowMove::Left { to, .. }) => return Err(Rejection::ShowMoved { group: to }),
+        Some(ShowMove::Arrived { .. }) | None => {}
+    }
     match shows.get_mut(&show) {
         Some(found) => Ok(found),
         None if archived.contains_key(&show) => Err(Rejection::ShowArchived),
@@ -478,7 +509,11 @@ impl Show {
             OperatorCommand::DrawLottery { seed, .. } => self.draw_lottery(ctx, seed),
             OperatorCommand::ArchiveShow { .. }
             | OperatorCommand::CompactShow { .. }
-            | OperatorCommand::EraseSession { .. } => unreachable!("handled by the group"),
+            | OperatorCommand::EraseSession { .. }
+            | OperatorCommand::FreezeShow { .. }
+            | OperatorCommand::ImportShow { .. }
+            | OperatorCommand::ActivateShow { .. }
+            | OperatorCommand::DropShow { .. } => unreachable!("handled by the group"),
         }
     }
 }

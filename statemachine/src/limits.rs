@@ -19,6 +19,9 @@ pub const BATCH_COMMANDS_MAX: usize = 8_192;
 pub const PLACED_SHOWS_MAX: usize = 10_000_000;
 /// Shows in one group.
 pub const SHOWS_PER_GROUP_MAX: usize = 100_000;
+/// The largest state of a show a move carries in one log entry (`ImportShow`), well under a
+/// peer message (16 MiB): a larger show is archived or compacted before it can move.
+pub const SHOW_TRANSFER_BYTES_MAX: usize = 8 * 1024 * 1024;
 /// Live holds (held or processing) of one session in one show.
 pub const HOLDS_PER_SESSION_MAX: u32 = 64;
 /// Payment attempts on one hold (a declined attempt may be followed by another checkout).

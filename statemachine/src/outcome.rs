@@ -298,6 +298,59 @@ pub enum Reply {
         /// Idempotency records of the session removed.
         idempotency_records: u32,
     },
+    /// The show stopped changing here for a move (now or before, to the same group).
+    ShowFrozen {
+        /// The show.
+        show: ShowId,
+        /// The target group.
+        to: u64,
+        /// The SHA-256 of its transfer bytes.
+        digest: Digest,
+        /// Their length.
+        bytes: u64,
+        /// Whether it was frozen before: nothing changed.
+        duplicate: bool,
+    },
+    /// The frozen state of a show arrived here (now or before, the same bytes).
+    ShowImported {
+        /// The show.
+        show: ShowId,
+        /// The source group.
+        from: u64,
+        /// The SHA-256 of the bytes imported.
+        digest: Digest,
+        /// Whether it was imported before: nothing changed.
+        duplicate: bool,
+    },
+    /// An imported show serves here (now or before).
+    ShowActivated {
+        /// The show.
+        show: ShowId,
+        /// The group it came from.
+        from: u64,
+        /// Whether it served before: nothing changed.
+        duplicate: bool,
+    },
+    /// A frozen show left this group (now or before) for `to`.
+    ShowDropped {
+        /// The show.
+        show: ShowId,
+        /// The group it went to.
+        to: u64,
+        /// Whether it had left before: nothing changed.
+        duplicate: bool,
+    },
+    /// The metadata group placed a show in another group (now or before).
+    Relocated {
+        /// The show.
+        show: ShowId,
+        /// The group it was placed in.
+        from: u64,
+        /// The group it is placed in now.
+        to: u64,
+        /// Whether it was placed there before: nothing changed.
+        duplicate: bool,
+    },
 }
 
 /// What a successful hold gives the buyer.
@@ -556,6 +609,16 @@ pub enum Rejection {
     /// The show changed since its archive was exported: export it again.
     #[error("the show changed since its archive was exported")]
     ArchiveChanged,
+    /// The show is moving between groups (frozen here, or arrived and not serving yet): retry
+    /// in a moment.
+    #[error("the show is moving to another group; retry in a moment")]
+    ShowMoving,
+    /// The show moved to another group: ask that group.
+    #[error("the show moved to group {group}")]
+    ShowMoved {
+        /// Where it is now.
+        group: u64,
+    },
 }
 
 impl Rejection {
@@ -615,6 +678,8 @@ impl Rejection {
             Rejection::ShowArchived => "show_archived",
             Rejection::ShowNotSettled { .. } => "show_not_settled",
             Rejection::ArchiveChanged => "archive_changed",
+            Rejection::ShowMoving => "show_moving",
+            Rejection::ShowMoved { .. } => "show_moved",
         }
     }
 }

@@ -1,9 +1,9 @@
 //! Placement: which data group holds each show. Recorded by the metadata group (group 0), which
 //! every node replicates, so any node can route a request about a show to its group.
 //!
-//! Owns the show → group map and its one rule: a show is placed once, in a data group (never
-//! group 0), and a placement never changes (placing it again in the same group is an idempotent
-//! success, in another group `show_exists`). Never decides which group to choose (the node
+//! Owns the show → group map and its rules: a show is placed once, in a data group (never
+//! group 0; placing it again in the same group is an idempotent success, in another group
+//! `show_exists`), and a placement changes only by a move's relocation from the group it names. Never decides which group to choose (the node
 //! does, before proposing) and never touches the shows themselves, which live in the data
 //! groups.
 
@@ -70,6 +70,30 @@ impl Placement {
                 self.shows.insert(show, group);
                 Ok(Reply::Placed { show, group })
             }
+        }
+    }
+
+    /// Places `show` in `to` instead of `from` (a move's third step). Relocating a show that
+    /// is in `to` already is a duplicate; one that is in neither is `show_moved` to where it is.
+    pub(crate) fn relocate(
+        &mut self,
+        show: ShowId,
+        from: u64,
+        to: u64,
+    ) -> Result<Reply, Rejection> {
+        if from == METADATA_GROUP || to == METADATA_GROUP || from == to {
+            return Err(Rejection::invalid("from, to: two different data groups (1 and up)"));
+        }
+        match self.shows.get_mut(&show) {
+            None => Err(Rejection::ShowNotFound),
+            Some(placed) if *placed == to => {
+                Ok(Reply::Relocated { show, from, to, duplicate: true })
+            }
+            Some(placed) if *placed == from => {
+                *placed = to;
+                Ok(Reply::Relocated { show, from, to, duplicate: false })
+            }
+            Some(placed) => Err(Rejection::ShowMoved { group: *placed }),
         }
     }
 }

@@ -30,7 +30,7 @@ impl Group {
             return None;
         };
         request.validate().ok()?;
-        let show = self.show(show)?;
+        let show = self.show_or_archived(show).ok()?;
         let now = self.log_time_ms().max(now_ms);
         if show.idempotency.get(&(session, key)).is_some_and(|record| record.expires_ms > now) {
             return None;

@@ -265,6 +265,7 @@ impl Group {
     pub fn unsettled_payments(&self) -> Vec<(ShowId, PaymentAttempt)> {
         self.shows
             .iter()
+            .filter(|(show, _)| self.serves(**show))
             .flat_map(|(show, found)| {
                 found
                     .payments
@@ -281,6 +282,7 @@ impl Group {
     pub fn refunds_owed(&self) -> Vec<(ShowId, PaymentAttempt)> {
         self.shows
             .iter()
+            .filter(|(show, _)| self.serves(**show))
             .flat_map(|(show, found)| {
                 found
                     .payments

@@ -212,6 +212,7 @@ impl Group {
     pub fn compactions_due(&self, before_ms: u64, min: u32) -> Vec<(ShowId, Digest)> {
         self.shows
             .values()
+            .filter(|show| self.serves(show.id))
             .filter_map(|show| {
                 let records = compactable(show, &self.audit, before_ms);
                 let enough = records.len() as u32 >= min.max(1);

@@ -4,7 +4,7 @@
 //! postcard. The version is ours: any change to a persisted type that changes the bytes must bump
 //! `SNAPSHOT_FORMAT_VERSION` (the golden test, `tests/golden.rs`, pins the bytes of a fixed
 //! state so such a change cannot go unnoticed) and keep decoding the version before it, by a
-//! migration to the current types (`snapshot/v2.rs` to `snapshot/v8.rs`). Invariants are checked before encoding
+//! migration to the current types (`snapshot/v2.rs` to `snapshot/v9.rs`). Invariants are checked before encoding
 //! and again after decoding. Never trusts decoded bytes: garbage is an error, not a panic.
 
 mod v2;
@@ -14,6 +14,7 @@ mod v5;
 mod v6;
 mod v7;
 mod v8;
+mod v9;
 
 use sha2::{Digest as _, Sha256};
 
@@ -29,8 +30,9 @@ use crate::state::Group;
 /// version 5 the leaders' state digests after it, version 6 each waitlist's policy (its rules,
 /// their history, a lottery's draw) at the end of the waitlist, version 7 each offer's
 /// promotion lag at the end of the offer, version 8 the metadata group's catalog at the end of
-/// the group, version 9 the archived shows after it.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 9;
+/// the group, version 9 the archived shows after it, version 10 the moves of shows in and out of
+/// the group after them.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 10;
 
 /// The oldest version this build decodes (migrating it to the current types).
 pub const SNAPSHOT_FORMAT_VERSION_MIN: u16 = 2;
@@ -97,6 +99,7 @@ impl Group {
         let payload = &bytes[HEADER_LEN..];
         let mut group = match version {
             SNAPSHOT_FORMAT_VERSION => decode_all::<Group>(payload)?,
+            9 => decode_all::<v9::GroupV9>(payload)?.migrate(),
             8 => decode_all::<v8::GroupV8>(payload)?.migrate(),
             7 => decode_all::<v7::GroupV7>(payload)?.migrate(),
             6 => decode_all::<v6::GroupV6>(payload)?.migrate(),

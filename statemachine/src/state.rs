@@ -22,6 +22,7 @@ use crate::ids::{
     PaymentId, ProviderEventId, SeatNo, SeatSet, SessionId, ShowId, TicketId,
 };
 use crate::limits::PAYMENT_ATTEMPTS_PER_HOLD_MAX;
+use crate::moving::ShowMove;
 use crate::outbox::{Event, Outbox};
 use crate::placement::Placement;
 
@@ -791,6 +792,8 @@ pub struct Group {
     pub catalog: Catalog,
     /// What stays of each archived show.
     pub archived: BTreeMap<ShowId, ArchivedShow>,
+    /// Where each show that moved in or out of this group is in its move.
+    pub moves: BTreeMap<ShowId, ShowMove>,
 }
 
 /// The effects context of one command: log position, and the group-wide logs it writes to.

@@ -20,11 +20,11 @@ use proto::booking::{
     DrawLotteryRequest, EntryRef, EraseSessionRequest, GetAuditRequest, GetHoldRequest, HoldItem,
     HoldItemResult, HoldManyReply, HoldManyRequest, HoldRef, HoldReply, HoldRequest,
     IssueBandClaimRequest, ItemStatus, JoinWaitlistRequest, ListShowsReply, ListShowsRequest,
-    LotteryReply, OfferRef, OfferReply, PaymentRef, PaymentReply, PricesReply, SalesReply,
-    SearchReply, SearchRequest, SeatMapReply, SeatMapRequest, SessionErasedReply, SessionReply,
-    SetPricesRequest, SetWaitlistPolicyRequest, ShowArchivedReply, ShowCancelledReply,
-    ShowPlacement, ShowRef, ShowReply, TicketRef, TicketReply, WaitlistEntryReply,
-    WaitlistPolicyReply, WaitlistReply,
+    LotteryReply, MoveShowRequest, OfferRef, OfferReply, PaymentRef, PaymentReply, PricesReply,
+    SalesReply, SearchReply, SearchRequest, SeatMapReply, SeatMapRequest, SessionErasedReply,
+    SessionReply, SetPricesRequest, SetWaitlistPolicyRequest, ShowArchivedReply,
+    ShowCancelledReply, ShowMovedReply, ShowPlacement, ShowRef, ShowReply, TicketRef, TicketReply,
+    WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply,
 };
 use statemachine::{
     BookingId, ClientCommand, EntryId, Group, HoldId, IdempotencyKey, OfferId, OperatorCommand,
@@ -542,6 +542,25 @@ impl BookingService for BookingApi {
             digest: crate::names::hex(&archived.digest),
             bytes: archived.bytes,
             duplicate: archived.duplicate,
+        }))
+    }
+
+    async fn move_show(
+        &self,
+        request: Request<MoveShowRequest>,
+    ) -> Result<Response<ShowMovedReply>, Status> {
+        self.operator_mutation(request.metadata())?;
+        let request = request.into_inner();
+        let show = input::show_id("show_id", request.show_id)?;
+        let moved = operations::move_show(&self.service, show, request.to_group).await?;
+        Ok(Response::new(ShowMovedReply {
+            show_id: moved.show.0,
+            from_group: moved.from,
+            to_group: moved.to,
+            state_bytes: moved.bytes,
+            digest: crate::names::hex(&moved.digest),
+            unserved_ms: moved.unserved_ms,
+            duplicate: moved.duplicate,
         }))
     }
 

@@ -40,6 +40,7 @@ mod convergence;
 mod failover;
 mod fuzz;
 mod membership;
+mod moving;
 mod outbox;
 mod overload;
 mod partition;

@@ -125,6 +125,7 @@ impl Call {
             Call::Write(Command::Delivery(_)) => "delivery",
             Call::Write(Command::AuditDigest { .. }) => "audit_digest",
             Call::Write(Command::Catalog(_)) => "catalog",
+            Call::Write(Command::Relocate { .. }) => "relocate",
             Call::Read(Read::SeatMap { .. }) => "read_seats",
             Call::Read(Read::Hold { .. }) => "read_hold",
             Call::Read(Read::Booking { .. }) => "read_booking",

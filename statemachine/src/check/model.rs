@@ -152,7 +152,12 @@ pub fn observe_outcome(outcome: &Outcome) -> Observed {
         | Reply::DigestRecorded { .. }
         | Reply::CatalogChanged { .. }
         | Reply::WaitlistPolicySet { .. }
-        | Reply::LotteryDrawn { .. } => Observed::Managed,
+        | Reply::LotteryDrawn { .. }
+        | Reply::ShowFrozen { .. }
+        | Reply::ShowImported { .. }
+        | Reply::ShowActivated { .. }
+        | Reply::ShowDropped { .. }
+        | Reply::Relocated { .. } => Observed::Managed,
     }
 }
 

@@ -181,6 +181,7 @@ impl GroupV2 {
             digests: Default::default(),
             catalog: Default::default(),
             archived: Default::default(),
+            moves: Default::default(),
         })
     }
 }

@@ -41,6 +41,7 @@ impl GroupV3 {
             digests: Default::default(),
             catalog: Default::default(),
             archived: Default::default(),
+            moves: Default::default(),
         }
     }
 }

@@ -42,6 +42,7 @@ impl GroupV4 {
             digests: Default::default(),
             catalog: Default::default(),
             archived: Default::default(),
+            moves: Default::default(),
         }
     }
 }

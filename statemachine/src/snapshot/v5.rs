@@ -61,6 +61,7 @@ impl<W: EarlierWaitlist> GroupV5<W> {
             digests: self.digests,
             catalog: Default::default(),
             archived: Default::default(),
+            moves: Default::default(),
         }
     }
 }

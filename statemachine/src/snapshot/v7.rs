@@ -43,6 +43,7 @@ impl GroupV7 {
             digests: self.digests,
             catalog: Default::default(),
             archived: Default::default(),
+            moves: Default::default(),
         }
     }
 }

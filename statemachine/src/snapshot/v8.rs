@@ -45,6 +45,7 @@ impl GroupV8 {
             digests: self.digests,
             catalog: self.catalog,
             archived: BTreeMap::new(),
+            moves: BTreeMap::new(),
         }
     }
 }

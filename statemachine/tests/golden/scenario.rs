@@ -26,7 +26,8 @@
 //!   one of them asked to be replayed, and the outbox trimmed to what both sinks finished;
 //! - since format 6, waitlist policies (shows 5 and 6, see `policies`); since format 7, an
 //!   offer made 30 s after its first seat was released (show 7); since format 8, the catalog
-//!   (see `catalog`); since format 9, an archived show (show 8).
+//!   (see `catalog`); since format 9, an archived show (show 8); since format 10, moves: show
+//!   9 moved out (a redirect stays), show 10 frozen for a move.
 
 use super::common::*;
 use statemachine::*;
@@ -85,9 +86,30 @@ fn offer_of(h: &Harness, entry: EntryId) -> OfferId {
 /// Builds the golden group. Every step is checked to succeed (or to end in the state intended),
 /// and the harness checks every invariant after every entry.
 pub fn build() -> Harness {
+    let mut h = build_version_9();
+    moves(&mut h);
+    h
+}
+
+/// The scenario as snapshot format 9 knew it: everything but moves.
+pub fn build_version_9() -> Harness {
     let mut h = build_version_8();
     archived_show(&mut h);
     h
+}
+
+/// Version 10: show 9 moved out to group 2 (frozen, then dropped), show 10 frozen for group 3.
+fn moves(h: &mut Harness) {
+    for show in [9, 10] {
+        ok(h.operator(OperatorCommand::CreateShow(spec(show, 4))));
+        ok(h.operator(OperatorCommand::OpenSales { show: ShowId(show) }));
+        ok(h.client(ShowId(show), 1, 1, Harness::hold_request(&[1], None)));
+    }
+    ok(h.operator(OperatorCommand::FreezeShow { show: ShowId(9), to: 2 }));
+    ok(h.operator(OperatorCommand::DropShow { show: ShowId(9), to: 2 }));
+    ok(h.operator(OperatorCommand::FreezeShow { show: ShowId(10), to: 3 }));
+    assert!(matches!(h.group.moves().get(&ShowId(9)), Some(ShowMove::Left { to: 2, .. })));
+    assert!(matches!(h.group.moves().get(&ShowId(10)), Some(ShowMove::Leaving { to: 3, .. })));
 }
 
 /// The scenario as snapshot format 8 knew it: everything but an archived show.

@@ -705,6 +705,28 @@ pub enum ShowCommand {
         #[arg(long, value_name = "ID")]
         show: u64,
     },
+    /// Move a show to another data group, fenced: its group freezes it, the target imports
+    /// its state (checked by SHA-256), group 0 places it there, the target serves it, the
+    /// source drops it. Calls about it answer `show_moving` meanwhile (the SDK retries them).
+    /// Again, it finishes a move cut off half-way or says the move was made before.
+    ///
+    /// Example: `bookctl show move --show 7 --to 3`.
+    Move {
+        /// The show's id.
+        #[arg(long, value_name = "ID")]
+        show: u64,
+        /// The data group to move it to.
+        #[arg(long, value_name = "GROUP")]
+        to: u64,
+    },
+    /// Spread shows over the data groups by load (the seats still in play), one move at a
+    /// time: from the most loaded group to the least loaded one, the show nearest half the
+    /// gap, until no move narrows it.
+    Rebalance {
+        /// Print the plan and move nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Set a show's prices under its next price version; holds quoting an older version are
     /// refused from then on.
     ///
@@ -1117,6 +1139,15 @@ mod tests {
         assert!(matches!(
             parse("show archive --show 7").unwrap().command,
             Command::Show(ShowCommand::Archive { show: 7 })
+        ));
+        assert!(matches!(
+            parse("show move --show 7 --to 3").unwrap().command,
+            Command::Show(ShowCommand::Move { show: 7, to: 3 })
+        ));
+        assert!(parse("show move --show 7").is_err());
+        assert!(matches!(
+            parse("show rebalance --dry-run").unwrap().command,
+            Command::Show(ShowCommand::Rebalance { dry_run: true })
         ));
         match parse("show prices --show 7 --version 2 --prices 4500,3000").unwrap().command {
             Command::Show(ShowCommand::Prices { show, version, prices }) => {

@@ -639,6 +639,28 @@ async fn show(client: &Client, json: bool, command: ShowCommand) -> ExitCode {
             let result = client.archive_show(show).await;
             return report(json, result, render::archived_json, render::archived_text);
         }
+        ShowCommand::Move { show, to } => {
+            let result = client.move_show(show, to).await;
+            return report(json, result, render::moved_json, render::moved_text);
+        }
+        ShowCommand::Rebalance { dry_run: true } => {
+            let result = client.rebalance_plan().await;
+            return report(
+                json,
+                result,
+                |plan| render::plan_json(plan),
+                |plan| render::plan_text(plan),
+            );
+        }
+        ShowCommand::Rebalance { dry_run: false } => {
+            let result = client.rebalance().await;
+            return report(
+                json,
+                result,
+                |moved| render::rebalanced_json(moved),
+                |moved| render::rebalanced_text(moved),
+            );
+        }
         ShowCommand::Prices { show, version, prices } => {
             let result = client.set_prices(show, version, &prices).await;
             return report(json, result, render::prices_json, render::prices_text);

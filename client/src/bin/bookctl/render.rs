@@ -10,9 +10,10 @@ use std::fmt::Write as _;
 
 use client::{
     AdmissionReply, AuditRecord, AuditReply, BandClaimReply, BookingReply, CapacityReleasedReply,
-    CheckoutReply, HoldReply, LotteryReply, OfferReply, OrderKey, PaymentReply, PricesReply,
-    SalesReply, ShowArchivedReply, ShowCancelledReply, ShowReply, TicketReply, WaitlistEntryReply,
-    WaitlistPolicyReply, WaitlistReply, WaitlistRules, WaitlistSkip,
+    CheckoutReply, HoldReply, LotteryReply, OfferReply, OrderKey, PaymentReply, PlannedMove,
+    PricesReply, SalesReply, ShowArchivedReply, ShowCancelledReply, ShowMovedReply, ShowReply,
+    TicketReply, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply, WaitlistRules,
+    WaitlistSkip,
 };
 use serde_json::{Value, json};
 
@@ -268,6 +269,78 @@ pub fn archived_text(reply: &ShowArchivedReply) -> String {
         "show {} (group {}) archived{already}: {} bytes, sha256 {}",
         reply.show_id, reply.group_id, reply.bytes, reply.digest
     )
+}
+
+/// What `show move` did, as JSON.
+pub fn moved_json(reply: &ShowMovedReply) -> Value {
+    json!({
+        "show_id": reply.show_id,
+        "from_group": reply.from_group,
+        "to_group": reply.to_group,
+        "state_bytes": reply.state_bytes,
+        "digest": reply.digest,
+        "unserved_ms": reply.unserved_ms,
+        "duplicate": reply.duplicate,
+    })
+}
+
+/// What `show move` did, as one line of text.
+pub fn moved_text(reply: &ShowMovedReply) -> String {
+    let already = if reply.duplicate { " (before: nothing changed)" } else { "" };
+    format!(
+        "show {} moved from group {} to group {}{already}: {} bytes, sha256 {}, unserved for {} ms",
+        reply.show_id,
+        reply.from_group,
+        reply.to_group,
+        reply.state_bytes,
+        reply.digest,
+        reply.unserved_ms
+    )
+}
+
+/// A rebalancing plan (`show rebalance --dry-run`), as JSON.
+pub fn plan_json(plan: &[PlannedMove]) -> Value {
+    let moves: Vec<Value> = plan
+        .iter()
+        .map(|planned| {
+            json!({
+                "show_id": planned.show_id,
+                "from_group": planned.from_group,
+                "to_group": planned.to_group,
+                "load": planned.load,
+            })
+        })
+        .collect();
+    json!({ "moves": moves })
+}
+
+/// A rebalancing plan, one line per move.
+pub fn plan_text(plan: &[PlannedMove]) -> String {
+    if plan.is_empty() {
+        return "balanced: no move narrows the gap between groups".into();
+    }
+    plan.iter()
+        .map(|planned| {
+            format!(
+                "move show {} from group {} to group {} (load {})",
+                planned.show_id, planned.from_group, planned.to_group, planned.load
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What `show rebalance` did, as JSON.
+pub fn rebalanced_json(moved: &[ShowMovedReply]) -> Value {
+    json!({ "moves": moved.iter().map(moved_json).collect::<Vec<_>>() })
+}
+
+/// What `show rebalance` did, one line per move.
+pub fn rebalanced_text(moved: &[ShowMovedReply]) -> String {
+    if moved.is_empty() {
+        return "balanced: nothing moved".into();
+    }
+    moved.iter().map(moved_text).collect::<Vec<_>>().join("\n")
 }
 
 /// The prices `show prices` put in force, as JSON.

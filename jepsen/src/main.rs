@@ -52,7 +52,7 @@ struct TestArgs {
     workload: Workload,
     /// none, kill-one, kill-minority, kill-leader, kill-all, pause-one, pause-leader,
     /// partition-leader, partition-halves, partition-bridge, partition-ring, transfer-leader,
-    /// membership, clock-skew or combined.
+    /// membership, clock-skew, move-show or combined.
     #[arg(long, default_value = "none")]
     nemesis: Nemesis,
     /// Seconds of clients and faults.

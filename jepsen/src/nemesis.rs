@@ -65,13 +65,16 @@ pub enum Nemesis {
     Membership,
     /// Skew the group leader's wall clock by 1-30 s either way (libfaketime), then reset it.
     ClockSkew,
+    /// Move the workload's shows to another data group (a fenced move: freeze, import,
+    /// relocate, activate, drop), then move them back home.
+    MoveShow,
     /// Each fault period picks one of the others that applies.
     Combined,
 }
 
 impl Nemesis {
     /// Every nemesis, in the order of the matrix.
-    pub const ALL: [Nemesis; 15] = [
+    pub const ALL: [Nemesis; 16] = [
         Nemesis::None,
         Nemesis::KillOne,
         Nemesis::KillMinority,
@@ -86,6 +89,7 @@ impl Nemesis {
         Nemesis::TransferLeader,
         Nemesis::Membership,
         Nemesis::ClockSkew,
+        Nemesis::MoveShow,
         Nemesis::Combined,
     ];
 
@@ -106,6 +110,7 @@ impl Nemesis {
             Nemesis::TransferLeader => "transfer-leader",
             Nemesis::Membership => "membership",
             Nemesis::ClockSkew => "clock-skew",
+            Nemesis::MoveShow => "move-show",
             Nemesis::Combined => "combined",
         }
     }
@@ -229,6 +234,9 @@ pub struct Schedule {
     pub skew_max_ms: i64,
     /// How long a step waits for the group's leader to be known before it is skipped.
     pub leader_wait: Duration,
+    /// The workload's shows and the data group each lives in between faults: what a
+    /// [`Nemesis::MoveShow`] step moves away and its heal brings back.
+    pub shows: Vec<(u64, GroupId)>,
 }
 
 impl Schedule {
@@ -246,6 +254,7 @@ impl Schedule {
             quiet_max: Duration::from_secs(6),
             skew_max_ms: SKEW_MAX_MS,
             leader_wait: Duration::from_secs(5),
+            shows: Vec::new(),
         }
     }
 }
@@ -263,6 +272,8 @@ enum Undo {
     Readmit(GroupId, NodeId),
     /// Set the node's clock right.
     Unskew(NodeId),
+    /// Move the shows back to their groups.
+    MoveBack(Vec<(u64, GroupId)>),
 }
 
 /// What installing a fault did.
@@ -509,6 +520,7 @@ async fn install(
         }
         Nemesis::TransferLeader => transfer(cluster, schedule, rng).await,
         Nemesis::Membership => membership(cluster, schedule, rng).await,
+        Nemesis::MoveShow => move_shows(cluster, schedule, rng).await,
         Nemesis::ClockSkew => {
             if !cluster.skew_supported() {
                 return Installed::skipped(
@@ -700,7 +712,72 @@ async fn heal(cluster: &Cluster, undo: &Undo) -> (&'static str, Vec<NodeId>, Ste
             let (status, detail) = outcome(cluster.skew(*id, 0));
             ("unskew", vec![*id], status, detail)
         }
+        Undo::MoveBack(shows) => {
+            let (status, detail) = move_each(cluster, shows).await;
+            ("move-show", Vec::new(), status, detail)
+        }
     }
+}
+
+/// Moves every show of the schedule from its group to one other data group, chosen at random
+/// (to be moved back by the heal).
+async fn move_shows(cluster: &Cluster, schedule: &Schedule, rng: &mut StdRng) -> Installed {
+    let groups = cluster.options().groups;
+    if schedule.shows.is_empty() || groups < 2 {
+        return Installed::skipped(
+            "move-show",
+            format!("{} shows to move over {groups} data groups", schedule.shows.len()),
+        );
+    }
+    let moves: Vec<(u64, GroupId)> = schedule
+        .shows
+        .iter()
+        .map(|&(show, home)| {
+            let others: Vec<GroupId> = (1..=groups).filter(|&group| group != home).collect();
+            (show, others.choose(rng).copied().unwrap_or(home))
+        })
+        .collect();
+    let target = moves
+        .iter()
+        .map(|(show, to)| format!("show {show} -> group {to}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (status, detail) = move_each(cluster, &moves).await;
+    // A move refused at its first step changed nothing; any other outcome is undone.
+    let undo = (status != StepStatus::Skipped).then(|| Undo::MoveBack(schedule.shows.clone()));
+    Installed { action: "move-show", target, nodes: Vec::new(), status, detail, undo }
+}
+
+/// Moves each show to its group, in order: installed when every move was made, skipped when
+/// every one was refused (nothing changed), indeterminate otherwise (a move may be half done:
+/// the next move of the show finishes it).
+async fn move_each(cluster: &Cluster, moves: &[(u64, GroupId)]) -> (StepStatus, String) {
+    let client = cluster.client();
+    let mut details = Vec::new();
+    let mut statuses = Vec::new();
+    for &(show, to) in moves {
+        match client.move_show(show, to).await {
+            Ok(moved) => {
+                statuses.push(StepStatus::Installed);
+                details.push(format!(
+                    "show {show}: group {} -> {to}, {} bytes, unserved {} ms",
+                    moved.from_group, moved.state_bytes, moved.unserved_ms
+                ));
+            }
+            Err(error) => {
+                details.push(format!("show {show}: {error}"));
+                statuses.push(classify(&ClusterError::Client(error)));
+            }
+        }
+    }
+    let status = if statuses.iter().all(|status| *status == StepStatus::Installed) {
+        StepStatus::Installed
+    } else if statuses.iter().all(|status| *status == StepStatus::Skipped) {
+        StepStatus::Skipped
+    } else {
+        StepStatus::Indeterminate
+    };
+    (status, details.join("; "))
 }
 
 /// Whether a failed call changed nothing (`Skipped`: refused, or never sent) or may have
@@ -736,6 +813,7 @@ fn since(t0: Instant) -> u64 {
 fn describe_nodes(ids: &[NodeId]) -> String {
     let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
     match ids.len() {
+        0 => "no node".to_owned(),
         1 => format!("node {}", list[0]),
         _ => format!("nodes {}", list.join(" ")),
     }

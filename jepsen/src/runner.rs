@@ -143,12 +143,14 @@ async fn run_on(
     let client = cluster.client();
     let shows = workload::shows_of(options.workload, first_show(options.seed));
     let mut group = 1;
+    let mut homes = Vec::new();
     for show in &shows {
         let placement = client
             .create_show(&show.new_show(), Some(&format!("jepsen-show-{}", show.show)))
             .await
             .map_err(|error| HarnessError::Setup(format!("create show {}: {error}", show.show)))?;
         group = placement.group_id;
+        homes.push((show.show, placement.group_id));
     }
     // Linearizable: a replica that has not applied the creation yet must not answer.
     let map = client
@@ -193,7 +195,8 @@ async fn run_on(
 
     // The nemeses run as long as the clients; each heals everything when told to stop. The
     // provider's runs beside the node nemesis, whichever that is.
-    let schedule = Schedule::new(options.nemesis, group, options.seed);
+    let mut schedule = Schedule::new(options.nemesis, group, options.seed);
+    schedule.shows = homes;
     let time_limit = options.time_limit;
     let node_faults = nemesis::run(cluster, &schedule, origin, tokio::time::sleep(time_limit));
     let provider_faults = async {

@@ -1,4 +1,4 @@
-//! The CI smoke of the Jepsen suite (about 90 s): a few workloads under a few nemeses against
+//! The CI smoke of the Jepsen suite (about 110 s): a few workloads under a few nemeses against
 //! real 3-node clusters must be judged valid (the `payments` workload, with the provider's
 //! faults, against the provider's ledger), and the deliberately unsafe node
 //! (`bookingd-unsafe --unsafe-stale-reads`) must be judged invalid.
@@ -68,7 +68,7 @@ fn last_lines(text: &str) -> String {
 #[test]
 fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
     let reports = tempfile::tempdir().expect("a temporary folder");
-    let runs: [(&str, &[&str], i32); 6] = [
+    let runs: [(&str, &[&str], i32); 7] = [
         (
             "holds under kill-leader",
             &[
@@ -147,6 +147,22 @@ fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
                 "16",
                 "--port-base",
                 "7900",
+            ],
+            0,
+        ),
+        (
+            "holds under move-show",
+            &[
+                "--workload",
+                "holds",
+                "--nemesis",
+                "move-show",
+                "--time-limit",
+                "14",
+                "--seed",
+                "17",
+                "--port-base",
+                "7920",
             ],
             0,
         ),

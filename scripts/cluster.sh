@@ -271,6 +271,10 @@ $(tail -n 20 "$cluster_dir/n$id.log" 2>/dev/null)"
     fi
     sleep 0.5
   done
+  # Every node runs this build: the groups may write what its feature level adds (a no-op once
+  # raised; a rolling upgrade raises it by hand, see the README).
+  "$bookctl" --nodes "$(nodes)" --ca-file "$tls_dir/ca.crt" --operator-token-file "$secrets_dir/operator" \
+    feature-level --raise max >/dev/null
   start_paysim
   bookctl_status
   echo "cluster: the buyer's page at https://$(address "${node_ids[0]}")/, the operator's at /ops (the cluster's CA: $tls_dir/ca.crt)" >&2

@@ -62,6 +62,7 @@ pub mod certs;
 mod client;
 mod connector;
 mod error;
+mod features;
 mod key;
 mod rebalance;
 mod retry;
@@ -94,11 +95,11 @@ pub use proto::booking::catalog_change_request::Record as CatalogRecord;
 pub use proto::booking::{
     AdmissionConfig, AdmissionReply, AuditRecord, AuditReply, BackupHeader, BandClaimReply,
     BookingReply, CapacityReleasedReply, CatalogAction, CatalogChangeReply, CatalogEvent,
-    CatalogHall, CatalogRow, CatalogSection, CatalogVenue, CheckoutReply, GroupStatus, HoldReply,
-    LotteryDraw, LotteryReply, MembershipReply, MoveShowRequest, OfferReply, OrderKey,
-    PaymentReply, PricesReply, RestoreReply, SalesReply, SearchReply, SearchRequest, SearchResult,
-    SeatMapReply, SeatStatus, SessionErasedReply, ShowArchivedReply, ShowCancelledReply,
-    ShowListing, ShowMovedReply, ShowPlacement, ShowPolicy, ShowReply, StatusReply, TicketReply,
-    WaitlistConfig, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply, WaitlistRules,
-    WaitlistSkip,
+    CatalogHall, CatalogRow, CatalogSection, CatalogVenue, CheckoutReply, FeatureLevelReply,
+    GroupStatus, HoldReply, LotteryDraw, LotteryReply, MembershipReply, MoveShowRequest,
+    OfferReply, OrderKey, PaymentReply, PricesReply, RestoreReply, SalesReply, SearchReply,
+    SearchRequest, SearchResult, SeatMapReply, SeatStatus, SessionErasedReply, ShowArchivedReply,
+    ShowCancelledReply, ShowListing, ShowMovedReply, ShowPlacement, ShowPolicy, ShowReply,
+    StatusReply, TicketReply, WaitlistConfig, WaitlistEntryReply, WaitlistPolicyReply,
+    WaitlistReply, WaitlistRules, WaitlistSkip,
 };

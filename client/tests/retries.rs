@@ -81,6 +81,8 @@ struct Fake {
     calls: Mutex<Vec<Call>>,
     /// Whether `HoldMany` is served (else UNIMPLEMENTED, as from a node that predates it).
     hold_many: AtomicBool,
+    /// The highest feature level Status says the node's build knows.
+    feature_level_max: std::sync::atomic::AtomicU32,
 }
 
 impl Fake {
@@ -103,6 +105,7 @@ impl Fake {
             groups: Mutex::new(Vec::new()),
             calls: Mutex::new(Vec::new()),
             hold_many: AtomicBool::new(false),
+            feature_level_max: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
@@ -685,7 +688,17 @@ impl AdminService for Service {
             node_id: self.0.id,
             address: self.0.address.clone(),
             groups: self.0.groups.lock().unwrap().clone(),
+            feature_level_max: self.0.feature_level_max.load(std::sync::atomic::Ordering::SeqCst),
         }))
+    }
+
+    async fn set_feature_level(
+        &self,
+        request: Request<proto::booking::SetFeatureLevelRequest>,
+    ) -> Result<Response<client::FeatureLevelReply>, Status> {
+        self.0.answer("set_feature_level", request.metadata()).await?;
+        let proto::booking::SetFeatureLevelRequest { group_id, level } = *request.get_ref();
+        Ok(Response::new(client::FeatureLevelReply { group_id, level, duplicate: false }))
     }
 
     async fn add_learner(
@@ -1053,6 +1066,42 @@ async fn a_move_follows_each_steps_leader_with_one_key_until_it_is_done() {
     two.script([Answer::Reject(Code::Unavailable, "show_moving")]);
     three.script([Answer::Reject(Code::Unavailable, "show_moving")]);
     client.open_sales(7).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_feature_level_is_raised_only_when_every_member_knows_it_group_0_last() {
+    let one = Fake::start(1, Answer::Serve).await;
+    let two = Fake::start(2, Answer::Serve).await;
+    let member = |group_id, role: &str, leader_id| GroupStatus {
+        voters: vec![1, 2],
+        ..group(group_id, role, leader_id)
+    };
+    *one.groups.lock().unwrap() = vec![member(0, "leader", 1), member(1, "follower", 2)];
+    *two.groups.lock().unwrap() = vec![member(0, "follower", 1), member(1, "leader", 2)];
+    let client = client(&[&one, &two], 5_000);
+
+    // Node 2 runs an older build: nothing is raised.
+    one.feature_level_max.store(1, std::sync::atomic::Ordering::SeqCst);
+    let refused = client.raise_feature_level(1).await.unwrap_err();
+    assert!(matches!(&refused, Error::InvalidArgument(message) if message.contains("node 2")));
+    assert!(one.calls("set_feature_level").is_empty() && two.calls("set_feature_level").is_empty());
+    // A member the client was not given: nothing is raised either.
+    two.feature_level_max.store(1, std::sync::atomic::Ordering::SeqCst);
+    *two.groups.lock().unwrap() = vec![
+        member(0, "follower", 1),
+        GroupStatus { voters: vec![1, 2, 3], ..member(1, "leader", 2) },
+    ];
+    let refused = client.raise_feature_level(1).await.unwrap_err();
+    assert!(matches!(&refused, Error::InvalidArgument(message) if message.contains("node 3")));
+    // Every member knows it: each group at its leader, group 0 last.
+    *two.groups.lock().unwrap() = vec![member(0, "follower", 1), member(1, "leader", 2)];
+    let raised = client.raise_feature_level(1).await.unwrap();
+    let order: Vec<u64> = raised.iter().map(|reply| reply.group_id).collect();
+    assert_eq!(order, [1, 0]);
+    assert_eq!(
+        (one.calls("set_feature_level").len(), two.calls("set_feature_level").len()),
+        (1, 1)
+    );
 }
 
 #[tokio::test]

@@ -160,6 +160,9 @@ impl ApiError {
             }
             ApiError::Rejected(Rejection::LotteryAlreadyDrawn { seed }) => json!({ "seed": seed }),
             ApiError::Rejected(Rejection::ShowMoved { group }) => json!({ "group": group }),
+            ApiError::Rejected(Rejection::FeatureNotEnabled { level, current }) => {
+                json!({ "level": level, "current": current })
+            }
             ApiError::Rejected(
                 Rejection::CatalogNotFound { kind }
                 | Rejection::CatalogExists { kind }
@@ -218,7 +221,8 @@ pub fn grpc_code(code: ErrorCode) -> Code {
         | LotteryNotDue
         | LotteryAlreadyDrawn
         | CatalogRetired
-        | ShowNotSettled => Code::FailedPrecondition,
+        | ShowNotSettled
+        | FeatureNotEnabled => Code::FailedPrecondition,
         Internal | Unspecified => Code::Internal,
     }
 }
@@ -302,6 +306,7 @@ fn rejection_code(rejection: &Rejection) -> ErrorCode {
         ArchiveChanged => ErrorCode::ArchiveChanged,
         ShowMoving => ErrorCode::ShowMoving,
         ShowMoved { .. } => ErrorCode::ShowMoved,
+        FeatureNotEnabled { .. } => ErrorCode::FeatureNotEnabled,
     }
 }
 
@@ -426,6 +431,7 @@ mod tests {
             Rejection::ArchiveChanged,
             Rejection::ShowMoving,
             Rejection::ShowMoved { group: 2 },
+            Rejection::FeatureNotEnabled { level: 1, current: 0 },
         ]
     }
 

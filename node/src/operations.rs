@@ -1436,6 +1436,22 @@ pub async fn move_show(service: &Service, show: ShowId, to: u64) -> Result<Moved
     let mut changed = false;
 
     fresh(metadata).await?;
+    // Every group a move writes to must be at the moves' feature level, checked before the
+    // freeze: a move refused half-way would leave the show frozen.
+    let level = |state: &Group| state.feature_level();
+    let placed_now = metadata.read_local(|state| state.placement().group_of(show))?;
+    for hosted in [Some(metadata), Some(target), placed_now.and_then(|g| shared.group(g).ok())]
+        .into_iter()
+        .flatten()
+    {
+        let current = hosted.read_local(level)?;
+        if current < statemachine::FEATURE_LEVEL_MOVES {
+            return Err(ApiError::Rejected(Rejection::FeatureNotEnabled {
+                level: statemachine::FEATURE_LEVEL_MOVES,
+                current,
+            }));
+        }
+    }
     let placed = metadata
         .read_local(|state| state.placement().group_of(show))?
         .ok_or(ApiError::Rejected(Rejection::ShowNotFound))?;

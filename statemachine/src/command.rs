@@ -71,6 +71,12 @@ pub enum Command {
     },
     /// A change to the catalog (proposed to the metadata group only).
     Catalog(CatalogCommand),
+    /// The group may write the formats and commands of feature level `level` from now on
+    /// (proposed once every node of the cluster runs a build that knows it; never lower).
+    SetFeatureLevel {
+        /// The new level.
+        level: u32,
+    },
     /// The third step of a move: `show` is placed in data group `to` instead of `from`
     /// (proposed to the metadata group only, once `to` imported the show's frozen state).
     Relocate {
@@ -404,6 +410,7 @@ impl Command {
             | Command::AckOutbox { .. }
             | Command::Delivery(_)
             | Command::AuditDigest { .. }
+            | Command::SetFeatureLevel { .. }
             | Command::Catalog(_) => None,
         }
     }

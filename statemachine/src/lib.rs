@@ -27,6 +27,7 @@ mod delivery;
 mod digests;
 mod erasure;
 mod expiry;
+mod features;
 mod hold;
 mod idempotency;
 mod ids;
@@ -62,6 +63,7 @@ pub use command::{
 };
 pub use delivery::{DeadLetter, Delivery, DeliveryCommand, Failure, Sink, SinkName};
 pub use digests::Digests;
+pub use features::{FEATURE_LEVEL, FEATURE_LEVEL_MOVES};
 pub use idempotency::IdempotencyRecord;
 pub use ids::{
     Actor, BookingId, CapacityEventId, Currency, EntryId, EventId, HallId, HoldId, IdempotencyKey,
@@ -241,13 +243,21 @@ impl Group {
                 self.erase_session(show, session, pseudonym)
             }
             &Command::Operator(OperatorCommand::FreezeShow { show, to }) => {
+                self.require_level(FEATURE_LEVEL_MOVES)?;
                 self.freeze_show(show, to)
             }
             Command::Operator(OperatorCommand::ImportShow { show, from, state, digest }) => {
+                self.require_level(FEATURE_LEVEL_MOVES)?;
                 self.import_show(*show, *from, state, *digest)
             }
-            &Command::Operator(OperatorCommand::ActivateShow { show }) => self.activate_show(show),
-            &Command::Operator(OperatorCommand::DropShow { show, to }) => self.drop_show(show, to),
+            &Command::Operator(OperatorCommand::ActivateShow { show }) => {
+                self.require_level(FEATURE_LEVEL_MOVES)?;
+                self.activate_show(show)
+            }
+            &Command::Operator(OperatorCommand::DropShow { show, to }) => {
+                self.require_level(FEATURE_LEVEL_MOVES)?;
+                self.drop_show(show, to)
+            }
             Command::Operator(operator) => {
                 let operator = operator.clone();
                 let show =
@@ -327,7 +337,11 @@ impl Group {
                 show.complete_refund(&mut ctx, payment)
             }
             &Command::Place { show, group } => self.placement.place(show, group),
-            &Command::Relocate { show, from, to } => self.placement.relocate(show, from, to),
+            &Command::Relocate { show, from, to } => {
+                self.require_level(FEATURE_LEVEL_MOVES)?;
+                self.placement.relocate(show, from, to)
+            }
+            &Command::SetFeatureLevel { level } => self.set_feature_level(level),
             Command::Catalog(command) => self.catalog.apply(&self.placement, index, command),
         }
     }

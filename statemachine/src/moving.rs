@@ -280,6 +280,9 @@ impl Group {
     /// Checks the move records against the shows: a frozen, arriving or arrived show is here,
     /// a gone one is not, and a frozen one still has the digest it was frozen with.
     pub(crate) fn check_moves(&self) -> Result<(), String> {
+        if !self.moves.is_empty() && self.feature_level < crate::FEATURE_LEVEL_MOVES {
+            return Err(format!("moves at feature level {}", self.feature_level));
+        }
         for (&show, record) in &self.moves {
             let here = self.shows.get(&show);
             match *record {

@@ -340,6 +340,13 @@ pub enum Reply {
         /// Whether it had left before: nothing changed.
         duplicate: bool,
     },
+    /// The group's feature level is now `level` (or already was).
+    FeatureLevelSet {
+        /// The level.
+        level: u32,
+        /// Whether the group was at that level already: nothing changed.
+        duplicate: bool,
+    },
     /// The metadata group placed a show in another group (now or before).
     Relocated {
         /// The show.
@@ -613,6 +620,15 @@ pub enum Rejection {
     /// in a moment.
     #[error("the show is moving to another group; retry in a moment")]
     ShowMoving,
+    /// The command belongs to a feature level the group has not been raised to yet (some node
+    /// of the cluster may run a build that cannot read it).
+    #[error("feature level {level} is not enabled (the group is at level {current})")]
+    FeatureNotEnabled {
+        /// The level the command needs.
+        level: u32,
+        /// The group's level.
+        current: u32,
+    },
     /// The show moved to another group: ask that group.
     #[error("the show moved to group {group}")]
     ShowMoved {
@@ -680,6 +696,7 @@ impl Rejection {
             Rejection::ArchiveChanged => "archive_changed",
             Rejection::ShowMoving => "show_moving",
             Rejection::ShowMoved { .. } => "show_moved",
+            Rejection::FeatureNotEnabled { .. } => "feature_not_enabled",
         }
     }
 }

@@ -31,7 +31,8 @@ use crate::state::Group;
 /// their history, a lottery's draw) at the end of the waitlist, version 7 each offer's
 /// promotion lag at the end of the offer, version 8 the metadata group's catalog at the end of
 /// the group, version 9 the archived shows after it, version 10 the moves of shows in and out of
-/// the group after them.
+/// the group and its feature level after them. A group at feature level 0 is still written in
+/// version 9 (`features.rs`).
 pub const SNAPSHOT_FORMAT_VERSION: u16 = 10;
 
 /// The oldest version this build decodes (migrating it to the current types).
@@ -76,9 +77,18 @@ impl Group {
         self.encode_unchecked()
     }
 
+    /// The encoding of the group's feature level: at level 0, format 9, which the previous
+    /// release reads (a group at level 0 has no move record: its commands are refused there);
+    /// from level 1, the current format.
     fn encode_unchecked(&self) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(HEADER_LEN + 1024);
         bytes.extend_from_slice(&MAGIC);
+        if self.feature_level < crate::FEATURE_LEVEL_MOVES {
+            assert!(self.moves.is_empty(), "a group below the moves' feature level has moves");
+            bytes.extend_from_slice(&9u16.to_le_bytes());
+            return postcard::to_extend(&v9::GroupV9Ref::of(self), bytes)
+                .expect("encoding to a vector cannot fail");
+        }
         bytes.extend_from_slice(&SNAPSHOT_FORMAT_VERSION.to_le_bytes());
         postcard::to_extend(self, bytes).expect("encoding to a vector cannot fail")
     }

@@ -794,6 +794,8 @@ pub struct Group {
     pub archived: BTreeMap<ShowId, ArchivedShow>,
     /// Where each show that moved in or out of this group is in its move.
     pub moves: BTreeMap<ShowId, ShowMove>,
+    /// What the group may write (`features.rs`): 0 is the previous release's formats.
+    pub feature_level: u32,
 }
 
 /// The effects context of one command: log position, and the group-wide logs it writes to.

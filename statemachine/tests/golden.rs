@@ -271,6 +271,21 @@ fn a_version_9_snapshot_decodes_to_the_state_it_held() {
     assert!(group.moves().is_empty());
 }
 
+/// A group at feature level 0 is written in format 9 byte for byte as the release before
+/// format 10 wrote it (the fixture is that release's), so its replicas read what a replica of
+/// this build sends them during a rolling upgrade.
+#[test]
+fn a_group_at_feature_level_0_is_written_in_format_9() {
+    let group = scenario::build_version_9().group;
+    assert_eq!(group.feature_level(), 0);
+    let pinned = std::fs::read(fixture(9)).expect("the version 9 fixture exists");
+    assert!(group.encode_snapshot() == pinned, "format 9 as the previous release wrote it");
+    let current = scenario::build().group;
+    assert_eq!(current.feature_level(), FEATURE_LEVEL_MOVES);
+    let encoded = current.encode_snapshot();
+    assert_eq!(u16::from_le_bytes([encoded[4], encoded[5]]), SNAPSHOT_FORMAT_VERSION);
+}
+
 /// The hold of `session` (numbered as in the scenario) on exactly `seats`.
 fn hold_of<'a>(show: &'a Show, session: u64, seats: &[SeatNo]) -> &'a Hold {
     let session = common::session(session);

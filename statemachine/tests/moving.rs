@@ -16,6 +16,7 @@ const TARGET: u64 = 2;
 /// granted) and a sold-out companion show's waitlist.
 fn on_sale() -> (Harness, HoldReceipt, BookingId) {
     let mut h = Harness::new();
+    h.one(Command::SetFeatureLevel { level: FEATURE_LEVEL_MOVES }).expect("raised");
     h.on_sale_show(SHOW.0, 10);
     let held = h.held(SHOW, 7, 1, &[0, 1]);
     let bought = h.held(SHOW, 8, 1, &[2]);
@@ -48,6 +49,7 @@ fn import(show: ShowId, from: u64, state: Vec<u8>, digest: Digest) -> OperatorCo
 fn target() -> Harness {
     let mut h = Harness::new();
     h.now -= 5_000;
+    h.one(Command::SetFeatureLevel { level: FEATURE_LEVEL_MOVES }).expect("raised");
     h.on_sale_show(99, 3);
     h
 }
@@ -208,6 +210,7 @@ fn each_step_refuses_what_it_must_and_changes_nothing() {
     // Over a show that serves in the target, or into the group that froze it.
     let other_state = {
         let mut h = Harness::new();
+        h.one(Command::SetFeatureLevel { level: FEATURE_LEVEL_MOVES }).expect("raised");
         h.on_sale_show(99, 3);
         h.operator(OperatorCommand::FreezeShow { show: ShowId(99), to: TARGET }).expect("frozen");
         h.group.show_transfer(ShowId(99)).expect("frozen")
@@ -221,6 +224,7 @@ fn each_step_refuses_what_it_must_and_changes_nothing() {
 #[test]
 fn the_metadata_group_relocates_a_show_only_from_where_it_is() {
     let mut h = Harness::new();
+    h.one(Command::SetFeatureLevel { level: FEATURE_LEVEL_MOVES }).expect("raised");
     h.one(Command::Place { show: SHOW, group: SOURCE }).expect("placed");
     let relocate = |from, to| Command::Relocate { show: SHOW, from, to };
     assert_eq!(code(&h.one(relocate(3, TARGET))), "show_moved");
@@ -238,6 +242,45 @@ fn the_metadata_group_relocates_a_show_only_from_where_it_is() {
     assert_eq!(h.group.placement().group_of(SHOW), Some(TARGET));
     // Placing it again where it was is no longer a duplicate: it lives elsewhere.
     assert_eq!(code(&h.one(Command::Place { show: SHOW, group: SOURCE })), "show_exists");
+}
+
+#[test]
+fn below_the_moves_feature_level_every_step_is_refused_and_the_level_only_rises() {
+    let mut h = Harness::new();
+    h.on_sale_show(SHOW.0, 4);
+    h.one(Command::Place { show: SHOW, group: SOURCE }).expect("placed");
+    let before = h.group.clone();
+    let steps = [
+        Command::Operator(OperatorCommand::FreezeShow { show: SHOW, to: TARGET }),
+        Command::Operator(import(ShowId(5), SOURCE, vec![1], sha(&[1]))),
+        Command::Operator(OperatorCommand::ActivateShow { show: SHOW }),
+        Command::Operator(OperatorCommand::DropShow { show: SHOW, to: TARGET }),
+        Command::Relocate { show: SHOW, from: SOURCE, to: TARGET },
+    ];
+    for step in steps {
+        let outcome = h.one(step);
+        assert_eq!(
+            outcome,
+            Err(Rejection::FeatureNotEnabled { level: FEATURE_LEVEL_MOVES, current: 0 })
+        );
+        assert_eq!(code(&outcome), "feature_not_enabled");
+    }
+    let mut after = h.group.clone();
+    after.applied_index = before.applied_index;
+    assert_eq!(after, before, "refused steps changed nothing");
+
+    let above = h.one(Command::SetFeatureLevel { level: FEATURE_LEVEL + 1 });
+    assert_eq!(code(&above), "invalid_argument");
+    let raised = h.one(Command::SetFeatureLevel { level: FEATURE_LEVEL_MOVES });
+    assert_eq!(raised, Ok(Reply::FeatureLevelSet { level: FEATURE_LEVEL_MOVES, duplicate: false }));
+    let again = h.one(Command::SetFeatureLevel { level: FEATURE_LEVEL_MOVES });
+    assert_eq!(again, Ok(Reply::FeatureLevelSet { level: FEATURE_LEVEL_MOVES, duplicate: true }));
+    assert_eq!(code(&h.one(Command::SetFeatureLevel { level: 0 })), "invalid_argument");
+    assert!(h.operator(OperatorCommand::FreezeShow { show: SHOW, to: TARGET }).is_ok());
+    // Raised, the group is written in the current format, which keeps the level.
+    let encoded = h.group.encode_snapshot();
+    assert_eq!(u16::from_le_bytes([encoded[4], encoded[5]]), SNAPSHOT_FORMAT_VERSION);
+    assert_eq!(Group::decode_snapshot(&encoded).expect("decodes").feature_level(), 1);
 }
 
 fn sha(bytes: &[u8]) -> Digest {

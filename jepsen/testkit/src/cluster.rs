@@ -145,6 +145,10 @@ pub struct ClusterOptions {
     /// group's leader. Off, the nodes start fresh and wait to be given their groups (by a
     /// restore from a backup, `Client::restore`).
     pub bootstrap: bool,
+    /// Whether a founded cluster's groups are raised to this build's feature level once they
+    /// have leaders (`Client::raise_feature_level`), as `scripts/cluster.sh up` does. Off, they
+    /// stay at level 0, the previous release's formats (a rolling upgrade's start).
+    pub raise_feature_level: bool,
 }
 
 /// How far above its client port a node's peer port is under [`Addressing::Fixed`] (above the
@@ -257,6 +261,7 @@ impl ClusterOptions {
             client_tls: true,
             exclusive: true,
             bootstrap: true,
+            raise_feature_level: true,
         }
     }
 
@@ -500,6 +505,9 @@ impl Cluster {
         if bootstrap {
             for group in cluster.group_ids() {
                 cluster.leader_of(group).await?;
+            }
+            if cluster.options.raise_feature_level {
+                cluster.client.raise_feature_level(statemachine::FEATURE_LEVEL).await?;
             }
         }
         Ok(cluster)

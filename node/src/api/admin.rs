@@ -16,8 +16,9 @@ use openraft::async_runtime::WatchReceiver;
 use openraft::{BasicNode, ChangeMembers};
 use proto::booking::admin_service_server::{AdminService, AdminServiceServer};
 use proto::booking::{
-    AddLearnerRequest, BackupRequest, GroupStatus, MembershipReply, MoveReplicaRequest,
-    NodesRequest, RestoreChunk, RestoreReply, StatusReply, StatusRequest, TransferLeaderRequest,
+    AddLearnerRequest, BackupRequest, FeatureLevelReply, GroupStatus, MembershipReply,
+    MoveReplicaRequest, NodesRequest, RestoreChunk, RestoreReply, SetFeatureLevelRequest,
+    StatusReply, StatusRequest, TransferLeaderRequest,
 };
 use raft::NodeId;
 use statemachine::METADATA_GROUP;
@@ -75,6 +76,7 @@ impl AdminApi {
         } else {
             (String::new(), 0)
         };
+        let feature_level = hosted.read_local(statemachine::Group::feature_level)?;
         let placement = self.shared.group(METADATA_GROUP)?.read_local(|state| {
             if hosted.id == METADATA_GROUP {
                 state.placement().len() as u64
@@ -98,6 +100,7 @@ impl AdminApi {
             digest_index,
             shows: placement,
             fatal: metrics.running_state.is_err(),
+            feature_level,
         })
     }
 
@@ -176,7 +179,31 @@ impl AdminService for AdminApi {
             node_id: self.shared.config.id,
             address: self.shared.config.membership_address(),
             groups,
+            feature_level_max: statemachine::FEATURE_LEVEL,
         }))
+    }
+
+    async fn set_feature_level(
+        &self,
+        request: Request<SetFeatureLevelRequest>,
+    ) -> Result<Response<FeatureLevelReply>, Status> {
+        let request = request.into_inner();
+        let hosted = self.led(request.group_id)?;
+        if request.level > statemachine::FEATURE_LEVEL {
+            return Err(ApiError::InvalidArgument(format!(
+                "level: this node's build knows feature levels up to {}",
+                statemachine::FEATURE_LEVEL
+            ))
+            .into());
+        }
+        let command = statemachine::Command::SetFeatureLevel { level: request.level };
+        let answer = hosted.propose(command).await?;
+        match answer.outcome.map_err(ApiError::Rejected)? {
+            statemachine::Reply::FeatureLevelSet { level, duplicate } => {
+                Ok(Response::new(FeatureLevelReply { group_id: hosted.id, level, duplicate }))
+            }
+            other => Err(ApiError::unexpected(other).into()),
+        }
     }
 
     async fn add_learner(

@@ -296,3 +296,54 @@ fn ensure(holds: bool, what: &str) -> io::Result<()> {
 fn other(error: impl std::fmt::Display) -> io::Error {
     io::Error::other(error.to_string())
 }
+
+/// A cluster left at feature level 0 (the previous release's formats, as a rolling upgrade
+/// starts) refuses a move before anything freezes; raised, it moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_waits_for_the_feature_level_and_freezes_nothing_before() -> io::Result<()> {
+    let cluster = testkit::Cluster::start(testkit::ClusterOptions {
+        raise_feature_level: false,
+        ..options(3)
+    })
+    .await
+    .map_err(other)?;
+    let operator = cluster.client();
+    let levels = |status: &client::StatusReply| -> Vec<u32> {
+        status.groups.iter().map(|group| group.feature_level).collect()
+    };
+    let status = operator.status(&operator.addresses()[0], false).await.map_err(other)?;
+    ensure(status.feature_level_max == statemachine::FEATURE_LEVEL, "the build's level")?;
+    ensure(levels(&status).iter().all(|level| *level == 0), "founded at level 0")?;
+    operator
+        .create_show(
+            &NewShow { open_sales: true, group_id: 1, ..NewShow::uniform(SALE, 4, 1_000, "EUR") },
+            None,
+        )
+        .await
+        .map_err(other)?;
+
+    let refused = operator.move_show(SALE, 2).await;
+    ensure(
+        matches!(
+            refused,
+            Err(client::Error::Rejected { code: client::ErrorCode::FeatureNotEnabled, .. })
+        ),
+        &format!("a move at level 0 is refused: {refused:?}"),
+    )?;
+    let buyer = operator.create_session().await.map_err(other)?;
+    operator.hold(&buyer, SALE, &[0], 1, None).await.map_err(other)?;
+
+    let raised = operator.raise_feature_level(statemachine::FEATURE_LEVEL).await.map_err(other)?;
+    ensure(
+        raised.len() == 3 && raised.last().is_some_and(|reply| reply.group_id == 0),
+        "every group, group 0 last",
+    )?;
+    let again = operator.raise_feature_level(statemachine::FEATURE_LEVEL).await.map_err(other)?;
+    ensure(again.iter().all(|reply| reply.duplicate), "a second raise changes nothing")?;
+    let moved = operator.move_show(SALE, 2).await.map_err(other)?;
+    ensure(moved.to_group == 2 && !moved.duplicate, "raised, the show moves")?;
+    operator.hold(&buyer, SALE, &[1], 1, None).await.map_err(other)?;
+    cluster.wait_all_converged(WAIT).await.map_err(other)?;
+    cluster.shutdown().await.map_err(other)?;
+    Ok(())
+}

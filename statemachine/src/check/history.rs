@@ -126,6 +126,7 @@ impl Call {
             Call::Write(Command::AuditDigest { .. }) => "audit_digest",
             Call::Write(Command::Catalog(_)) => "catalog",
             Call::Write(Command::Relocate { .. }) => "relocate",
+            Call::Write(Command::SetFeatureLevel { .. }) => "set_feature_level",
             Call::Read(Read::SeatMap { .. }) => "read_seats",
             Call::Read(Read::Hold { .. }) => "read_hold",
             Call::Read(Read::Booking { .. }) => "read_booking",

@@ -157,7 +157,8 @@ pub fn observe_outcome(outcome: &Outcome) -> Observed {
         | Reply::ShowImported { .. }
         | Reply::ShowActivated { .. }
         | Reply::ShowDropped { .. }
-        | Reply::Relocated { .. } => Observed::Managed,
+        | Reply::Relocated { .. }
+        | Reply::FeatureLevelSet { .. } => Observed::Managed,
     }
 }
 

@@ -182,6 +182,7 @@ impl GroupV2 {
             catalog: Default::default(),
             archived: Default::default(),
             moves: Default::default(),
+            feature_level: 0,
         })
     }
 }

@@ -42,6 +42,7 @@ impl GroupV3 {
             catalog: Default::default(),
             archived: Default::default(),
             moves: Default::default(),
+            feature_level: 0,
         }
     }
 }

@@ -43,6 +43,7 @@ impl GroupV4 {
             catalog: Default::default(),
             archived: Default::default(),
             moves: Default::default(),
+            feature_level: 0,
         }
     }
 }

@@ -62,6 +62,7 @@ impl<W: EarlierWaitlist> GroupV5<W> {
             catalog: Default::default(),
             archived: Default::default(),
             moves: Default::default(),
+            feature_level: 0,
         }
     }
 }

@@ -44,6 +44,7 @@ impl GroupV7 {
             catalog: Default::default(),
             archived: Default::default(),
             moves: Default::default(),
+            feature_level: 0,
         }
     }
 }

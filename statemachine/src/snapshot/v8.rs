@@ -46,6 +46,7 @@ impl GroupV8 {
             catalog: self.catalog,
             archived: BTreeMap::new(),
             moves: BTreeMap::new(),
+            feature_level: 0,
         }
     }
 }

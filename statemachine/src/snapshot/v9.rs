@@ -1,12 +1,13 @@
 //! Version 9 of the snapshot format: the current types, before the group kept its shows' moves
 //! (version 10 added `Group::moves` at the end of the group).
 //!
-//! Owns decoding version 9 payloads into the current group: a group before version 10 had no
-//! move record (no show could move).
+//! Owns decoding version 9 payloads into the current group (a group before version 10 had no
+//! move record, no show could move, and was at feature level 0), and encoding a group at
+//! feature level 0 in version 9, which the previous release reads.
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::archive::ArchivedShow;
 use crate::audit::Audit;
@@ -48,6 +49,41 @@ impl GroupV9 {
             catalog: self.catalog,
             archived: self.archived,
             moves: BTreeMap::new(),
+            feature_level: 0,
+        }
+    }
+}
+
+/// A group at feature level 0 as version 9 encodes it: the same fields in the same order,
+/// borrowed.
+#[derive(Serialize)]
+pub(super) struct GroupV9Ref<'a> {
+    applied_index: u64,
+    log_time_ms: u64,
+    shows: &'a BTreeMap<ShowId, Show>,
+    outbox: &'a Outbox,
+    audit: &'a Audit,
+    placement: &'a Placement,
+    delivery: &'a Delivery,
+    digests: &'a Digests,
+    catalog: &'a Catalog,
+    archived: &'a BTreeMap<ShowId, ArchivedShow>,
+}
+
+impl<'a> GroupV9Ref<'a> {
+    /// The fields of `group` that version 9 has.
+    pub(super) fn of(group: &'a Group) -> GroupV9Ref<'a> {
+        GroupV9Ref {
+            applied_index: group.applied_index,
+            log_time_ms: group.log_time_ms,
+            shows: &group.shows,
+            outbox: &group.outbox,
+            audit: &group.audit,
+            placement: &group.placement,
+            delivery: &group.delivery,
+            digests: &group.digests,
+            catalog: &group.catalog,
+            archived: &group.archived,
         }
     }
 }

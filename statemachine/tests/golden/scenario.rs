@@ -27,7 +27,7 @@
 //! - since format 6, waitlist policies (shows 5 and 6, see `policies`); since format 7, an
 //!   offer made 30 s after its first seat was released (show 7); since format 8, the catalog
 //!   (see `catalog`); since format 9, an archived show (show 8); since format 10, moves: show
-//!   9 moved out (a redirect stays), show 10 frozen for a move.
+//!   9 moved out (a redirect stays), show 10 frozen for a move, at feature level 1.
 
 use super::common::*;
 use statemachine::*;
@@ -100,6 +100,7 @@ pub fn build_version_9() -> Harness {
 
 /// Version 10: show 9 moved out to group 2 (frozen, then dropped), show 10 frozen for group 3.
 fn moves(h: &mut Harness) {
+    ok(h.one(Command::SetFeatureLevel { level: FEATURE_LEVEL_MOVES }));
     for show in [9, 10] {
         ok(h.operator(OperatorCommand::CreateShow(spec(show, 4))));
         ok(h.operator(OperatorCommand::OpenSales { show: ShowId(show) }));

@@ -144,6 +144,12 @@ pub enum Command {
     ///
     /// Example: `bookctl --nodes 127.0.0.1:7301,127.0.0.1:7302 restore --from cluster.backup`.
     Restore(RestoreArgs),
+    /// Raise every group's feature level once every node runs a build that knows it (after a
+    /// rolling upgrade): from then on the groups write what the level adds. Checks first that
+    /// every node answers and knows the level; data groups first, group 0 last.
+    ///
+    /// Example: `bookctl feature-level --raise 1` (or `--raise max`).
+    FeatureLevel(FeatureLevelArgs),
     /// Make the cluster's certificates: a CA (`init`), then one certificate per node (`node`),
     /// for the nodes' --tls-ca-file, --tls-cert-file and --tls-key-file. Talks to no node.
     #[command(subcommand)]
@@ -478,6 +484,15 @@ pub struct BackupArgs {
     /// The backup file to write (written to `<FILE>.part`, synced, then renamed).
     #[arg(long, value_name = "FILE")]
     pub out: std::path::PathBuf,
+}
+
+/// `bookctl feature-level`.
+#[derive(Debug, Args)]
+pub struct FeatureLevelArgs {
+    /// The level to raise every group to: a number, or `max` for the highest level every node
+    /// knows.
+    #[arg(long, value_name = "LEVEL")]
+    pub raise: String,
 }
 
 /// `bookctl restore`.

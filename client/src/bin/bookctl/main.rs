@@ -253,6 +253,41 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Command::Backup(args) => backup(&client, json, &args).await,
         Command::Restore(args) => restore(&client, json, &args).await,
+        Command::FeatureLevel(args) => {
+            let level = match args.raise.as_str() {
+                "max" => client
+                    .cluster_status(false)
+                    .await
+                    .into_iter()
+                    .map(|node| node.result.map_or(0, |status| status.feature_level_max))
+                    .min()
+                    .unwrap_or(0),
+                number => match number.parse() {
+                    Ok(level) => level,
+                    Err(_) => {
+                        eprintln!("bookctl: --raise: a level number or `max`, not `{number}`");
+                        return ExitCode::from(2);
+                    }
+                },
+            };
+            if level == 0 {
+                // Level 0 is where every group starts: nothing to raise (a node of a build
+                // before feature levels reports 0 and cannot be asked to raise anything).
+                if json {
+                    println!("{:#}", json!({ "ok": true, "groups": [] }));
+                } else {
+                    println!("every node's build knows only feature level 0: nothing to raise");
+                }
+                return ExitCode::SUCCESS;
+            }
+            let result = client.raise_feature_level(level).await;
+            report(
+                json,
+                result,
+                |raised| render::feature_levels_json(raised),
+                |raised| render::feature_levels_text(raised),
+            )
+        }
         Command::Certs(_) => unreachable!("answered before connecting"),
         Command::Audit(args) => {
             let result = client.get_audit(args.show, args.kind.wire_name(), args.id).await;

@@ -10,9 +10,9 @@ use std::fmt::Write as _;
 
 use client::{
     AdmissionReply, AuditRecord, AuditReply, BandClaimReply, BookingReply, CapacityReleasedReply,
-    CheckoutReply, HoldReply, LotteryReply, OfferReply, OrderKey, PaymentReply, PlannedMove,
-    PricesReply, SalesReply, ShowArchivedReply, ShowCancelledReply, ShowMovedReply, ShowReply,
-    TicketReply, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply, WaitlistRules,
+    CheckoutReply, FeatureLevelReply, HoldReply, LotteryReply, OfferReply, OrderKey, PaymentReply,
+    PlannedMove, PricesReply, SalesReply, ShowArchivedReply, ShowCancelledReply, ShowMovedReply,
+    ShowReply, TicketReply, WaitlistEntryReply, WaitlistPolicyReply, WaitlistReply, WaitlistRules,
     WaitlistSkip,
 };
 use serde_json::{Value, json};
@@ -269,6 +269,29 @@ pub fn archived_text(reply: &ShowArchivedReply) -> String {
         "show {} (group {}) archived{already}: {} bytes, sha256 {}",
         reply.show_id, reply.group_id, reply.bytes, reply.digest
     )
+}
+
+/// What `feature-level --raise` did, as JSON.
+pub fn feature_levels_json(raised: &[FeatureLevelReply]) -> Value {
+    let groups: Vec<Value> = raised
+        .iter()
+        .map(|reply| {
+            json!({ "group_id": reply.group_id, "level": reply.level, "duplicate": reply.duplicate })
+        })
+        .collect();
+    json!({ "groups": groups })
+}
+
+/// What `feature-level --raise` did, one line per group.
+pub fn feature_levels_text(raised: &[FeatureLevelReply]) -> String {
+    raised
+        .iter()
+        .map(|reply| {
+            let already = if reply.duplicate { " (already)" } else { "" };
+            format!("group {}: feature level {}{already}", reply.group_id, reply.level)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// What `show move` did, as JSON.

@@ -103,6 +103,7 @@ pub fn json(nodes: &[NodeStatus], problems: Option<&[String]>) -> Value {
                 "ok": true,
                 "node_id": reply.node_id,
                 "reported_address": reply.address,
+                "feature_level_max": reply.feature_level_max,
                 "groups": reply.groups.iter().map(group_json).collect::<Vec<_>>(),
             }),
             Err(error) => json!({
@@ -139,6 +140,7 @@ fn group_json(group: &GroupStatus) -> Value {
         "digest_index": group.digest_index,
         "shows": group.shows,
         "fatal": group.fatal,
+        "feature_level": group.feature_level,
     })
 }
 
@@ -259,7 +261,7 @@ mod tests {
         let address = format!("127.0.0.1:710{node_id}");
         NodeStatus {
             address: address.clone(),
-            result: Ok(StatusReply { node_id, address, groups }),
+            result: Ok(StatusReply { node_id, address, groups, feature_level_max: 1 }),
         }
     }
 

@@ -41,7 +41,9 @@
 #
 # Environment: BOOKING_GROUPS (data groups, default 4), BOOKINGD_ARGS (extra bookingd arguments),
 # PAYSIM_ARGS (extra paysim arguments, e.g. --decline-ratio 0.1; see paysim --help),
-# BOOKING_UP_TIMEOUT_S (how long `up` waits for leaders, default 60), CARGO_TARGET_DIR, RUST_LOG.
+# BOOKING_UP_TIMEOUT_S (how long `up` waits for leaders, default 60), BOOKINGD_BIN (another
+# bookingd to start, e.g. a previous release's for scripts/upgrade-test.sh), CARGO_TARGET_DIR,
+# RUST_LOG.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -52,7 +54,7 @@ cluster_dir="$(absolute "${BOOKING_CLUSTER_DIR:-$root/cluster-data}")"
 groups="${BOOKING_GROUPS:-4}"
 up_timeout_s="${BOOKING_UP_TIMEOUT_S:-60}"
 stop_timeout_s=10
-bookingd="$target_dir/release/bookingd"
+bookingd="$(absolute "${BOOKINGD_BIN:-$target_dir/release/bookingd}")"
 bookctl="$target_dir/release/bookctl"
 paysim="$target_dir/release/paysim"
 paysim_address=127.0.0.1:7100

@@ -6,7 +6,9 @@
 //! to it); a write or an authoritative read is served by the leader of the show's data group
 //! (`NotLeader` with a hint elsewhere, which the HTTP layer forwards and the SDK follows);
 //! seat maps and event streams may be served from this replica's applied state, labelled with
-//! `as_of`. Never judges a booking rule (the state machine does) and never touches the wire
+//! `as_of`. A group a show moved away from answers `show_moved` with where it went, and the
+//! call follows it there (`on_show_group`), so a replica of group 0 that has not seen the move
+//! yet still routes right. Never judges a booking rule (the state machine does) and never touches the wire
 //! formats (the API modules do).
 
 use std::collections::BTreeMap;

@@ -98,8 +98,6 @@ pub async fn run(options: &TestOptions) -> Result<TestResult, HarnessError> {
     cluster_options.bin_dir = options.bin_dir.clone();
     cluster_options.extra_args = options.node_args.clone();
     cluster_options.addressing = Addressing::suite(options.port_base);
-    // Moving shows (the `move-show` nemesis) needs the feature level of this build.
-    cluster_options.raise_feature_level = true;
     let payments = options.workload == Workload::Payments;
     if options.provider_faults && !payments {
         return Err(HarnessError::Setup("--provider-faults needs --workload payments".into()));

@@ -146,9 +146,8 @@ pub struct ClusterOptions {
     /// restore from a backup, `Client::restore`).
     pub bootstrap: bool,
     /// Whether a founded cluster's groups are raised to this build's feature level once they
-    /// have leaders (`Client::raise_feature_level`), as `scripts/cluster.sh up` does (needed to
-    /// move shows). Off (the default), they stay at level 0, the previous release's formats (a
-    /// rolling upgrade's start).
+    /// have leaders (`Client::raise_feature_level`), as `scripts/cluster.sh up` does. Off, they
+    /// stay at level 0, the previous release's formats (a rolling upgrade's start).
     pub raise_feature_level: bool,
 }
 
@@ -262,7 +261,7 @@ impl ClusterOptions {
             client_tls: true,
             exclusive: true,
             bootstrap: true,
-            raise_feature_level: false,
+            raise_feature_level: true,
         }
     }
 

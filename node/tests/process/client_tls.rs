@@ -105,33 +105,50 @@ async fn rest_answers_over_tls(cluster: &testkit::Cluster) -> io::Result<()> {
                 .body(Full::new(Bytes::new()))
                 .map_err(io::Error::other)
         };
-        let answers = if alpn == b"h2" {
+        // Each answer is read to its end before the next request, and each request waits for
+        // the connection to be ready: an HTTP/1.1 connection takes the next request only once
+        // the previous response's body is consumed (hyper refuses one sent earlier with
+        // "connection was not ready", which depends on timing).
+        let mut answers = Vec::new();
+        if alpn == b"h2" {
             let (mut sender, connection) =
                 hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
                     .await
                     .map_err(io::Error::other)?;
             tokio::spawn(connection);
-            let health = sender.send_request(request("GET", "/healthz")?).await;
-            let session = sender.send_request(request("POST", "/v1/sessions")?).await;
-            [health, session]
+            for (method, path) in [("GET", "/healthz"), ("POST", "/v1/sessions")] {
+                sender.ready().await.map_err(io::Error::other)?;
+                let response =
+                    sender.send_request(request(method, path)?).await.map_err(io::Error::other)?;
+                answers.push(read_answer(response).await?);
+            }
         } else {
             let (mut sender, connection) =
                 hyper::client::conn::http1::handshake(io).await.map_err(io::Error::other)?;
             tokio::spawn(connection);
-            let health = sender.send_request(request("GET", "/healthz")?).await;
-            let session = sender.send_request(request("POST", "/v1/sessions")?).await;
-            [health, session]
-        };
-        let [health, session] = answers;
-        let health = health.map_err(io::Error::other)?;
-        ensure!(health.status() == 200, "{version} /healthz: {}", health.status());
-        let session = session.map_err(io::Error::other)?;
-        let status = session.status();
-        let body = session.into_body().collect().await.map_err(io::Error::other)?.to_bytes();
+            for (method, path) in [("GET", "/healthz"), ("POST", "/v1/sessions")] {
+                sender.ready().await.map_err(io::Error::other)?;
+                let response =
+                    sender.send_request(request(method, path)?).await.map_err(io::Error::other)?;
+                answers.push(read_answer(response).await?);
+            }
+        }
+        let [(health, _), (status, body)] =
+            <[_; 2]>::try_from(answers).map_err(|_| io::Error::other("two answers expected"))?;
+        ensure!(health == 200, "{version} /healthz: {health}");
         let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         ensure!(status == 201 && body["token"].is_string(), "{version} session: {status} {body}");
     }
     Ok(())
+}
+
+/// A response's status and its whole body.
+async fn read_answer(
+    response: axum::http::Response<hyper::body::Incoming>,
+) -> io::Result<(axum::http::StatusCode, Bytes)> {
+    let status = response.status();
+    let body = response.into_body().collect().await.map_err(io::Error::other)?.to_bytes();
+    Ok((status, body))
 }
 
 /// A plain HTTP/1.1 request gets no HTTP answer (the bytes are not a TLS hello), and the SDK

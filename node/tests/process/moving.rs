@@ -56,7 +56,6 @@ async fn shows_moved_back_and_forth_during_an_on_sale_lose_and_duplicate_nothing
     let listen = format!("127.0.0.1:{port}");
     let mut cluster_options = options(3);
     cluster_options.groups = 3;
-    cluster_options.raise_feature_level = true;
     cluster_options.extra_args.extend(["--provider-url".to_owned(), format!("http://{listen}")]);
     let api = Api::start(cluster_options).await?;
     let ledger = tempfile::tempdir()?;

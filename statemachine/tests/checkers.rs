@@ -259,6 +259,61 @@ fn a_lost_acknowledged_write_is_caught() {
     assert_eq!(report.verdict, Verdict::Invalid, "{report:?}");
 }
 
+/// A write the cluster acknowledged and then lost, with its id handed out again to another
+/// request (as a hold or waitlist join accepted by a show's old group after its state was
+/// copied to the new one would be, if the move's fence failed): the id given twice is caught,
+/// and so is the owner's later read that answers `not_owner` or other seats.
+#[test]
+fn a_lost_write_whose_id_was_given_again_is_caught() {
+    let read_hold = |session: u128| {
+        Call::Read(Read::Hold { show: SHOW, session: SessionId(session), hold: HoldId(5) })
+    };
+    let held_entity = |seats: Vec<u32>| {
+        Outcome::Ok(Observed::Entity { state: StateName::Held, seats, offer: None })
+    };
+    let mut history = Builder::default();
+    history.op(1, hold(1, 1, &[1]), 10, 20, Outcome::Ok(held(5, &[1])));
+    history.op(2, hold(2, 2, &[2]), 30, 40, Outcome::Ok(held(5, &[2])));
+    history.op(1, read_hold(1), 50, 60, Outcome::Ok(Observed::rejected("not_owner")));
+    history.op(2, read_hold(2), 50, 60, held_entity(vec![2]));
+    let history = history.history();
+    let report = booking_check(&history, "ids_given_once");
+    assert_eq!(report.verdict, Verdict::Invalid, "{report:?}");
+    assert!(report.problems[0].contains("hold 5"), "{report:?}");
+    let report = booking_check(&history, "acknowledged_writes_survive");
+    assert_eq!(report.verdict, Verdict::Invalid, "{report:?}");
+    // Reads by the other session see the first write's id with its own seats: lost too.
+    assert_eq!(report.problems.len(), 2, "{report:?}");
+
+    // Waitlist entries carry nothing but their id: given twice is the tell.
+    let join = |session: u128| {
+        client(session, 10 + session, ClientRequest::JoinWaitlist { quantity: 1, band: 0 })
+    };
+    let joined = Outcome::Ok(Observed::WaitlistJoined { entry: statemachine::EntryId(3) });
+    let mut history = Builder::default();
+    history.op(1, join(1), 10, 20, joined);
+    let joined = Outcome::Ok(Observed::WaitlistJoined { entry: statemachine::EntryId(3) });
+    history.op(2, join(2), 30, 40, joined);
+    let report = booking_check(&history.history(), "ids_given_once");
+    assert_eq!(report.verdict, Verdict::Invalid, "{report:?}");
+}
+
+/// One id answered to one request several times is not given twice: a retry with the same key,
+/// and an offer accepted again under another key (the same hold comes back).
+#[test]
+fn retries_and_repeated_acceptances_give_one_id() {
+    let accept =
+        |key: u128| client(1, key, ClientRequest::AcceptOffer { offer: statemachine::OfferId(4) });
+    let mut history = Builder::default();
+    history.op(1, hold(1, 1, &[1]), 10, 20, Outcome::Ok(held(1, &[1])));
+    history.op(1, hold(1, 1, &[1]), 30, 40, Outcome::Ok(held(1, &[1])));
+    history.op(1, accept(2), 50, 60, Outcome::Ok(held(2, &[3])));
+    history.op(1, accept(3), 70, 80, Outcome::Ok(held(2, &[3])));
+    let report = booking_check(&history.history(), "ids_given_once");
+    assert_eq!(report.verdict, Verdict::Valid, "{report:?}");
+    assert_eq!(report.examined, 4, "{report:?}");
+}
+
 #[test]
 fn an_unknown_write_may_or_may_not_have_happened() {
     let read_hold = Call::Read(Read::Hold { show: SHOW, session: SessionId(1), hold: HoldId(1) });

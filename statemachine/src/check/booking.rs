@@ -1,10 +1,10 @@
 //! Booking checkers that need no model: properties a history must have whatever order the
 //! cluster chose, judged from real-time order and the values clients saw.
 //!
-//! Owns five checks, each sound (it never flags a correct cluster) under the assumptions named
-//! on it: no seat held or booked twice at once, acknowledged writes never lost, admission grants
-//! in FIFO order, waitlist offers in FIFO order with at most one live offer per seat, and
-//! idempotent retries answered alike. Never guesses at operations whose outcome is unknown:
+//! Owns six checks, each sound (it never flags a correct cluster) under the assumptions named
+//! on it: no seat held or booked twice at once, acknowledged writes never lost, no entity id
+//! handed out twice, admission grants in FIFO order, waitlist offers in FIFO order with at
+//! most one live offer per seat, and idempotent retries answered alike. Never guesses at operations whose outcome is unknown:
 //! they may have happened, so they can only shorten what a check treats as certain.
 //!
 //! Assumption shared by all: deadlines (hold, grant, offer) lie beyond the end of the test, so
@@ -53,6 +53,7 @@ pub fn check_bookings(history: &History) -> Result<Vec<CheckReport>, HistoryErro
     Ok(vec![
         no_double_allocation(&operations),
         acknowledged_writes_survive(&operations),
+        ids_given_once(&operations),
         grants_in_fifo_order(&operations),
         offers_in_fifo_order(&operations),
         retries_answer_alike(&operations),
@@ -266,15 +267,65 @@ fn created(operation: &Operation) -> Option<(ShowId, &'static str, u64)> {
     }
 }
 
+/// Which request an acknowledged creation answered: a client's (its session and idempotency
+/// key; retries share both), an offer's acceptance (accepting an accepted offer again, under
+/// any key, answers the same hold) or a payment outcome's (its attempt; redeliveries share it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Client { session: SessionId, key: u128 },
+    Offer { session: SessionId, offer: OfferId },
+    Payment { payment: PaymentId },
+}
+
+fn origin(operation: &Operation) -> Option<Origin> {
+    match &operation.call {
+        Call::Write(Command::Client(client)) => match client.request {
+            ClientRequest::AcceptOffer { offer } => {
+                Some(Origin::Offer { session: client.session, offer })
+            }
+            _ => Some(Origin::Client { session: client.session, key: client.key.0 }),
+        },
+        Call::Write(Command::Payment(outcome)) => {
+            Some(Origin::Payment { payment: outcome.payment })
+        }
+        _ => None,
+    }
+}
+
+/// An acknowledged creation: when it was answered, by which operation, for which request, and
+/// the seats it was answered with (a hold's seats never change).
+struct Acknowledged {
+    returned_ns: u64,
+    op: u64,
+    origin: Option<Origin>,
+    seats: Option<Vec<SeatNo>>,
+}
+
 /// Every acknowledged hold, booking, ticket and waitlist entry is found by every read invoked
-/// after the acknowledgement (`*_not_found` then means the write was lost), and a hold whose
-/// cancel was acknowledged is never read as live afterwards.
+/// after the acknowledgement, and is the same one: `*_not_found` means the write was lost, and
+/// so do `not_owner` to the session that made it and a hold read with other seats than it was
+/// acknowledged with (the id now names another session's or another request's entity, as
+/// after a write lost in a show's move and its id handed out again). A hold whose cancel was
+/// acknowledged is never read as live afterwards.
 pub fn acknowledged_writes_survive(operations: &[Operation]) -> CheckReport {
-    let mut acknowledged: BTreeMap<(ShowId, &'static str, u64), (u64, u64)> = BTreeMap::new();
+    let mut acknowledged: BTreeMap<(ShowId, &'static str, u64), Acknowledged> = BTreeMap::new();
     let mut cancelled: BTreeMap<(ShowId, HoldId), (u64, u64)> = BTreeMap::new();
     for operation in operations {
         if let Some(key) = created(operation) {
-            acknowledged.entry(key).or_insert((returned(operation), operation.op));
+            let seats = match operation.value() {
+                Some(Observed::Held { seats, .. }) => {
+                    let mut seats = seats.clone();
+                    seats.sort_unstable();
+                    Some(seats)
+                }
+                _ => None,
+            };
+            acknowledged.entry(key).or_insert(Acknowledged {
+                returned_ns: returned(operation),
+                op: operation.op,
+                origin: origin(operation),
+                seats,
+            });
         }
         if let Some((show, ClientRequest::CancelHold { hold })) = request(operation)
             && operation.value() == Some(&Observed::Done)
@@ -285,28 +336,48 @@ pub fn acknowledged_writes_survive(operations: &[Operation]) -> CheckReport {
     let mut problems = Vec::new();
     let mut examined = 0;
     for operation in operations {
-        let (key, not_found) = match operation.call {
-            Call::Read(Read::Hold { show, hold, .. }) => ((show, "hold", hold.0), "hold_not_found"),
-            Call::Read(Read::Booking { show, booking, .. }) => {
-                ((show, "booking", booking.0), "booking_not_found")
+        let (key, reader, not_found) = match operation.call {
+            Call::Read(Read::Hold { show, session, hold }) => {
+                ((show, "hold", hold.0), session, "hold_not_found")
             }
-            Call::Read(Read::Ticket { show, ticket, .. }) => {
-                ((show, "ticket", ticket.0), "ticket_not_found")
+            Call::Read(Read::Booking { show, session, booking }) => {
+                ((show, "booking", booking.0), session, "booking_not_found")
             }
-            Call::Read(Read::Entry { show, entry, .. }) => {
-                ((show, "entry", entry.0), "entry_not_found")
+            Call::Read(Read::Ticket { show, session, ticket }) => {
+                ((show, "ticket", ticket.0), session, "ticket_not_found")
+            }
+            Call::Read(Read::Entry { show, session, entry }) => {
+                ((show, "entry", entry.0), session, "entry_not_found")
             }
             _ => continue,
         };
         let Some(value) = operation.value() else { continue };
-        if let Some(&(acknowledged_ns, write_op)) = acknowledged.get(&key)
-            && acknowledged_ns < operation.invoke_ns
+        if let Some(write) = acknowledged.get(&key)
+            && write.returned_ns < operation.invoke_ns
         {
             examined += 1;
-            if value.rejection() == Some(not_found) {
+            let made_by_reader = matches!(
+                write.origin,
+                Some(Origin::Client { session, .. } | Origin::Offer { session, .. })
+                    if session == reader
+            );
+            let lost = match value {
+                Observed::Rejected { code } => {
+                    code == not_found || (code == "not_owner" && made_by_reader)
+                }
+                Observed::Entity { seats, .. } => {
+                    write.seats.as_ref().is_some_and(|acknowledged| {
+                        let mut read = seats.clone();
+                        read.sort_unstable();
+                        *acknowledged != read
+                    })
+                }
+                _ => false,
+            };
+            if lost {
                 problems.push(format!(
-                    "{} {} of show {} was acknowledged (op {write_op}) but read {} (op {})",
-                    key.1, key.2, key.0, not_found, operation.op
+                    "{} {} of show {} was acknowledged (op {}) but read {:?} (op {})",
+                    key.1, key.2, key.0, write.op, value, operation.op
                 ));
             }
         }
@@ -323,6 +394,39 @@ pub fn acknowledged_writes_survive(operations: &[Operation]) -> CheckReport {
         }
     }
     CheckReport::new("acknowledged_writes_survive", examined, problems)
+}
+
+/// No hold, booking, ticket or waitlist entry id is handed out twice: two acknowledged
+/// creations of one id answered the same request (a retry with the same session and key, or
+/// the same payment attempt's outcome again). Two requests answered with one id means one of
+/// the two entities was lost and its id reused, as when a write accepted by a show's old group
+/// after its state was copied out is dropped with it.
+pub fn ids_given_once(operations: &[Operation]) -> CheckReport {
+    let mut first: BTreeMap<(ShowId, &'static str, u64), (u64, Origin)> = BTreeMap::new();
+    let mut problems = Vec::new();
+    let mut examined = 0;
+    for operation in operations {
+        let (Some(key), Some(origin)) = (created(operation), origin(operation)) else {
+            continue;
+        };
+        match first.get(&key) {
+            None => {
+                first.insert(key, (operation.op, origin));
+            }
+            Some(&(earlier, earlier_origin)) => {
+                examined += 1;
+                if earlier_origin != origin {
+                    problems.push(format!(
+                        "{} {} of show {} was given by op {earlier} ({earlier_origin:?}) and \
+                         again by op {} ({origin:?})",
+                        key.1, key.2, key.0, operation.op
+                    ));
+                }
+            }
+        }
+    }
+    examined += first.len() as u64;
+    CheckReport::new("ids_given_once", examined, problems)
 }
 
 /// Admission grants go in ticket order (tickets are numbered in join order): once ticket `b`

@@ -176,8 +176,10 @@ pub(crate) enum Delivery {
 /// A status carrying a `booking-code` is the node's answer: only `UNAVAILABLE` is retried. A
 /// status without one did not come from a node's error table: `UNAVAILABLE`, `CANCELLED`,
 /// `DEADLINE_EXCEEDED` and `UNKNOWN` are what tonic reports for refused or dropped connections
-/// and deadlines, and are retried; anything else (`UNIMPLEMENTED` from a mismatched server, ...)
-/// is final.
+/// and deadlines, and are retried, and so is `INTERNAL` caused by the connection's HTTP/2
+/// (tonic's name for a stream cut by a node's GOAWAY as it shuts down for a restart: "h2
+/// protocol error: ... not a result of an error"); anything else (`UNIMPLEMENTED` from a
+/// mismatched server, ...) is final.
 pub(crate) fn classify(status: &Status) -> Verdict {
     match booking_code(status) {
         Some(code) if status.code() == Code::Unavailable => Verdict::Retry {
@@ -194,6 +196,9 @@ pub(crate) fn classify(status: &Status) -> Verdict {
         },
         Some(_) => Verdict::Final,
         None => match status.code() {
+            Code::Internal if is_http2_error(status) => {
+                Verdict::Retry { hint: None, delivery: Delivery::Unknown }
+            }
             Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded | Code::Unknown => {
                 Verdict::Retry {
                     hint: None,
@@ -230,9 +235,19 @@ pub(crate) fn leader_hint(status: &Status) -> Option<LeaderHint> {
 
 /// Whether tonic failed to open the connection (the request was never sent).
 fn is_connect_error(status: &Status) -> bool {
+    caused_by::<tonic::ConnectError>(status)
+}
+
+/// Whether the connection's HTTP/2 layer caused the status (a GOAWAY, a reset), not the node.
+fn is_http2_error(status: &Status) -> bool {
+    caused_by::<h2::Error>(status)
+}
+
+/// Whether `status` or one of the causes tonic keeps behind it is an `E`.
+fn caused_by<E: std::error::Error + 'static>(status: &Status) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(status);
     while let Some(error) = source {
-        if error.is::<tonic::ConnectError>() {
+        if error.is::<E>() {
             return true;
         }
         source = error.source();
@@ -387,6 +402,18 @@ mod tests {
                 "{code:?}"
             );
         }
+    }
+
+    /// A node restarting sends GOAWAY; a call cut by it fails with tonic's `INTERNAL` "h2
+    /// protocol error" and may or may not have been applied: retried with its key, never
+    /// reported as the node's answer. A node's own `internal` (with its code) stays final.
+    #[test]
+    fn a_call_cut_by_a_goaway_is_retried_as_unknown() {
+        let goaway = h2::Error::from(h2::Reason::NO_ERROR);
+        let status = Status::from_error(Box::new(goaway));
+        assert_eq!(classify(&status), Verdict::Retry { hint: None, delivery: Delivery::Unknown });
+        assert_eq!(classify(&Status::internal("no source")), Verdict::Final);
+        assert_eq!(classify(&status_with(Code::Internal, "internal")), Verdict::Final);
     }
 
     #[test]

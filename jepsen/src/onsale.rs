@@ -88,6 +88,8 @@ pub struct Tally {
     pub gave_up: u64,
     /// Calls that failed for other reasons, by code.
     pub errors: BTreeMap<String, u64>,
+    /// The first such failure of each code, in words (what an operator reads first).
+    pub first_errors: BTreeMap<String, String>,
 }
 
 /// The run's result.
@@ -129,7 +131,9 @@ impl Shared {
 
     fn error(&self, error: &Error) {
         let code = error.booking_code().unwrap_or("transport").to_owned();
-        *self.tally().errors.entry(code).or_insert(0) += 1;
+        let mut tally = self.tally();
+        tally.first_errors.entry(code.clone()).or_insert_with(|| error.to_string());
+        *tally.errors.entry(code).or_insert(0) += 1;
     }
 }
 

@@ -217,6 +217,9 @@ async fn main() -> ExitCode {
     );
     if !tally.errors.is_empty() {
         println!("  other errors  {:?}", tally.errors);
+        for (code, error) in &tally.first_errors {
+            println!("  first {code}: {error}");
+        }
     }
     match onsale::check(&client, &plan, tally).await {
         Ok(lines) => {

@@ -30,5 +30,9 @@ echo "== binaries the process tests and the Jepsen smoke run"
 # Jepsen smoke must catch.
 cargo build --release --workspace --bins
 cargo build --release -p node --features unsafe-modes --bin bookingd-unsafe
+echo "== rolling upgrade from the previous release (smoke; the full run: scripts/upgrade-test.sh)"
+# The previous release's bookingd is built from the git history into the target directory once
+# (about 20 minutes on a fresh cache) and reused by every later run.
+UPGRADE_ONSALE_S=30 bash scripts/upgrade-test.sh
 echo "== tests"
 cargo test --workspace --release

@@ -123,6 +123,18 @@ paysim_pid() {
   fi
 }
 
+# Whether the process this script just started and recorded in pid file $1 is still alive. Right
+# after the start it may not have exec'd yet (its command line is still this script's, which
+# running_pid and paysim_pid would not recognise), so only its state is asked: alive and not a
+# zombie (an exited child of this shell stays one until waited for).
+started_alive() {
+  local pid state
+  pid="$(cat "$1" 2>/dev/null)" || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
 # Starts paysim unless it runs, and waits until it serves.
 start_paysim() {
   if [ -n "$(paysim_pid)" ]; then
@@ -148,7 +160,7 @@ start_paysim() {
   echo $! >"$cluster_dir/paysim.pid"
   local deadline=$((SECONDS + 10))
   until grep -q "paysim listening=" < <(tail -c +"$((offset + 1))" "$log"); do
-    [ -n "$(paysim_pid)" ] || die "paysim exited; see $log"
+    started_alive "$cluster_dir/paysim.pid" || die "paysim exited; see $log"
     [ "$SECONDS" -lt "$deadline" ] || die "paysim is not serving after 10s; see $log"
     sleep 0.1
   done
@@ -263,7 +275,7 @@ cmd_up() {
   local deadline=$((SECONDS + up_timeout_s))
   until bookctl_status --require-leaders --data-groups "$groups" >/dev/null 2>&1; do
     for id in "${node_ids[@]}"; do
-      [ -n "$(running_pid "$id")" ] ||
+      started_alive "$cluster_dir/n$id.pid" ||
         die "node $id is not running; the end of its log ($cluster_dir/n$id.log):
 $(tail -n 20 "$cluster_dir/n$id.log" 2>/dev/null)"
     done
@@ -312,7 +324,7 @@ cmd_restart() {
   # (Process substitution, not a pipe: grep -q stops reading early, which would make tail fail
   # with SIGPIPE and, under pipefail, the test false.)
   until grep -q "bookingd node=$1 listening=" < <(tail -c +"$((offset + 1))" "$log"); do
-    [ -n "$(running_pid "$1")" ] || die "node $1 exited; see $cluster_dir/n$1.log"
+    started_alive "$cluster_dir/n$1.pid" || die "node $1 exited; see $cluster_dir/n$1.log"
     [ "$SECONDS" -lt "$deadline" ] || die "node $1 is not serving after 20s; see $cluster_dir/n$1.log"
     sleep 0.2
   done

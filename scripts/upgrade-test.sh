@@ -47,7 +47,10 @@ bookctl() {
 }
 levels() { bookctl --json status | grep -o '"feature_level[_a-z]*": [0-9]*' | sort | uniq -c | tr -s ' ' | tr '\n' ';'; }
 
-BOOKINGD_BIN="$old" BOOKING_CLUSTER_DIR="$dir" bash scripts/cluster.sh up >/dev/null 2>&1
+if ! BOOKINGD_BIN="$old" BOOKING_CLUSTER_DIR="$dir" bash scripts/cluster.sh up >"$dir/up.txt" 2>&1; then
+  cat "$dir/up.txt" >&2
+  exit 1
+fi
 echo "upgrade-test: 3 nodes of the previous release serve (feature levels: $(levels))"
 BOOKING_PROVIDER=http://127.0.0.1:7100 "$target_dir/release/onsale" --show "$show" --seats 20000 \
   --buyers 6000 --concurrency 100 --window 500 --hold-ttl-ms 600000 --time-limit-s "$onsale_s" \
@@ -57,7 +60,10 @@ onsale=$!
 until bookctl --json show get --show "$show" > "$dir/show.json" 2>/dev/null; do sleep 0.2; done
 sleep 5
 for id in 1 2 3; do
-  BOOKINGD_BIN="$new" BOOKING_CLUSTER_DIR="$dir" bash scripts/cluster.sh restart "$id" 2>/dev/null
+  if ! BOOKINGD_BIN="$new" BOOKING_CLUSTER_DIR="$dir" bash scripts/cluster.sh restart "$id" >"$dir/restart.txt" 2>&1; then
+    cat "$dir/restart.txt" >&2
+    exit 1
+  fi
   echo "upgrade-test: node $id runs this build"
   # A refused raise while a node of the previous release runs is the rule, not a failure.
   if [ "$id" != 3 ] && bookctl feature-level --raise 1 >/dev/null 2>&1; then

@@ -7,6 +7,11 @@
 //! is the heap the group holds (counted by `stats_alloc`'s instrumented system allocator), the
 //! snapshot its `encode_snapshot` length.
 //!
+//! It also times what a snapshot or an auditor checkpoint costs the apply path today: the whole
+//! group's deep copy (`Group::clone`, what `Arc::make_mut` does in the raft crate's apply, under
+//! the group's write lock, while a snapshot builder or a checkpoint still holds the group) and
+//! `encode_snapshot` (done off the lock), each the fastest of three runs.
+//!
 //! Run: `cargo run --release -p statemachine --example state_size -- [--shows N] [--seats N]
 //! [--hold-seats N]`
 
@@ -135,6 +140,23 @@ fn main() {
         memory as f64 / f64::from(holds),
         snapshot as f64 / seat_total as f64,
         snapshot as f64 / f64::from(holds),
+    );
+    let fastest = |work: &mut dyn FnMut()| {
+        (0..3)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                work();
+                started.elapsed()
+            })
+            .min()
+            .expect("three runs")
+    };
+    let copy = fastest(&mut || drop(std::hint::black_box(log.group.clone())));
+    let encode = fastest(&mut || drop(std::hint::black_box(log.group.encode_snapshot())));
+    println!(
+        "the group's deep copy (Group::clone) took {:.1} ms, encode_snapshot {:.1} ms",
+        copy.as_secs_f64() * 1_000.0,
+        encode.as_secs_f64() * 1_000.0,
     );
     let mut archive_bytes = 0;
     let started = std::time::Instant::now();

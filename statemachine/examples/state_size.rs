@@ -7,10 +7,11 @@
 //! is the heap the group holds (counted by `stats_alloc`'s instrumented system allocator), the
 //! snapshot its `encode_snapshot` length.
 //!
-//! It also times what a snapshot or an auditor checkpoint costs the apply path today: the whole
-//! group's deep copy (`Group::clone`, what `Arc::make_mut` does in the raft crate's apply, under
-//! the group's write lock, while a snapshot builder or a checkpoint still holds the group) and
-//! `encode_snapshot` (done off the lock), each the fastest of three runs.
+//! It also times what a snapshot or an auditor checkpoint costs the apply path: the view they
+//! take (`Group::clone`, which shares every show and audit and outbox chunk), one show's copy,
+//! the first apply to a show while such a view is alive (what `Arc::make_mut` copies in the raft
+//! crate's apply, under the group's write lock), and `encode_snapshot` (done off the lock), each
+//! the fastest of three runs.
 //!
 //! Run: `cargo run --release -p statemachine --example state_size -- [--shows N] [--seats N]
 //! [--hold-seats N]`
@@ -152,10 +153,30 @@ fn main() {
             .expect("three runs")
     };
     let copy = fastest(&mut || drop(std::hint::black_box(log.group.clone())));
+    let show = log.group.shows().next().expect("a show").clone();
+    let copy_show = fastest(&mut || drop(std::hint::black_box(show.clone())));
+    drop(show);
+    // The stall itself: the first write after a clone shares the group, as a snapshot builder or
+    // a checkpoint holds it (a hold attempt on sold seats: rejected, but it takes its show to
+    // change like any client command).
+    let mut stalls = Vec::new();
+    for _ in 0..3 {
+        let shared = log.group.clone();
+        let taken = SeatSet::new(0..1).expect("seats");
+        let attempt = ClientRequest::Hold { seats: taken, price_version: 1, grant: None };
+        let started = std::time::Instant::now();
+        let _ = log.client(ShowId(1), u64::MAX - 1, 1, attempt);
+        stalls.push(started.elapsed());
+        drop(std::hint::black_box(shared));
+    }
+    let stall = stalls.into_iter().min().expect("three runs");
     let encode = fastest(&mut || drop(std::hint::black_box(log.group.encode_snapshot())));
     println!(
-        "the group's deep copy (Group::clone) took {:.1} ms, encode_snapshot {:.1} ms",
+        "a snapshot's or checkpoint's view (Group::clone) took {:.2} ms; copying one show {:.1} ms; \
+         the first apply to a show after such a view {:.2} ms; encode_snapshot {:.1} ms",
         copy.as_secs_f64() * 1_000.0,
+        copy_show.as_secs_f64() * 1_000.0,
+        stall.as_secs_f64() * 1_000.0,
         encode.as_secs_f64() * 1_000.0,
     );
     let mut archive_bytes = 0;

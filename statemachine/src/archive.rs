@@ -26,6 +26,7 @@
 //! it is removed from is the state that was archived.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -269,7 +270,7 @@ impl Group {
         if let Some(inactive) = self.inactive(show) {
             return Err(inactive);
         }
-        self.shows.get(&show).ok_or_else(|| self.missing(show))
+        self.shows.get(&show).map(Arc::as_ref).ok_or_else(|| self.missing(show))
     }
 
     /// Why `show` is not among the group's shows.

@@ -6,10 +6,9 @@
 //! facts rather than guesses. Never decides a transition; never forgets a record, except every record of an archived show
 //! (its archive keeps them).
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
+use crate::cow::CowMap;
 use crate::ids::{Actor, ShowId};
 use crate::state::{
     BookingState, HoldState, HoldStatus, OfferState, OfferStatus, PaymentState, PaymentStatus,
@@ -230,16 +229,17 @@ pub struct AuditRecord {
     pub order: Option<OrderKey>,
 }
 
-/// Every audit record of a group, per entity, in log order.
+/// Every audit record of a group, per entity, in log order. Chunked (`CowMap`), so that an
+/// apply after a snapshot or checkpoint copies only the chunks it appends to.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Audit {
-    records: BTreeMap<EntityRef, Vec<AuditRecord>>,
+    records: CowMap<EntityRef, Vec<AuditRecord>>,
 }
 
 impl Audit {
     /// Appends a record for an entity.
     pub(crate) fn append(&mut self, entity: EntityRef, record: AuditRecord) {
-        self.records.entry(entity).or_default().push(record);
+        self.records.get_or_insert_with(entity, Vec::new).push(record);
     }
 
     /// The records of one entity, oldest first.
@@ -273,10 +273,12 @@ impl Audit {
     /// Forgets every record of one show (archived: its records live on in its archive).
     pub(crate) fn remove_show(&mut self, show: ShowId) {
         let first = EntityRef { show, kind: EntityKind::Hold, id: 0 };
-        let mut removed = self.records.split_off(&first);
-        if let Some(next) = show.0.checked_add(1) {
-            let next = EntityRef { show: ShowId(next), kind: EntityKind::Hold, id: 0 };
-            self.records.append(&mut removed.split_off(&next));
+        match show.0.checked_add(1) {
+            Some(next) => {
+                let next = EntityRef { show: ShowId(next), kind: EntityKind::Hold, id: 0 };
+                self.records.remove_range(first..next);
+            }
+            None => self.records.remove_range(first..),
         }
     }
 

@@ -10,8 +10,9 @@
 //! backup made afterwards holds only the pseudonym, since both are made from this state.
 //! Never touches another show: the node sends one command per show.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use crate::cow::CowMap;
 use crate::ids::{Actor, SessionId, ShowId};
 use crate::outbox::Event;
 use crate::outcome::{Outcome, Rejection, Reply};
@@ -33,7 +34,7 @@ impl Group {
             return Err(inactive);
         }
         let found = match self.shows.get_mut(&show) {
-            Some(found) => found,
+            Some(found) => Arc::make_mut(found),
             None if self.archived.contains_key(&show) => return Err(Rejection::ShowArchived),
             None => return Err(Rejection::ShowNotFound),
         };
@@ -119,7 +120,7 @@ impl Show {
 }
 
 /// Moves a session's entry of a by-session map to the pseudonym.
-fn rekey<V>(map: &mut BTreeMap<SessionId, V>, session: SessionId, pseudonym: SessionId) {
+fn rekey<V: Clone>(map: &mut CowMap<SessionId, V>, session: SessionId, pseudonym: SessionId) {
     if let Some(value) = map.remove(&session) {
         map.insert(pseudonym, value);
     }

@@ -49,6 +49,15 @@ impl Show {
         done
     }
 
+    /// Whether a tick at `now_ms` would change anything: something is due, or the admission
+    /// lane has room and waiters to grant.
+    pub(crate) fn tick_would_change(&self, now_ms: u64) -> bool {
+        self.has_due(now_ms)
+            || (self.lane.enabled
+                && (self.lane.granted.len() as u64) < u64::from(self.lane.window)
+                && !self.lane.waiting.is_empty())
+    }
+
     /// Whether anything is due at `now_ms`.
     pub(crate) fn has_due(&self, now_ms: u64) -> bool {
         let due = |first: Option<u64>| first.is_some_and(|deadline| deadline <= now_ms);

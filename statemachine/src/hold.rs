@@ -150,7 +150,7 @@ impl Show {
         };
         self.holds.insert(id, hold);
         assert!(self.hold_deadlines.insert((deadline_ms, id)));
-        *self.live_holds_by_session.entry(session).or_insert(0) += 1;
+        *self.live_holds_by_session.get_or_insert_with(session, || 0) += 1;
         let reason = if offer.is_some() { Reason::OfferAccepted } else { Reason::Requested };
         let transition = self.transition(EntityKind::Hold, id.0, None, StateName::Held, reason);
         ctx.record(transition);

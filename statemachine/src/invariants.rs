@@ -188,7 +188,7 @@ impl Show {
         }
         ensure!(self.hold_deadlines.len() == live, "the hold deadline index has stale entries");
         ensure!(
-            live_by_session == self.live_holds_by_session,
+            crate::cow::CowMap::from(live_by_session) == self.live_holds_by_session,
             "live holds per session do not match"
         );
         Ok(())

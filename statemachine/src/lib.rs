@@ -23,6 +23,7 @@ mod booking;
 mod catalog;
 pub mod check;
 mod command;
+mod cow;
 mod delivery;
 mod digests;
 mod erasure;
@@ -61,6 +62,7 @@ pub use command::{
     ClientCommand, ClientRequest, Command, Entry, OperatorCommand, PaymentOutcome, PaymentResult,
     SeatRange, ShowPolicy, ShowSpec,
 };
+pub use cow::{CowMap, CowSet};
 pub use delivery::{DeadLetter, Delivery, DeliveryCommand, Failure, Sink, SinkName};
 pub use digests::Digests;
 pub use features::{FEATURE_LEVEL, FEATURE_LEVEL_MOVES};
@@ -95,6 +97,7 @@ pub use state::{
 pub use waitlist_policy::{BAND_GUEST, ServingKey, draw_key};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use limits::{BATCH_COMMANDS_MAX, TICK_EXPIRATIONS_MAX};
 use state::Ctx;
@@ -187,7 +190,10 @@ impl Group {
             shows: self.shows.len(),
             placed: self.placement.len(),
             catalog: self.catalog.revision(),
-            show: command.show().and_then(|show| self.shows.get(&show)).map(Show::footprint),
+            show: command
+                .show()
+                .and_then(|show| self.shows.get(&show))
+                .map(|show| show.footprint()),
         }
     }
 
@@ -230,7 +236,7 @@ impl Group {
                     outbox: &mut self.outbox,
                 };
                 show.audit_change(&mut ctx, None, Reason::Requested);
-                self.shows.insert(spec.show, show);
+                self.shows.insert(spec.show, Arc::new(show));
                 Ok(reply)
             }
             &Command::Operator(OperatorCommand::ArchiveShow { show, digest }) => {
@@ -286,14 +292,22 @@ impl Group {
                 let mut budget = TICK_EXPIRATIONS_MAX;
                 let mut more = false;
                 // A show frozen for a move or arriving from one never changes until it serves.
+                // A show with nothing to do is not touched, so that it stays shared with any
+                // snapshot or checkpoint that holds it.
                 let moves = &self.moves;
-                let serving = self.shows.values_mut().filter(|show| {
-                    !matches!(
-                        moves.get(&show.id),
-                        Some(ShowMove::Leaving { .. } | ShowMove::Arriving { .. })
-                    )
-                });
-                for show in serving {
+                let serving: Vec<ShowId> = self
+                    .shows
+                    .values()
+                    .filter(|show| {
+                        !matches!(
+                            moves.get(&show.id),
+                            Some(ShowMove::Leaving { .. } | ShowMove::Arriving { .. })
+                        ) && show.tick_would_change(now)
+                    })
+                    .map(|show| show.id)
+                    .collect();
+                for id in serving {
+                    let show = Arc::make_mut(self.shows.get_mut(&id).expect("listed above"));
                     let mut ctx = Ctx {
                         now,
                         index,
@@ -358,12 +372,12 @@ impl Group {
 
     /// One show, if it is in this group.
     pub fn show(&self, show: ShowId) -> Option<&Show> {
-        self.shows.get(&show)
+        self.shows.get(&show).map(Arc::as_ref)
     }
 
     /// The group's shows, in id order.
     pub fn shows(&self) -> impl Iterator<Item = &Show> {
-        self.shows.values()
+        self.shows.values().map(Arc::as_ref)
     }
 
     /// The outbox.
@@ -406,7 +420,7 @@ impl Group {
 /// One show of a group to change, or why not (`show_moving`, `show_moved`, `show_archived`,
 /// `show_not_found`).
 fn show_entry<'a>(
-    shows: &'a mut BTreeMap<ShowId, Show>,
+    shows: &'a mut BTreeMap<ShowId, Arc<Show>>,
     archived: &BTreeMap<ShowId, ArchivedShow>,
     moves: &BTreeMap<ShowId, ShowMove>,
     show: ShowId,
@@ -419,7 +433,8 @@ fn show_entry<'a>(
         Some(ShowMove::Arrived { .. }) | None => {}
     }
     match shows.get_mut(&show) {
-        Some(found) => Ok(found),
+        // Copied here if a snapshot or checkpoint shares it; other shows stay shared.
+        Some(found) => Ok(Arc::make_mut(found)),
         None if archived.contains_key(&show) => Err(Rejection::ShowArchived),
         None => Err(Rejection::ShowNotFound),
     }

@@ -17,6 +17,7 @@
 //! serve the show. Never chooses where a show goes (the operator or the node's rebalance does).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -220,7 +221,7 @@ impl Group {
                 self.audit.append(entity, record);
             }
         }
-        self.shows.insert(show, transfer.show);
+        self.shows.insert(show, Arc::new(transfer.show));
         let frozen_ms = transfer.log_time_ms.min(LOG_TIME_MS_MAX);
         self.log_time_ms = self.log_time_ms.max(frozen_ms);
         let (index, bytes) = (self.applied_index, state.len() as u64);

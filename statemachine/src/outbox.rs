@@ -5,10 +5,9 @@
 //! every sink is done with; without sinks, it proposes `AckOutbox`. Consumers deduplicate by
 //! event id. Never sends anything itself.
 
-use std::collections::VecDeque;
-
 use serde::{Deserialize, Serialize};
 
+use crate::cow::CowMap;
 use crate::ids::{
     BookingId, EntryId, HoldId, Money, OfferId, OutboxId, PaymentId, SeatSet, SessionId, ShowId,
     TicketId,
@@ -110,36 +109,69 @@ pub struct OutboxEvent {
     pub event: Event,
 }
 
-/// The group's undelivered events, oldest first.
+/// The group's undelivered events, oldest first, by id. Chunked (`CowMap`), so that an apply
+/// after a snapshot or checkpoint copies only the last chunk, and an acknowledgement drops whole
+/// chunks; it encodes as the sequence of events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outbox {
     next_id: u64,
-    events: VecDeque<OutboxEvent>,
+    #[serde(with = "events_in_order")]
+    events: CowMap<u64, OutboxEvent>,
+}
+
+/// The events as a sequence, oldest first (the encoding of the `VecDeque` they once were).
+mod events_in_order {
+    use serde::ser::SerializeSeq;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::OutboxEvent;
+    use crate::cow::CowMap;
+
+    pub fn serialize<S: Serializer>(
+        events: &CowMap<u64, OutboxEvent>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(events.len()))?;
+        for event in events.values() {
+            seq.serialize_element(event)?;
+        }
+        seq.end()
+    }
+
+    /// Keyed by each event's own id; `Outbox::check` (run on every decoded snapshot) rejects
+    /// ids that are not consecutive, which also covers a repeated id.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<CowMap<u64, OutboxEvent>, D::Error> {
+        let events = Vec::<OutboxEvent>::deserialize(deserializer)?;
+        let count = events.len();
+        let map: CowMap<u64, OutboxEvent> =
+            events.into_iter().map(|event| (event.id.0, event)).collect();
+        if map.len() != count {
+            return Err(serde::de::Error::custom("an outbox event id repeats"));
+        }
+        Ok(map)
+    }
 }
 
 impl Outbox {
     /// Every event still held, to be rewritten (a session's erasure).
     pub(crate) fn events_mut(&mut self) -> impl Iterator<Item = &mut OutboxEvent> {
-        self.events.iter_mut()
+        self.events.values_mut()
     }
 
     /// Appends an event with the next id.
     pub(crate) fn push(&mut self, log_index: u64, log_time_ms: u64, show: ShowId, event: Event) {
         self.next_id += 1;
-        self.events.push_back(OutboxEvent {
-            id: OutboxId(self.next_id),
-            log_index,
-            log_time_ms,
-            show,
-            event,
-        });
+        let event = OutboxEvent { id: OutboxId(self.next_id), log_index, log_time_ms, show, event };
+        self.events.insert(self.next_id, event);
     }
 
     /// Drops every event with id `<= up_to`; returns how many.
     pub(crate) fn ack(&mut self, up_to: u64) -> u32 {
         let mut trimmed = 0;
-        while self.events.front().is_some_and(|event| event.id.0 <= up_to) {
-            self.events.pop_front();
+        while self.events.first_key_value().is_some_and(|(&id, _)| id <= up_to) {
+            self.events.pop_first();
             trimmed += 1;
         }
         trimmed
@@ -147,15 +179,12 @@ impl Outbox {
 
     /// Undelivered events, oldest first.
     pub fn pending(&self) -> impl Iterator<Item = &OutboxEvent> {
-        self.events.iter()
+        self.events.values()
     }
 
     /// The event `id`, if it is still in the outbox.
     pub fn get(&self, id: OutboxId) -> Option<&OutboxEvent> {
-        // Kept events have consecutive ids: pushed one more each time, trimmed from the front.
-        let first = self.events.front()?.id.0;
-        let at = usize::try_from(id.0.checked_sub(first)?).ok()?;
-        self.events.get(at).filter(|event| event.id == id)
+        self.events.get(&id.0)
     }
 
     /// Undelivered event count.
@@ -176,7 +205,7 @@ impl Outbox {
     /// Checks ids are consecutive and end at the counter.
     pub(crate) fn check(&self) -> Result<(), String> {
         let mut previous = None;
-        for event in &self.events {
+        for event in self.events.values() {
             if previous.is_some_and(|previous: u64| event.id.0 != previous + 1)
                 || event.id.0 > self.next_id
             {

@@ -12,6 +12,7 @@
 //! before the command is applied) and never compacts an archived show (it is gone whole).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use crate::archive::{ArchiveLine, AuditLine, archive_digest, push_line};
 use crate::audit::{Audit, EntityKind, EntityRef};
@@ -143,7 +144,7 @@ impl Group {
             return Err(Rejection::ArchiveChanged);
         }
         // From here on every step succeeds.
-        let found = self.shows.get_mut(&show).expect("found above");
+        let found = Arc::make_mut(self.shows.get_mut(&show).expect("found above"));
         let mut forget =
             |kind: EntityKind, id: u64| self.audit.remove(EntityRef { show, kind, id });
         for hold in &records.holds {

@@ -3,10 +3,11 @@
 //! Owns the show lifecycle (draft → on sale ⇄ closed → cancelled) and the bulk undo of a
 //! cancellation. Never decides about single holds, payments or waiters beyond ending them all.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::audit::{EntityKind, Reason, StateName};
 use crate::command::{ShowSpec, validate_prices};
+use crate::cow::{CowMap, CowSet};
 use crate::ids::{HoldId, Money, SeatNo, SessionId};
 use crate::outbox::{Event, RefundReason};
 use crate::outcome::{Outcome, Rejection, Reply};
@@ -35,14 +36,14 @@ impl Show {
             seats: vec![Seat::Free; seat_count as usize],
             counts: SeatCounts { free: seat_count, ..SeatCounts::default() },
             next_id: 1,
-            holds: BTreeMap::new(),
-            hold_deadlines: BTreeSet::new(),
-            live_holds_by_session: BTreeMap::new(),
-            bookings: BTreeMap::new(),
-            payments: BTreeMap::new(),
-            provider_events: BTreeMap::new(),
-            idempotency: BTreeMap::new(),
-            idempotency_deadlines: BTreeSet::new(),
+            holds: CowMap::new(),
+            hold_deadlines: CowSet::new(),
+            live_holds_by_session: CowMap::new(),
+            bookings: CowMap::new(),
+            payments: CowMap::new(),
+            provider_events: CowMap::new(),
+            idempotency: CowMap::new(),
+            idempotency_deadlines: CowSet::new(),
             lane: Lane { window: 1, ..Lane::default() },
             waitlist: Waitlist { policy_version: 1, ..Waitlist::default() },
         })

@@ -16,6 +16,8 @@ mod v7;
 mod v8;
 mod v9;
 
+use std::sync::Arc;
+
 use sha2::{Digest as _, Sha256};
 
 use crate::state::Group;
@@ -139,7 +141,7 @@ impl Group {
 fn date_pools(group: &mut Group) {
     let now_ms = group.log_time_ms;
     for show in group.shows.values_mut() {
-        let waitlist = &mut show.waitlist;
+        let waitlist = &mut Arc::make_mut(show).waitlist;
         waitlist.pooled_since = waitlist.pool.iter().map(|seat| (*seat, now_ms)).collect();
     }
 }

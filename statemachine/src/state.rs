@@ -6,6 +6,9 @@
 //! Only ordered maps, so that iteration order can never differ between replicas.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::cow::{CowMap, CowSet};
 
 use arrayvec::ArrayVec;
 use serde::{Deserialize, Serialize};
@@ -418,15 +421,15 @@ pub struct Lane {
     /// Outstanding grants allowed at once.
     pub window: u32,
     /// Every ticket, by id (= order).
-    pub tickets: BTreeMap<TicketId, Ticket>,
+    pub tickets: CowMap<TicketId, Ticket>,
     /// Waiting tickets, in order.
-    pub waiting: BTreeSet<TicketId>,
+    pub waiting: CowSet<TicketId>,
     /// Granted tickets by grant deadline.
-    pub granted: BTreeSet<(u64, TicketId)>,
+    pub granted: CowSet<(u64, TicketId)>,
     /// Waiting tickets by waiting-limit deadline.
-    pub waiting_deadlines: BTreeSet<(u64, TicketId)>,
+    pub waiting_deadlines: CowSet<(u64, TicketId)>,
     /// Each session's live (waiting or granted) ticket.
-    pub live_by_session: BTreeMap<SessionId, TicketId>,
+    pub live_by_session: CowMap<SessionId, TicketId>,
 }
 
 /// A waitlist entry's state, carrying what only that state has.
@@ -627,15 +630,15 @@ pub struct Waitlist {
     /// The ordering policy version.
     pub policy_version: u32,
     /// Every entry, by id.
-    pub entries: BTreeMap<EntryId, WaitlistEntry>,
+    pub entries: CowMap<EntryId, WaitlistEntry>,
     /// Waiting entries in serving order.
-    pub waiting: BTreeSet<OrderKey>,
+    pub waiting: CowSet<OrderKey>,
     /// Each session's active (waiting or offered) entry.
-    pub active_by_session: BTreeMap<SessionId, EntryId>,
+    pub active_by_session: CowMap<SessionId, EntryId>,
     /// Every offer, by id.
-    pub offers: BTreeMap<OfferId, Offer>,
+    pub offers: CowMap<OfferId, Offer>,
     /// Open offers by deadline.
-    pub offer_deadlines: BTreeSet<(u64, OfferId)>,
+    pub offer_deadlines: CowSet<(u64, OfferId)>,
     /// Released seats kept for waiters, lowest first.
     pub pool: BTreeSet<SeatNo>,
     /// Processed capacity events and the log time they may be forgotten.
@@ -748,21 +751,21 @@ pub struct Show {
     /// The next id for any entity of this show.
     pub next_id: u64,
     /// Every hold.
-    pub holds: BTreeMap<HoldId, Hold>,
+    pub holds: CowMap<HoldId, Hold>,
     /// Live holds by deadline.
-    pub hold_deadlines: BTreeSet<(u64, HoldId)>,
+    pub hold_deadlines: CowSet<(u64, HoldId)>,
     /// Live holds per session.
-    pub live_holds_by_session: BTreeMap<SessionId, u32>,
+    pub live_holds_by_session: CowMap<SessionId, u32>,
     /// Every booking.
-    pub bookings: BTreeMap<BookingId, Booking>,
+    pub bookings: CowMap<BookingId, Booking>,
     /// Every payment attempt.
-    pub payments: BTreeMap<PaymentId, PaymentAttempt>,
+    pub payments: CowMap<PaymentId, PaymentAttempt>,
     /// Provider events already processed.
-    pub provider_events: BTreeMap<ProviderEventId, PaymentId>,
+    pub provider_events: CowMap<ProviderEventId, PaymentId>,
     /// Stored outcomes by (session, key).
-    pub idempotency: BTreeMap<(SessionId, IdempotencyKey), IdempotencyRecord>,
+    pub idempotency: CowMap<(SessionId, IdempotencyKey), IdempotencyRecord>,
     /// The same, by forget time.
-    pub idempotency_deadlines: BTreeSet<(u64, SessionId, IdempotencyKey)>,
+    pub idempotency_deadlines: CowSet<(u64, SessionId, IdempotencyKey)>,
     /// The admission lane.
     pub lane: Lane,
     /// The waitlist.
@@ -776,8 +779,9 @@ pub struct Group {
     pub applied_index: u64,
     /// Log time: the maximum leader stamp applied so far.
     pub log_time_ms: u64,
-    /// The group's shows.
-    pub shows: BTreeMap<ShowId, Show>,
+    /// The group's shows, each shared with any snapshot or checkpoint until it is written to
+    /// (the encoding is the same as without the `Arc`).
+    pub shows: BTreeMap<ShowId, Arc<Show>>,
     /// Events that must leave the cluster.
     pub outbox: Outbox,
     /// Every transition, per entity.

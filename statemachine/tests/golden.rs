@@ -156,7 +156,7 @@ fn the_golden_scenario_reaches_every_state() {
 /// `group` as a format before 7 held it: its offers recorded no promotion lag.
 fn without_lags(mut group: Group) -> Group {
     for show in group.shows.values_mut() {
-        for offer in show.waitlist.offers.values_mut() {
+        for offer in std::sync::Arc::make_mut(show).waitlist.offers.values_mut() {
             offer.promotion_lag_ms = None;
         }
     }

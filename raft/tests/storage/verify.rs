@@ -24,6 +24,7 @@ fn a_state_broken_behind_the_rules_back_panics_at_the_next_entry() {
         let entry = Entry { index: index as u64 + 1, time_ms: 1_000, commands: vec![command] };
         assert!(group.apply(&entry).iter().all(Result::is_ok));
     }
-    group.shows.get_mut(&ShowId(1)).expect("the show").seats[5] = Seat::Held(HoldId(999));
+    std::sync::Arc::make_mut(group.shows.get_mut(&ShowId(1)).expect("the show")).seats[5] =
+        Seat::Held(HoldId(999));
     group.apply(&Entry { index: 4, time_ms: 2_000, commands: vec![Command::Tick] });
 }

@@ -82,7 +82,10 @@ impl Model {
         #[derive(Serialize)]
         struct Decisive<'a> {
             applied_index: u64,
-            shows: &'a std::collections::BTreeMap<crate::ids::ShowId, crate::state::Show>,
+            shows: &'a std::collections::BTreeMap<
+                crate::ids::ShowId,
+                std::sync::Arc<crate::state::Show>,
+            >,
         }
         let decisive =
             Decisive { applied_index: self.group.applied_index, shows: &self.group.shows };

@@ -8,6 +8,7 @@
 //! no payment, say) is an error, never a guess.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -168,7 +169,7 @@ impl GroupV2 {
         let mut shows = BTreeMap::new();
         for (id, show) in self.shows {
             let show = show.migrate().map_err(|violation| format!("show {id}: {violation}"))?;
-            shows.insert(id, show);
+            shows.insert(id, Arc::new(show));
         }
         Ok(Group {
             applied_index: self.applied_index,
@@ -226,14 +227,14 @@ impl ShowV2 {
             seats: self.seats,
             counts: self.counts,
             next_id: self.next_id,
-            holds,
-            hold_deadlines: self.hold_deadlines,
-            live_holds_by_session: self.live_holds_by_session,
-            bookings: self.bookings,
-            payments,
-            provider_events: self.provider_events,
-            idempotency: self.idempotency,
-            idempotency_deadlines: self.idempotency_deadlines,
+            holds: holds.into(),
+            hold_deadlines: self.hold_deadlines.into(),
+            live_holds_by_session: self.live_holds_by_session.into(),
+            bookings: self.bookings.into(),
+            payments: payments.into(),
+            provider_events: self.provider_events.into(),
+            idempotency: self.idempotency.into(),
+            idempotency_deadlines: self.idempotency_deadlines.into(),
             lane: self.lane.migrate()?,
             waitlist: self.waitlist.migrate()?,
         })
@@ -323,11 +324,11 @@ impl LaneV2 {
         Ok(Lane {
             enabled: self.enabled,
             window: self.window,
-            tickets,
-            waiting: self.waiting,
-            granted: self.granted,
-            waiting_deadlines: self.waiting_deadlines,
-            live_by_session: self.live_by_session,
+            tickets: tickets.into(),
+            waiting: self.waiting.into(),
+            granted: self.granted.into(),
+            waiting_deadlines: self.waiting_deadlines.into(),
+            live_by_session: self.live_by_session.into(),
         })
     }
 }
@@ -372,11 +373,11 @@ impl WaitlistV2 {
         Ok(Waitlist {
             enabled: self.enabled,
             policy_version: self.policy_version,
-            entries,
-            waiting: self.waiting,
-            active_by_session: self.active_by_session,
-            offers,
-            offer_deadlines: self.offer_deadlines,
+            entries: entries.into(),
+            waiting: self.waiting.into(),
+            active_by_session: self.active_by_session.into(),
+            offers: offers.into(),
+            offer_deadlines: self.offer_deadlines.into(),
             pool: self.pool,
             capacity_events: self.capacity_events,
             capacity_event_deadlines: self.capacity_event_deadlines,

@@ -7,6 +7,7 @@
 //! 6 ran the default rules, strict FIFO with no wave limit, and had drawn nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -70,8 +71,8 @@ impl<W: EarlierWaitlist> GroupV5<W> {
 /// Shows as versions 3 to 6 encoded them, in the current types.
 pub(super) fn migrate_shows<W: EarlierWaitlist>(
     shows: BTreeMap<ShowId, ShowV5<W>>,
-) -> BTreeMap<ShowId, Show> {
-    shows.into_iter().map(|(id, show)| (id, show.migrate())).collect()
+) -> BTreeMap<ShowId, Arc<Show>> {
+    shows.into_iter().map(|(id, show)| (id, Arc::new(show.migrate()))).collect()
 }
 
 /// A show as versions 3 to 6 encoded it, around the waitlist of its version.
@@ -112,14 +113,14 @@ impl<W: EarlierWaitlist> ShowV5<W> {
             seats: self.seats,
             counts: self.counts,
             next_id: self.next_id,
-            holds: self.holds,
-            hold_deadlines: self.hold_deadlines,
-            live_holds_by_session: self.live_holds_by_session,
-            bookings: self.bookings,
-            payments: self.payments,
-            provider_events: self.provider_events,
-            idempotency: self.idempotency,
-            idempotency_deadlines: self.idempotency_deadlines,
+            holds: self.holds.into(),
+            hold_deadlines: self.hold_deadlines.into(),
+            live_holds_by_session: self.live_holds_by_session.into(),
+            bookings: self.bookings.into(),
+            payments: self.payments.into(),
+            provider_events: self.provider_events.into(),
+            idempotency: self.idempotency.into(),
+            idempotency_deadlines: self.idempotency_deadlines.into(),
             lane: self.lane,
             waitlist: self.waitlist.migrate(),
         }
@@ -146,11 +147,11 @@ impl EarlierWaitlist for WaitlistV5 {
         Waitlist {
             enabled: self.enabled,
             policy_version: self.policy_version,
-            entries: self.entries,
-            waiting: self.waiting,
-            active_by_session: self.active_by_session,
+            entries: self.entries.into(),
+            waiting: self.waiting.into(),
+            active_by_session: self.active_by_session.into(),
             offers: self.offers.into_iter().map(|(id, offer)| (id, offer.migrate())).collect(),
-            offer_deadlines: self.offer_deadlines,
+            offer_deadlines: self.offer_deadlines.into(),
             pool: self.pool,
             capacity_events: self.capacity_events,
             capacity_event_deadlines: self.capacity_event_deadlines,

@@ -5,6 +5,7 @@
 //! empty catalog (none could be recorded).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -21,7 +22,7 @@ use crate::state::{Group, Show};
 pub(super) struct GroupV7 {
     applied_index: u64,
     log_time_ms: u64,
-    shows: BTreeMap<ShowId, Show>,
+    shows: BTreeMap<ShowId, Arc<Show>>,
     outbox: Outbox,
     audit: Audit,
     placement: Placement,

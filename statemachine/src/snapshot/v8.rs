@@ -5,6 +5,7 @@
 //! archived show (none could be archived).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -22,7 +23,7 @@ use crate::state::{Group, Show};
 pub(super) struct GroupV8 {
     applied_index: u64,
     log_time_ms: u64,
-    shows: BTreeMap<ShowId, Show>,
+    shows: BTreeMap<ShowId, Arc<Show>>,
     outbox: Outbox,
     audit: Audit,
     placement: Placement,

@@ -6,6 +6,7 @@
 //! feature level 0 in version 9, which the previous release reads.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +25,7 @@ use crate::state::{Group, Show};
 pub(super) struct GroupV9 {
     applied_index: u64,
     log_time_ms: u64,
-    shows: BTreeMap<ShowId, Show>,
+    shows: BTreeMap<ShowId, Arc<Show>>,
     outbox: Outbox,
     audit: Audit,
     placement: Placement,
@@ -60,7 +61,7 @@ impl GroupV9 {
 pub(super) struct GroupV9Ref<'a> {
     applied_index: u64,
     log_time_ms: u64,
-    shows: &'a BTreeMap<ShowId, Show>,
+    shows: &'a BTreeMap<ShowId, Arc<Show>>,
     outbox: &'a Outbox,
     audit: &'a Audit,
     placement: &'a Placement,

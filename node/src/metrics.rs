@@ -49,7 +49,12 @@
 //!   state machine recorded it; offers made before snapshot format 7 are not counted); the
 //!   proposer's
 //!   `booking_proposals_total` and `booking_proposed_commands_total` (their ratio is the mean
-//!   batch size); the auditor's findings (`crate::auditor`): `booking_invariants_ok`,
+//!   batch size); what keeping the state costs (`raft::StateCostCounts`):
+//!   `booking_snapshots_built_total`, `booking_snapshots_installed_total`,
+//!   `booking_snapshot_last_build_seconds`, `booking_snapshot_last_install_seconds`,
+//!   `booking_snapshot_last_bytes`, and the copies an apply made of state a snapshot, backup or
+//!   checkpoint still shared, `booking_state_copies_total`, `booking_state_copy_max_seconds`
+//!   and `booking_state_copy_seconds_total`; the auditor's findings (`crate::auditor`): `booking_invariants_ok`,
 //!   `booking_audit_checked_index`, `booking_replica_digest_matches` and
 //!   `booking_audit_compared_index`; and the Raft gauges `booking_raft_term`,
 //!   `booking_raft_leader_id` (0: none known), `booking_raft_is_leader` (0 or 1),
@@ -63,6 +68,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use openraft::ServerState;
 use openraft::async_runtime::WatchReceiver;
@@ -456,6 +462,11 @@ fn scrape_groups<'a>(
     let (pooled, pooled_oldest_age) = (gauge(), gauge());
     let counter = Family::<GroupLabels, Counter>::default;
     let (proposals, proposed_commands) = (counter(), counter());
+    let (snapshots_built, snapshots_installed, state_copies) = (counter(), counter(), counter());
+    let seconds = Family::<GroupLabels, Gauge<f64, AtomicU64>>::default;
+    let (last_build, last_install, copy_max) = (seconds(), seconds(), seconds());
+    let copy_total = Family::<GroupLabels, Counter<f64, AtomicU64>>::default();
+    let snapshot_bytes = gauge();
     let admission_waits: Histograms<GroupLabels> =
         Family::new_with_constructor(|| Histogram::new(ADMISSION_WAIT_BUCKETS_S));
     let promotion_lags: Histograms<GroupLabels> =
@@ -478,6 +489,15 @@ fn scrape_groups<'a>(
         let batches = hosted.proposer.batches();
         proposals.get_or_create(&labels).inc_by(batches.entries());
         proposed_commands.get_or_create(&labels).inc_by(batches.commands());
+        let costs = hosted.reader.costs();
+        snapshots_built.get_or_create(&labels).inc_by(costs.snapshots_built);
+        snapshots_installed.get_or_create(&labels).inc_by(costs.snapshots_installed);
+        state_copies.get_or_create(&labels).inc_by(costs.state_copies);
+        last_build.get_or_create(&labels).set(costs.last_build.as_secs_f64());
+        last_install.get_or_create(&labels).set(costs.last_install.as_secs_f64());
+        copy_max.get_or_create(&labels).set(costs.state_copy_max.as_secs_f64());
+        copy_total.get_or_create(&labels).inc_by(costs.state_copy_total.as_secs_f64());
+        set(&snapshot_bytes, costs.last_snapshot_bytes);
         let (pending, hold_ages, sinks, money, overdue) = hosted.read_local(|group| {
             (
                 group.outbox().len() as u64,
@@ -572,6 +592,42 @@ fn scrape_groups<'a>(
         "Live holds (held or processing) by age",
         ages,
     );
+    registry.register(
+        "booking_snapshots_built",
+        "Snapshots this node built of the group since it started",
+        snapshots_built,
+    );
+    registry.register(
+        "booking_snapshots_installed",
+        "Snapshots this node installed from the group's leader since it started",
+        snapshots_installed,
+    );
+    registry.register(
+        "booking_snapshot_last_build_seconds",
+        "How long the last snapshot build took here (encoding off the lock, writing, syncing)",
+        last_build,
+    );
+    registry.register(
+        "booking_snapshot_last_install_seconds",
+        "How long the last snapshot install took here (decoding, checking, writing, syncing)",
+        last_install,
+    );
+    registry.register(
+        "booking_snapshot_last_bytes",
+        "The size of the last snapshot built or installed here",
+        snapshot_bytes,
+    );
+    registry.register(
+        "booking_state_copies",
+        "Applies that copied the group's state because a snapshot, backup or checkpoint shared it",
+        state_copies,
+    );
+    registry.register(
+        "booking_state_copy_max_seconds",
+        "The longest such copy, held under the group's write lock (applies and reads wait)",
+        copy_max,
+    );
+    registry.register("booking_state_copy_seconds", "The time all such copies took", copy_total);
     registry.register(
         "booking_proposals",
         "Log entries this node's proposer proposed for the group while leading (each a batch)",

@@ -48,6 +48,7 @@ mod rocks;
 mod runtime;
 mod service;
 mod sim_disk;
+mod state_costs;
 mod state_machine;
 mod storage;
 pub mod tls;
@@ -68,6 +69,7 @@ pub use proposer::{BatchCounts, ProposeError, Proposer, ProposerConfig};
 pub use runtime::BookingRuntime;
 pub use service::{Groups, RaftService, SNAPSHOT_BYTES_MAX};
 pub use sim_disk::SimDisk;
+pub use state_costs::StateCostCounts;
 pub use state_machine::{GroupReader, SnapshotBuilder, StateMachineStore};
 pub use storage::Storage;
 pub use types::{

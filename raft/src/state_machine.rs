@@ -30,6 +30,7 @@
 
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Instant;
 
 use futures_util::{Stream, TryStreamExt};
 use openraft::storage::{EntryResponder, RaftStateMachine};
@@ -39,6 +40,7 @@ use statemachine::{Command, Group, OperatorCommand};
 
 use crate::codec::{self, ColumnFamily, snapshot_key};
 use crate::error::StoreError;
+use crate::state_costs::{StateCostCounts, StateCosts};
 use crate::storage::Storage;
 use crate::types::{
     Entry, GroupId, LogId, Proposal, Response, Snapshot, SnapshotData, SnapshotMeta,
@@ -51,6 +53,7 @@ pub struct StateMachineStore {
     group_id: GroupId,
     state: Arc<RwLock<Applied>>,
     persisted: Arc<Mutex<PersistedSnapshot>>,
+    costs: Arc<StateCosts>,
 }
 
 /// The group's in-memory state.
@@ -117,6 +120,7 @@ impl StateMachineStore {
             group_id,
             state: Arc::new(RwLock::new(applied)),
             persisted: Arc::new(Mutex::new(persisted)),
+            costs: Arc::default(),
         })
     }
 
@@ -127,7 +131,7 @@ impl StateMachineStore {
 
     /// A read handle on the group's applied state, for the node's reads.
     pub fn reader(&self) -> GroupReader {
-        GroupReader { state: Arc::clone(&self.state) }
+        GroupReader { state: Arc::clone(&self.state), costs: Arc::clone(&self.costs) }
     }
 
     /// Applies one entry and returns its answers if `answering` (someone waits for them: the
@@ -144,7 +148,15 @@ impl StateMachineStore {
             tracing::warn!(group = self.group_id, %log_id, "ignored an entry applied before");
             return Ok(Vec::new());
         }
+        // A snapshot builder, backup or checkpoint still holding the state makes this apply copy
+        // it, under the lock. The group shares its shows and chunks, so the copy is of what
+        // this entry writes to (see `statemachine::CowMap`), but it is still the stall to watch.
+        let copying = Arc::strong_count(&applied.group) > 1;
+        let started = copying.then(Instant::now);
         let group = Arc::make_mut(&mut applied.group);
+        if let Some(started) = started {
+            self.costs.copied(started.elapsed());
+        }
         let response = match entry.payload {
             EntryPayload::Normal(Proposal { time_ms, commands }) => {
                 self.write_archives(group, index, &commands)?;
@@ -254,6 +266,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             group_id: self.group_id,
             view,
             persisted: Arc::clone(&self.persisted),
+            costs: Arc::clone(&self.costs),
         }
     }
 
@@ -264,9 +277,11 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     ) -> Result<(), io::Error> {
         // Garbage from a peer is an error for openraft to report, never a panic or a half
         // replaced state: decode and check everything before changing anything.
+        let started = Instant::now();
         let group = restore(self.group_id, meta, &snapshot)?;
         persist(&self.storage, self.group_id, &self.persisted, meta, &snapshot, Persist::Always)
             .await?;
+        self.costs.installed(started.elapsed(), snapshot.len());
         let mut applied = self.state.write().map_err(|_| StoreError::Poisoned)?;
         applied.group = Arc::new(group);
         applied.last_applied = meta.last_log_id;
@@ -287,6 +302,7 @@ pub struct SnapshotBuilder {
     /// The group and its position, or `None` if the state was poisoned.
     view: Option<(Arc<Group>, SnapshotMeta)>,
     persisted: Arc<Mutex<PersistedSnapshot>>,
+    costs: Arc<StateCosts>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -296,10 +312,12 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let Some((group, meta)) = self.view.clone() else {
             return Err(StoreError::Poisoned.into());
         };
+        let started = Instant::now();
         // Encoding a large group takes a while: keep it off the async workers.
         let data = TypeConfig::spawn_blocking(move || group.encode_snapshot()).await?;
         persist(&self.storage, self.group_id, &self.persisted, &meta, &data, Persist::IfNewer)
             .await?;
+        self.costs.built(started.elapsed(), data.len());
         Ok(Snapshot { meta, snapshot: data })
     }
 }
@@ -308,6 +326,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 #[derive(Clone)]
 pub struct GroupReader {
     state: Arc<RwLock<Applied>>,
+    costs: Arc<StateCosts>,
 }
 
 impl GroupReader {
@@ -320,6 +339,12 @@ impl GroupReader {
     pub fn read<T>(&self, read: impl FnOnce(&Group) -> T) -> Result<T, StoreError> {
         let applied = self.state.read().map_err(|_| StoreError::Poisoned)?;
         Ok(read(&applied.group))
+    }
+
+    /// What keeping the state has cost on this node so far: snapshots built and installed,
+    /// and the copies applies made of state something else still shared.
+    pub fn costs(&self) -> StateCostCounts {
+        self.costs.counts()
     }
 
     /// Keeps a checkpoint of the state after every entry whose index is a multiple of

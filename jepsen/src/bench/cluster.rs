@@ -16,7 +16,7 @@ use testkit::{Addressing, Cluster, ClusterOptions};
 
 use crate::bench::driver::RunSpec;
 use crate::bench::workload::{Attempt, WorkloadKind};
-use crate::bench::{Backend, BenchError, HeldSeat, Options, Outcome, Target};
+use crate::bench::{Backend, BenchError, HeldSeat, Options, Outcome, StateCosts, Target};
 
 /// The backend's name in the report.
 const NAME: &str = "cluster";
@@ -47,6 +47,7 @@ pub struct ClusterBackend {
     name: &'static str,
     cluster: Cluster,
     groups: u64,
+    snapshot_logs: u64,
     _dir: TempDir,
 }
 
@@ -73,12 +74,19 @@ impl ClusterBackend {
             direct_peers: true,
             log_filter: "warn".to_owned(),
             client_tls: tls,
+            extra_args: vec!["--snapshot-logs".to_owned(), options.snapshot_logs.to_string()],
             ..ClusterOptions::new(3, dir.path())
         };
         let cluster = Cluster::start(cluster_options)
             .await
             .map_err(|error| BenchError::backend(name, error))?;
-        Ok(ClusterBackend { name, cluster, groups: options.cluster_groups, _dir: dir })
+        Ok(ClusterBackend {
+            name,
+            cluster,
+            groups: options.cluster_groups,
+            snapshot_logs: options.snapshot_logs,
+            _dir: dir,
+        })
     }
 }
 
@@ -124,9 +132,21 @@ impl Backend for ClusterBackend {
             .map(|id| self.cluster.client_of(&[id]).map(|client| (id, client)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|error| BenchError::backend(NAME, error))?;
+        let metrics = self
+            .cluster
+            .node_ids()
+            .into_iter()
+            .map(|id| self.cluster.url(id, "/metrics"))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| BenchError::backend(NAME, error))?;
+        let ca = self.cluster.options().client_tls.then(|| self.cluster.ca_certificate());
+        let http = crate::http::client(ca).map_err(|error| BenchError::backend(NAME, error))?;
         Ok(ClusterRun {
             client,
             readers,
+            metrics,
+            http,
+            snapshot_logs: self.snapshot_logs,
             shows,
             price_versions,
             run: spec.index,
@@ -161,6 +181,10 @@ pub struct ClusterRun {
     client: Client,
     /// One client per node, for the readers (each reads from its node only).
     readers: Vec<(u64, Client)>,
+    /// Each node's `/metrics`, read before and after the run.
+    metrics: Vec<String>,
+    http: reqwest::Client,
+    snapshot_logs: u64,
     /// Show ids, by show index.
     shows: Vec<u64>,
     /// Each show's price version.
@@ -289,15 +313,71 @@ impl Target for ClusterRun {
         Ok(held)
     }
 
+    async fn state_costs(&self) -> Option<StateCosts> {
+        let mut costs = StateCosts::default();
+        for url in &self.metrics {
+            let response = self.http.get(url).send().await.ok()?.error_for_status().ok()?;
+            let text = response.text().await.ok()?;
+            let sum = |name: &str| metric_sum(&text, name);
+            costs.snapshots_built += sum("booking_snapshots_built_total") as u64;
+            costs.state_copies += sum("booking_state_copies_total") as u64;
+            costs.copy_seconds += sum("booking_state_copy_seconds_total");
+            costs.copy_max_seconds =
+                costs.copy_max_seconds.max(metric_max(&text, "booking_state_copy_max_seconds"));
+        }
+        Some(costs)
+    }
+
     fn notes(&self) -> Vec<String> {
         vec![format!(
             "cluster: 3 bookingd nodes on 127.0.0.1-3:{PORT_BASE}, {} data groups, peers dialled \
              directly (no fault proxies), one SDK client shared by every worker, a fresh \
              session every {HOLDS_PER_SESSION} holds, hold TTL {} s; final state from \
              linearizable seat maps (status only: any seat not free counts as held); map \
-             readers read any replica (get_seat_map_packed: a byte per seat, labelled as_of), spread over the nodes",
+             readers read any replica (get_seat_map_packed: a byte per seat, labelled as_of), spread over the nodes; a snapshot every {} entries per group",
             self.groups,
-            self.hold_ttl.as_secs()
+            self.hold_ttl.as_secs(),
+            self.snapshot_logs,
         )]
+    }
+}
+
+/// The values of metric `name` in an OpenMetrics text, one per label set.
+fn metric_values<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = f64> + 'a {
+    text.lines().filter_map(move |line| {
+        let rest = line.strip_prefix(name)?;
+        // `name{labels} value` or `name value`; not a longer name that starts with `name`.
+        if !(rest.starts_with('{') || rest.starts_with(' ')) {
+            return None;
+        }
+        line.rsplit(' ').next()?.parse().ok()
+    })
+}
+
+/// The sum of metric `name` over its label sets (0 when absent).
+fn metric_sum(text: &str, name: &str) -> f64 {
+    metric_values(text, name).sum()
+}
+
+/// The largest value of metric `name` (0 when absent).
+fn metric_max(text: &str, name: &str) -> f64 {
+    metric_values(text, name).fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_are_summed_over_label_sets_and_never_mixed_with_longer_names() {
+        let text = "# TYPE booking_state_copies counter\n\
+                    booking_state_copies_total{group=\"1\"} 3\n\
+                    booking_state_copies_total{group=\"2\"} 4\n\
+                    booking_state_copies_total_other 100\n\
+                    booking_state_copy_max_seconds{group=\"1\"} 0.5\n\
+                    booking_state_copy_max_seconds{group=\"2\"} 0.25\n";
+        assert_eq!(metric_sum(text, "booking_state_copies_total"), 7.0);
+        assert_eq!(metric_max(text, "booking_state_copy_max_seconds"), 0.5);
+        assert_eq!(metric_sum(text, "booking_snapshots_built_total"), 0.0);
     }
 }

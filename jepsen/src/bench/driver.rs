@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::bench::workload::{self, Attempt, Layout, WorkloadKind};
-use crate::bench::{BenchError, HeldSeat, Options, Outcome, Target};
+use crate::bench::{BenchError, HeldSeat, Options, Outcome, StateCosts, Target};
 
 /// The longest one attempt or read may take before it is counted as unknown (the backends'
 /// own timeouts are shorter; this bounds a hung connection).
@@ -219,6 +219,8 @@ pub struct RunResult {
     pub check: Check,
     /// The backend's notes about this run.
     pub notes: Vec<String>,
+    /// What keeping its state cost the system during the run, if it says.
+    pub costs: Option<StateCosts>,
 }
 
 impl RunResult {
@@ -265,6 +267,7 @@ pub async fn run<T: Target>(
         }
     }
 
+    let costs_before = target.state_costs().await;
     let live = Arc::new(Live::default());
     let started = Instant::now();
     let mut writer_tasks = JoinSet::new();
@@ -313,13 +316,27 @@ pub async fn run<T: Target>(
         }
     }
 
+    let costs = match (costs_before, target.state_costs().await) {
+        (Some(before), Some(after)) => Some(after.since(&before)),
+        _ => None,
+    };
     let held = target.final_state().await?;
     let check = check(&spec.layout, &tally.successes, &tally.unknowns, &held);
     let notes = target.notes();
     // The per-attempt lists served the check; the report needs only the counts.
     tally.successes = Vec::new();
     tally.unknowns = Vec::new();
-    Ok(RunResult { backend, spec: spec.clone(), elapsed, stop_reason, tally, reads, check, notes })
+    Ok(RunResult {
+        backend,
+        spec: spec.clone(),
+        elapsed,
+        stop_reason,
+        tally,
+        reads,
+        check,
+        notes,
+        costs,
+    })
 }
 
 /// Every worker's state, made [`SETUP_PARALLELISM`] at a time, in index order.

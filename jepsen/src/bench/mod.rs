@@ -159,6 +159,38 @@ pub trait Target: Send + Sync + 'static {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// What keeping its state has cost the system so far, summed over its nodes; sampled
+    /// before and after each run. `None` when the system does not say.
+    fn state_costs(&self) -> impl Future<Output = Option<StateCosts>> + Send {
+        async { None }
+    }
+}
+
+/// What keeping a system's state cost: snapshots built, and the copies of shared state that
+/// applies made under their group's write lock (the cluster's `booking_state_copies_total`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StateCosts {
+    /// Snapshots built, over every node and group.
+    pub snapshots_built: u64,
+    /// Applies that copied shared state.
+    pub state_copies: u64,
+    /// Their total time, seconds.
+    pub copy_seconds: f64,
+    /// The longest copy any node has made since it started, seconds.
+    pub copy_max_seconds: f64,
+}
+
+impl StateCosts {
+    /// What happened between `before` and `self` (the longest copy is since the start).
+    pub fn since(&self, before: &StateCosts) -> StateCosts {
+        StateCosts {
+            snapshots_built: self.snapshots_built.saturating_sub(before.snapshots_built),
+            state_copies: self.state_copies.saturating_sub(before.state_copies),
+            copy_seconds: (self.copy_seconds - before.copy_seconds).max(0.0),
+            copy_max_seconds: self.copy_max_seconds,
+        }
+    }
 }
 
 /// The names of the backends, in column order. `cluster` serves its clients over TLS, as it runs
@@ -192,6 +224,8 @@ pub struct Options {
     pub pg_pool_max: u32,
     /// Data groups of the cluster.
     pub cluster_groups: u64,
+    /// The cluster's `--snapshot-logs`: entries between snapshots.
+    pub snapshot_logs: u64,
     /// Where the backends keep their data (a fresh directory per backend is made inside).
     pub data_dir: PathBuf,
     /// PostgreSQL's binaries.

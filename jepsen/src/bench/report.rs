@@ -88,6 +88,20 @@ fn metrics(result: &RunResult) -> Vec<(&'static str, Cell)> {
         rows.push(("map read p99.9 ms", read_latency(0.999)));
         rows.push(("map read errors", Cell::text(errors.to_string())));
     }
+    if let Some(costs) = &result.costs {
+        let built = costs.snapshots_built as f64;
+        rows.push((
+            "snapshots built (all nodes)",
+            Cell::number(built, costs.snapshots_built.to_string()),
+        ));
+        let copies = format!(
+            "{} in {:.1} ms (max {:.2} ms)",
+            costs.state_copies,
+            costs.copy_seconds * 1_000.0,
+            costs.copy_max_seconds * 1_000.0
+        );
+        rows.push(("state copies under the lock", Cell::text(copies)));
+    }
     rows
 }
 
@@ -145,7 +159,8 @@ pub fn markdown(options: &Options, results: &[RunResult], problems: &[String]) -
                     .map(metrics)
             })
             .collect();
-        // The longest row list (a backend that took part in the map reads has more rows).
+        // The longest row list (a backend that took part in the map reads or counts its
+        // snapshots has more rows); each backend's cells are found by the row's name.
         let names: Vec<&'static str> = per_backend
             .iter()
             .flatten()
@@ -156,7 +171,8 @@ pub fn markdown(options: &Options, results: &[RunResult], problems: &[String]) -
             let mut cells = vec![if row == 0 { (*label).to_owned() } else { String::new() }];
             cells.push((*name).to_owned());
             let value_of = |backend: usize| -> Option<&Cell> {
-                per_backend[backend].as_ref().and_then(|rows| rows.get(row)).map(|(_, cell)| cell)
+                let rows = per_backend[backend].as_ref()?;
+                rows.iter().find(|(metric, _)| metric == name).map(|(_, cell)| cell)
             };
             for index in 0..backends.len() {
                 cells

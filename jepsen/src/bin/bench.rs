@@ -54,6 +54,10 @@ struct Args {
     /// Data groups of the cluster.
     #[arg(long, default_value_t = 4)]
     cluster_groups: u64,
+    /// The cluster's entries between snapshots (bookingd --snapshot-logs; its default is
+    /// 10,000, lower here so that each run contains several snapshots).
+    #[arg(long, default_value_t = 1_000)]
+    snapshot_logs: u64,
     /// Where the backends keep their data (fresh directories inside, removed afterwards).
     #[arg(long, default_value_os_t = std::env::temp_dir().join("booking-bench"))]
     data_dir: PathBuf,
@@ -123,6 +127,7 @@ fn options(args: &Args) -> Result<Options, String> {
         readers: args.readers,
         pg_pool_max: args.pg_pool_max,
         cluster_groups: args.cluster_groups.max(1),
+        snapshot_logs: args.snapshot_logs.max(1),
         data_dir: args.data_dir.clone(),
         pg_bin: args.pg_bin.clone(),
         etcd_bin: args.etcd_bin.clone(),

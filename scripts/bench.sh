@@ -10,7 +10,7 @@
 # Usage: bash scripts/bench.sh [--quick] [--backends cluster,pg,etcd]
 #          [--workloads on-sale,many-shows,uncontended,map-reads] [--clients 256,1024,4096]
 #          [--duration S] [--seats N] [--rate R[,R...]] [--open-only] [--readers N]
-#          [--pg-pool-max N] [--out FILE]   (bash scripts/bench.sh --help lists them all)
+#          [--pg-pool-max N] [--snapshot-logs N] [--out FILE]   (--help lists them all)
 #   --quick: about a minute once built (C=256, 3 s runs, 10,000 seats, 100,000 uncontended).
 # Exit: 0 every run's check passed, 1 a check failed or a run could not be made, 2 bad usage.
 set -euo pipefail

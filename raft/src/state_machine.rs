@@ -58,8 +58,9 @@ pub struct StateMachineStore {
 
 /// The group's in-memory state.
 struct Applied {
-    /// Shared with snapshot builders: a builder keeps the state it was created from, and the next
-    /// apply copies the group only if a builder still holds it (`Arc::make_mut`).
+    /// Shared with snapshot builders: a builder keeps the state it was created from, and while it
+    /// holds it an apply copies the group (`Arc::make_mut`): a cheap copy that shares every show
+    /// and chunk, of which the apply then copies only what it writes to (`statemachine::CowMap`).
     group: Arc<Group>,
     last_applied: Option<LogId>,
     last_membership: StoredMembership,
@@ -67,8 +68,7 @@ struct Applied {
     checkpoint_every: u64,
     /// The state right after the last entry whose index is a multiple of `checkpoint_every`,
     /// until an auditor takes it: every replica keeps one at the same indexes, so their
-    /// digests can be compared. Shared like a snapshot builder's state: the next apply copies
-    /// the group while it is held.
+    /// digests can be compared. Shared like a snapshot builder's state.
     checkpoint: Option<(u64, Arc<Group>)>,
 }
 
@@ -348,8 +348,8 @@ impl GroupReader {
     }
 
     /// Keeps a checkpoint of the state after every entry whose index is a multiple of
-    /// `entries` (0: none), for [`GroupReader::take_checkpoint`]. Each held checkpoint costs
-    /// the next apply a copy of the group, as a snapshot being built does.
+    /// `entries` (0: none), for [`GroupReader::take_checkpoint`]. A held checkpoint shares the
+    /// state as a snapshot being built does: applies meanwhile copy what they write to.
     ///
     /// # Errors
     ///
@@ -376,7 +376,7 @@ impl GroupReader {
 
     /// The applied state as it is now, with the log id of its last entry, to be read (say,
     /// encoded for a backup) outside the lock while applies go on: like a snapshot builder's
-    /// view, it costs the next apply a copy of the group while it is held.
+    /// view, it makes applies copy what they write to while it is held.
     ///
     /// # Errors
     ///

@@ -16,15 +16,18 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A chunk that grows past this splits in two halves.
-pub(crate) const CHUNK_MAX: usize = 256;
+/// A chunk that grows past this splits in two halves. Larger chunks make the unshared map
+/// faster (a shorter chunk list to search) and a copy after a share longer: at 1,024, the
+/// `apply` benchmark ran 8% under a plain `BTreeMap` (14% at 256), and the first apply after a
+/// view of a sold-out 100,000-seat show copied for 0.11 ms.
+pub(crate) const CHUNK_MAX: usize = 1024;
 
 /// A `BTreeMap` in shared chunks.
 ///
 /// Invariants: no chunk is empty; chunks are in key order, each keyed at most its smallest key
 /// and above every key of the chunks before it; `len` is the sum of the chunks' lengths. The
-/// chunk list is a sorted `Vec` (a binary search finds a key's chunk): with chunks of 128 to
-/// 256 entries, even a million entries make a list of a few thousand pointers.
+/// chunk list is a sorted `Vec` (a binary search finds a key's chunk): with chunks of 512 to
+/// 1,024 entries, a million entries make a list of about 1,500.
 #[derive(Clone)]
 pub struct CowMap<K, V> {
     chunks: Vec<Chunk<K, V>>,

@@ -35,7 +35,7 @@ pub type BackupStream = Pin<Box<dyn Stream<Item = Result<BackupChunk, Status>> +
 
 /// Takes `hosted`'s state at a committed index, on its leader: every write acknowledged before
 /// the call is in it. The state is encoded off the async workers; applies go on meanwhile (the
-/// next one copies the group while the view is held, as for a snapshot being built).
+/// ones copy what they write to while the view is held, as for a snapshot being built).
 ///
 /// # Errors
 ///

@@ -48,6 +48,8 @@ pub struct ClusterBackend {
     cluster: Cluster,
     groups: u64,
     snapshot_logs: u64,
+    /// Arguments given to every node beyond the benchmark's own.
+    args: Vec<String>,
     _dir: TempDir,
 }
 
@@ -74,7 +76,10 @@ impl ClusterBackend {
             direct_peers: true,
             log_filter: "warn".to_owned(),
             client_tls: tls,
-            extra_args: vec!["--snapshot-logs".to_owned(), options.snapshot_logs.to_string()],
+            extra_args: ["--snapshot-logs".to_owned(), options.snapshot_logs.to_string()]
+                .into_iter()
+                .chain(options.cluster_args.iter().cloned())
+                .collect(),
             ..ClusterOptions::new(3, dir.path())
         };
         let cluster = Cluster::start(cluster_options)
@@ -85,6 +90,7 @@ impl ClusterBackend {
             cluster,
             groups: options.cluster_groups,
             snapshot_logs: options.snapshot_logs,
+            args: options.cluster_args.clone(),
             _dir: dir,
         })
     }
@@ -147,6 +153,7 @@ impl Backend for ClusterBackend {
             metrics,
             http,
             snapshot_logs: self.snapshot_logs,
+            args: self.args.clone(),
             shows,
             price_versions,
             run: spec.index,
@@ -185,6 +192,7 @@ pub struct ClusterRun {
     metrics: Vec<String>,
     http: reqwest::Client,
     snapshot_logs: u64,
+    args: Vec<String>,
     /// Show ids, by show index.
     shows: Vec<u64>,
     /// Each show's price version.
@@ -334,10 +342,16 @@ impl Target for ClusterRun {
              directly (no fault proxies), one SDK client shared by every worker, a fresh \
              session every {HOLDS_PER_SESSION} holds, hold TTL {} s; final state from \
              linearizable seat maps (status only: any seat not free counts as held); map \
-             readers read any replica (get_seat_map_packed: a byte per seat, labelled as_of), spread over the nodes; a snapshot every {} entries per group",
+             readers read any replica (get_seat_map_packed: a byte per seat, labelled as_of), \
+             spread over the nodes; a snapshot every {} entries per group{}",
             self.groups,
             self.hold_ttl.as_secs(),
             self.snapshot_logs,
+            if self.args.is_empty() {
+                String::new()
+            } else {
+                format!("; nodes also run with {}", self.args.join(" "))
+            },
         )]
     }
 }

@@ -226,6 +226,8 @@ pub struct Options {
     pub cluster_groups: u64,
     /// The cluster's `--snapshot-logs`: entries between snapshots.
     pub snapshot_logs: u64,
+    /// More `bookingd` arguments for every node (experiments: `--audit-checkpoint-entries 0`).
+    pub cluster_args: Vec<String>,
     /// Where the backends keep their data (a fresh directory per backend is made inside).
     pub data_dir: PathBuf,
     /// PostgreSQL's binaries.

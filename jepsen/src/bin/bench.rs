@@ -58,6 +58,10 @@ struct Args {
     /// 10,000, lower here so that each run contains several snapshots).
     #[arg(long, default_value_t = 1_000)]
     snapshot_logs: u64,
+    /// One more bookingd argument for every node, repeatable, for experiments (e.g.
+    /// --cluster-arg=--audit-checkpoint-entries --cluster-arg=0); the report's notes list them.
+    #[arg(long = "cluster-arg", allow_hyphen_values = true)]
+    cluster_args: Vec<String>,
     /// Where the backends keep their data (fresh directories inside, removed afterwards).
     #[arg(long, default_value_os_t = std::env::temp_dir().join("booking-bench"))]
     data_dir: PathBuf,
@@ -128,6 +132,7 @@ fn options(args: &Args) -> Result<Options, String> {
         pg_pool_max: args.pg_pool_max,
         cluster_groups: args.cluster_groups.max(1),
         snapshot_logs: args.snapshot_logs.max(1),
+        cluster_args: args.cluster_args.clone(),
         data_dir: args.data_dir.clone(),
         pg_bin: args.pg_bin.clone(),
         etcd_bin: args.etcd_bin.clone(),

@@ -18,7 +18,9 @@
 //!   [`Client::decline_offer`]), payments ([`Client::get_payment`], also the operator's) and
 //!   watches ([`Client::watch_hold`], [`Client::watch_ticket`]).
 //! - Shows (`shows.rs`): [`Client::list_shows`], [`Client::get_show`],
-//!   [`Client::get_seat_map`], [`Client::get_seat_map_linearizable`], and the operator's
+//!   [`Client::get_seat_map`], [`Client::get_seat_map_linearizable`], a map kept and refreshed
+//!   by what changed ([`Client::follow_seat_map`], [`Client::refresh_seat_map`],
+//!   `live_map.rs`), and the operator's
 //!   [`Client::create_show`], the controls of a show ([`Client::open_sales`],
 //!   [`Client::close_sales`], [`Client::cancel_show`], [`Client::set_prices`],
 //!   [`Client::configure_admission`], [`Client::configure_waitlist`]),
@@ -64,6 +66,7 @@ mod connector;
 mod error;
 mod features;
 mod key;
+mod live_map;
 mod rebalance;
 mod retry;
 mod route;
@@ -81,6 +84,7 @@ pub use crate::error::{BOOKING_CODE, Error, ErrorCode, LEADER_ADDR, LEADER_ID, R
 pub use crate::key::{
     AUTHORIZATION, IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_LEN_MAX, generate_key, validate_key,
 };
+pub use crate::live_map::{LiveSeatMap, Refreshed};
 pub use crate::rebalance::{PlannedMove, plan_rebalance, show_load};
 pub use crate::retry::{
     ATTEMPT_TIMEOUT_DEFAULT_MS, BACKOFF_INITIAL_DEFAULT_MS, BACKOFF_MAX_DEFAULT_MS,

@@ -205,7 +205,13 @@ impl Client {
                 Route::Show(show_id),
                 Kind::LocalRead,
                 &metadata,
-                SeatMapRequest { show_id, linearizable: false, packed: true, cached },
+                SeatMapRequest {
+                    show_id,
+                    linearizable: false,
+                    packed: true,
+                    cached,
+                    ..SeatMapRequest::default()
+                },
                 |mut c, r| async move { c.get_seat_map(r).await },
             )
             .await?;
@@ -238,7 +244,12 @@ impl Client {
                 Route::Show(show_id),
                 Kind::Read,
                 &metadata,
-                SeatMapRequest { show_id, linearizable: true, packed: true, cached: false },
+                SeatMapRequest {
+                    show_id,
+                    linearizable: true,
+                    packed: true,
+                    ..SeatMapRequest::default()
+                },
                 |mut c, r| async move { c.get_seat_map(r).await },
             )
             .await?;

@@ -636,7 +636,7 @@ async function openShow(id) {
   closeShow();
   const ctx = {
     id, closed: false, show: null, seats: [], elements: [], byNumber: false, status: [], painted: [],
-    selected: new Set(), mine: new Map(), focus: 0, etag: null, pollTimer: null, ticker: null,
+    selected: new Set(), mine: new Map(), focus: 0, etag: null, version: null, pollTimer: null, ticker: null,
     streams: {}, hold: null, phase: null, ticket: null, entry: null, busy: false,
   };
   current = ctx;
@@ -940,12 +940,17 @@ function renderSelection(ctx) {
 
 // ---- One show: availability --------------------------------------------------------------------
 
-/** GET availability; null when unchanged since the last answer (304 for our ETag). */
+/**
+ * GET availability; null when unchanged since the last answer (304 for our ETag). Once we have
+ * a map, we ask only for what changed since its version; the node answers with the changes, or
+ * with the whole map when it cannot tell them.
+ */
 async function fetchAvailability(ctx) {
   const headers = ctx.etag ? { 'If-None-Match': ctx.etag } : {};
+  const since = ctx.version ? `?since=${encodeURIComponent(ctx.version)}` : '';
   let response;
   try {
-    response = await fetch(`/v1/shows/${ctx.id}/availability`, { headers, cache: 'no-store' });
+    response = await fetch(`/v1/shows/${ctx.id}/availability${since}`, { headers, cache: 'no-store' });
   } catch {
     throw new ApiError(0, 'network_error', 'network error');
   }
@@ -967,7 +972,20 @@ async function poll(ctx) {
 
 function applyAvailability(ctx, availability) {
   clusterClock.observe(availability.as_of);
-  ctx.status = [...availability.seats].map((char) => AVAILABILITY[char] || 'held');
+  if (availability.changes_since) {
+    // Only the seats changed since our version; anything else is not ours to patch.
+    if (availability.changes_since !== ctx.version) {
+      ctx.version = null;
+      ctx.etag = null;
+      return;
+    }
+    availability.changed_seats.forEach((seat, i) => {
+      if (seat < ctx.status.length) ctx.status[seat] = AVAILABILITY[availability.changed[i]] || 'held';
+    });
+  } else {
+    ctx.status = [...availability.seats].map((char) => AVAILABILITY[char] || 'held');
+  }
+  ctx.version = availability.version;
   const free = ctx.status.filter((status) => status === 'free').length;
   ctx.soldOut = free === 0;
   $('show-sales').textContent = `${SALES[ctx.show.status] || ctx.show.status} ${plural(free, 'seat', 'seats')} of ${ctx.status.length} free.`;

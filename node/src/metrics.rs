@@ -26,6 +26,9 @@
 //! - `booking_seat_map_builds_total{api, fresh}`: seat maps built for sharing
 //!   (`crate::seat_maps`), by API (`grpc`, `rest`) and whether the replica had confirmed it was
 //!   fresh; under a stampede of readers it grows by one per show per refresh, not per reader.
+//!   `booking_seat_map_answers_total{api, form}` counts the shared maps served, by the form they
+//!   went out in (`whole`, `compact`: 2 bits per seat, `changes`: only the seats changed since
+//!   the caller's map), which says how often readers' maps were ones the node could patch.
 //! - `booking_outbox_deliveries_total{sink, result}`,
 //!   `booking_outbox_delivery_latency_seconds{sink}` (event log time to delivery) and, for
 //!   offers alone, `booking_offer_delivery_latency_seconds{sink}` (offer made to offer
@@ -198,6 +201,7 @@ struct Inner {
     delivery_latency: Histograms<SinkLabels>,
     offer_delivery_latency: Histograms<SinkLabels>,
     seat_map_builds: Family<SeatMapBuildLabels, Counter>,
+    seat_map_answers: Family<SeatMapAnswerLabels, Counter>,
     shed: Family<ShedLabels, Counter>,
 }
 
@@ -210,6 +214,12 @@ struct ShedLabels {
 struct SeatMapBuildLabels {
     api: &'static str,
     fresh: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SeatMapAnswerLabels {
+    api: &'static str,
+    form: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -309,6 +319,13 @@ impl Metrics {
              confirmed fresh (true, false)",
             seat_map_builds.clone(),
         );
+        let seat_map_answers = Family::<SeatMapAnswerLabels, Counter>::default();
+        registry.register(
+            "booking_seat_map_answers",
+            "Shared seat maps served, by API (grpc, rest) and the form they went out in (whole; \
+             compact: 2 bits per seat; changes: only the seats changed since the caller's map)",
+            seat_map_answers.clone(),
+        );
         let shed = Family::<ShedLabels, Counter>::default();
         registry.register(
             "booking_shed",
@@ -330,6 +347,7 @@ impl Metrics {
                 delivery_latency,
                 offer_delivery_latency,
                 seat_map_builds,
+                seat_map_answers,
                 shed,
             }),
         }
@@ -344,6 +362,11 @@ impl Metrics {
     pub fn record_seat_map_build(&self, api: &'static str, fresh: bool) {
         let labels = SeatMapBuildLabels { api, fresh: if fresh { "true" } else { "false" } };
         self.inner.seat_map_builds.get_or_create(&labels).inc();
+    }
+
+    /// Counts one shared seat map served by `api` in `form` (`whole`, `compact`, `changes`).
+    pub fn record_seat_map_answer(&self, api: &'static str, form: &'static str) {
+        self.inner.seat_map_answers.get_or_create(&SeatMapAnswerLabels { api, form }).inc();
     }
 
     /// Counts one outbox event sent to `sink` with `result` (`delivered`, `failed`,

@@ -37,7 +37,7 @@ use crate::api::convert;
 use crate::error::ApiError;
 use crate::limits::RouteClass;
 use crate::operations::{self, Freshness};
-use crate::seat_maps::SeatMaps;
+use crate::seat_maps::{SeatMaps, Source};
 use crate::service::Service;
 use crate::{input, names, sessions, watch};
 
@@ -177,9 +177,15 @@ impl BookingService for BookingApi {
                 self.service.read_linearizable(show, read).await?
             } else if request.cached {
                 // Rebuilt once per show at a time, at most every 50 ms, labelled fresh when
-                // this replica confirmed it has every acknowledged write.
-                let built = self.seat_maps.shared(&self.service, show, false).await?;
-                let mut map = SeatMapReply::clone(&built.map);
+                // this replica confirmed it has every acknowledged write; only what changed
+                // since the caller's map when this node can tell.
+                let since = (request.since_log_index != 0)
+                    .then_some((request.since_group_id, request.since_log_index));
+                let (built, encoded) = self
+                    .seat_maps
+                    .shared_as(&self.service, show, false, since, request.compact)
+                    .await?;
+                let mut map = SeatMapReply::clone(&encoded);
                 map.fresh = built.fresh;
                 return Ok(Response::new(map));
             } else {
@@ -729,6 +735,6 @@ impl BookingService for BookingApi {
 }
 
 /// A show's packed map as the gRPC skin sends it (before `linearizable` and `fresh` are set).
-fn packed_map(map: &statemachine::SeatMap) -> SeatMapReply {
-    convert::packed_seat_map_reply(map, false)
+fn packed_map(source: &Source<'_>) -> SeatMapReply {
+    convert::packed_seat_map_reply(source)
 }

@@ -24,6 +24,7 @@ use crate::operations::{
     WaitlistPolicyView,
 };
 use crate::search::{SEARCH_LIMIT_DEFAULT, SearchQuery, Sort};
+use crate::seat_maps::{Form, Source};
 use crate::service::{ShowSetup, checked_spec};
 
 /// The show and the hold request of a `Hold` message (or of a `HoldMany` item): its seats
@@ -208,14 +209,50 @@ pub fn seat_map_reply(map: &SeatMap, linearizable: bool) -> pb::SeatMapReply {
     }
 }
 
-/// A seat map in the packed form (`SeatMapRequest.packed`): a byte per seat for its status and
-/// one for its class; `seats` and `classes` stay empty.
-pub fn packed_seat_map_reply(map: &SeatMap, linearizable: bool) -> pb::SeatMapReply {
-    let states: Vec<u8> = map.seats.iter().map(|seat| seat_status(*seat) as u8).collect();
-    pb::SeatMapReply {
-        seat_states: states.into(),
-        seat_classes: map.classes.clone().into(),
-        ..seat_map_header(map, linearizable)
+/// A seat map in a packed form (`SeatMapRequest.packed`), as `source.form` asks: whole, a byte
+/// per seat for its status and one for its class; compact, 2 bits per seat and no classes; or
+/// only the changed seats. `seats` and `classes` stay empty.
+pub fn packed_seat_map_reply(source: &Source<'_>) -> pb::SeatMapReply {
+    let map = source.map;
+    let header = pb::SeatMapReply {
+        group_id: source.group,
+        seat_count: u32::try_from(map.seats.len()).expect("a show has at most 100,000 seats"),
+        ..seat_map_header(map, false)
+    };
+    match source.form {
+        Form::Full => {
+            let states: Vec<u8> = map.seats.iter().map(|seat| seat_status(*seat) as u8).collect();
+            pb::SeatMapReply {
+                seat_states: states.into(),
+                seat_classes: map.classes.clone().into(),
+                ..header
+            }
+        }
+        Form::Compact => {
+            let mut bits = vec![0u8; map.seats.len().div_ceil(4)];
+            for (seat, status) in map.seats.iter().enumerate() {
+                // SeatStatus numbers 1..=4 in 2 bits: 0..=3.
+                let value = (seat_status(*status) as u8 - 1) & 0b11;
+                bits[seat / 4] |= value << ((seat % 4) * 2);
+            }
+            pb::SeatMapReply { seat_bits: bits.into(), ..header }
+        }
+        Form::Changes { since } => {
+            let mut previous = 0;
+            let mut gaps = Vec::with_capacity(source.changed.len());
+            let mut states = Vec::with_capacity(source.changed.len());
+            for &seat in source.changed {
+                gaps.push(seat - previous);
+                previous = seat;
+                states.push(seat_status(map.seats[seat as usize]) as u8);
+            }
+            pb::SeatMapReply {
+                changes_since_log_index: since,
+                changed_seats: gaps,
+                changed_states: states.into(),
+                ..header
+            }
+        }
     }
 }
 
@@ -864,10 +901,23 @@ mod tests {
             ],
             as_of: AS_OF,
         };
-        let packed = packed_seat_map_reply(&map, false);
+        let source = |form, changed| Source { map: &map, group: 3, form, changed };
+        let packed = packed_seat_map_reply(&source(Form::Full, &[]));
         assert_eq!(packed.seat_states.as_ref(), [1, 2, 3, 4]);
         assert_eq!(packed.seat_classes.as_ref(), [0, 0, 0, 0]);
         assert!(packed.seats.is_empty() && packed.classes.is_empty() && !packed.linearizable);
+        assert_eq!((packed.group_id, packed.seat_count, packed.changes_since_log_index), (3, 4, 0));
+        // Compact: 2 bits per seat, seat 0 lowest; free 0, held 1, booked 2, reserved 3.
+        let compact = packed_seat_map_reply(&source(Form::Compact, &[]));
+        assert_eq!(compact.seat_bits.as_ref(), [0b11_10_01_00]);
+        assert!(compact.seat_states.is_empty() && compact.seat_classes.is_empty());
+        assert_eq!(compact.seat_count, 4);
+        // Changes: distances from the previous changed seat, and each one's status now.
+        let changes = packed_seat_map_reply(&source(Form::Changes { since: 5 }, &[1, 3]));
+        assert_eq!(changes.changes_since_log_index, 5);
+        assert_eq!(changes.changed_seats, [1, 2]);
+        assert_eq!(changes.changed_states.as_ref(), [2, 4]);
+        assert!(changes.seat_states.is_empty() && changes.seat_bits.is_empty());
         let reply = seat_map_reply(&map, true);
         assert_eq!(reply.status, "on_sale");
         assert!(reply.linearizable);

@@ -40,6 +40,10 @@ async fn rest_seat_maps_for_browsers() -> io::Result<()> {
             availability_is_tagged_and_revalidated(&api).await,
         );
         report.check(
+            "a_caller_with_a_map_gets_only_the_changes",
+            a_caller_with_a_map_gets_only_the_changes(&api).await,
+        );
+        report.check(
             "a_stampede_costs_one_rebuild_at_a_time",
             a_stampede_costs_one_rebuild_at_a_time(&api).await,
         );
@@ -131,7 +135,7 @@ async fn availability_agrees_with_geometry_and_the_map(api: &Api) -> io::Result<
     Ok(())
 }
 
-/// `ETag` names the position (`"<show>-<log index>"`, the same on every replica of it),
+/// `ETag` names the position (`"<show>-<group>.<log index>"`, the same on every replica of it),
 /// `Cache-Control` lets a browser keep it for one second, `If-None-Match` gets a `304` until a
 /// write changes the map, and then a new tag.
 async fn availability_is_tagged_and_revalidated(api: &Api) -> io::Result<()> {
@@ -140,7 +144,9 @@ async fn availability_is_tagged_and_revalidated(api: &Api) -> io::Result<()> {
     let body = first.expect(200)?.clone();
     let etag = first.header("etag").unwrap_or_default().to_owned();
     let index = body["as_of"]["log_index"].as_u64().unwrap_or(0);
-    ensure!(etag == format!("\"{SHOWS}-{index}\""), "ETag {etag} for {body}");
+    let version = body["version"].as_str().unwrap_or_default();
+    ensure!(version == format!("1.{index}"), "version {version} for {body}");
+    ensure!(etag == format!("\"{SHOWS}-{version}\""), "ETag {etag} for {body}");
     let cache = first.header("cache-control").unwrap_or_default();
     ensure!(cache.contains("max-age=1"), "Cache-Control: {cache}");
     let again = api
@@ -168,6 +174,60 @@ async fn availability_is_tagged_and_revalidated(api: &Api) -> io::Result<()> {
         })
     })
     .await
+}
+
+/// `?since=<version>` of a map this node built: only the seats changed since, which patch the
+/// kept letters into the whole map of the same version; a `since` that is not a version is
+/// refused with `400`.
+async fn a_caller_with_a_map_gets_only_the_changes(api: &Api) -> io::Result<()> {
+    let node = api.follower(1).await?;
+    let first = api.on(node, Method::GET, &availability_path()).send().await?;
+    let body = first.expect(200)?.clone();
+    let mut letters: Vec<char> = body["seats"].as_str().unwrap_or_default().chars().collect();
+    let since = body["version"].as_str().unwrap_or_default().to_owned();
+    ensure!(letters.len() == 10 && letters[5] == 'F', "seat 5 before its hold: {body}");
+    hold(api, &[5]).await?;
+    let path = format!("{}?since={since}", availability_path());
+    let (changes, whole) = wait_for("changes with seat 5 held", WAIT, async || {
+        let changes = api.on(node, Method::GET, &path).send().await?;
+        let changes = changes.expect(200)?.clone();
+        let whole = api.on(node, Method::GET, &availability_path()).send().await?;
+        let whole = whole.expect(200)?.clone();
+        let seats = changes["changed_seats"].as_array().cloned().unwrap_or_default();
+        Ok(if changes["version"] == whole["version"] && seats.contains(&json!(5)) {
+            Ok((changes, whole))
+        } else {
+            Err(format!("changes {changes}, whole map {whole}"))
+        })
+    })
+    .await?;
+    ensure!(changes["changes_since"] == json!(since), "changes since {since}: {changes}");
+    ensure!(changes.get("seats").is_none(), "changes only: {changes}");
+    let seats = changes["changed_seats"].as_array().cloned().unwrap_or_default();
+    let now: Vec<char> = changes["changed"].as_str().unwrap_or_default().chars().collect();
+    ensure!(seats.len() == now.len(), "a status per changed seat: {changes}");
+    for (seat, status) in seats.iter().zip(now) {
+        let seat = seat.as_u64().unwrap_or(u64::MAX) as usize;
+        ensure!(seat < letters.len(), "seat {seat} out of range: {changes}");
+        letters[seat] = status;
+    }
+    let patched: String = letters.into_iter().collect();
+    ensure!(patched.chars().nth(5) == Some('H'), "seat 5 after its hold: {patched}");
+    ensure!(Some(patched.as_str()) == whole["seats"].as_str(), "{patched} patched, {whole}");
+    let metrics = api.on(node, Method::GET, "/metrics").send().await?;
+    let counted = metrics.text.lines().any(|line| {
+        line.starts_with("booking_seat_map_answers_total{")
+            && line.contains("api=\"rest\"")
+            && line.contains("form=\"changes\"")
+            && line.rsplit(' ').next().and_then(|n| n.parse::<u64>().ok()).is_some_and(|n| n >= 1)
+    });
+    ensure!(counted, "answers with changes counted: {}", metrics.text);
+    for bad in ["x", "1", "1.0", "1.2.3"] {
+        let path = format!("{}?since={bad}", availability_path());
+        let answer = api.on(node, Method::GET, &path).send().await?;
+        answer.expect_error(400, "invalid_argument")?;
+    }
+    Ok(())
 }
 
 /// The `rest` seat-map builds counted by `/metrics` on `node`, fresh or not.

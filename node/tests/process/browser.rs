@@ -275,7 +275,7 @@ async fn a_buyer_searches_holds_pays_and_sees_the_seats_booked(
 }
 
 /// Another browser (another buyer) opening the show on another node sees A5 and A6 taken and
-/// cannot select them.
+/// cannot select them, and sees A7 taken once a third buyer holds it.
 async fn a_second_browser_sees_them_taken(api: &Api, browser: &Client) -> io::Result<()> {
     browser.goto(&page(api, 3, &format!("/#/shows/{SHOW}"))?).await.map_err(io::Error::other)?;
     for seat in ["A5", "A6"] {
@@ -285,6 +285,15 @@ async fn a_second_browser_sees_them_taken(api: &Api, browser: &Client) -> io::Re
     let selected = browser.find_all(Locator::Css("#seatmap [data-status='selected']")).await;
     ensure!(selected.map_err(io::Error::other)?.is_empty(), "a booked seat was selectable");
     screenshot(browser, "second-buyer").await?;
+    // A third buyer holds A7 (seat 6) over REST while the page is open: the page's next poll
+    // asks only for what changed since its map and paints the seat held.
+    let third = api.session().await?;
+    let group = api.on(1, Method::GET, &format!("/v1/shows/{SHOW}")).send().await?;
+    let group = group.expect(200)?["group_id"].as_u64().unwrap_or(1);
+    let hold = api.to_leader(group, Method::POST, &format!("/v1/shows/{SHOW}/holds")).await?;
+    let body = json!({"seats": [6], "price_version": 1});
+    hold.token(&third).key(&api.key("third")).json(&body).send().await?.expect(201)?;
+    element(browser, "#seatmap [data-seat='A7'][data-status='held']").await?;
     Ok(())
 }
 

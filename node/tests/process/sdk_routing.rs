@@ -12,11 +12,13 @@
 
 use std::io;
 
-use ::client::{NewShow, SeatStatus};
+use ::client::{NewShow, Refreshed, SeatStatus};
 use proto::booking::SeatMapRequest;
 use proto::booking::booking_service_client::BookingServiceClient;
+use testkit::wait_for;
 use tonic::Code;
 
+use crate::WAIT;
 use crate::assert_converged;
 use crate::client::booking_code;
 use crate::rest::{PRICE_VERSION, ensure};
@@ -85,6 +87,7 @@ async fn follows_leader_hints_and_skips_a_dead_node(sdk: &Sdk) -> io::Result<()>
         "the seat map came from the leader {leader_address}: {:?}",
         maps_via_follower.addresses()
     );
+    a_kept_map_follows_the_changes(sdk, follower, show_id).await?;
     let checkout = expect_ok(
         "a checkout via the follower",
         via_follower.checkout(&buyer, show_id, hold.hold_id, Some(&sdk.key("checkout"))).await,
@@ -109,6 +112,33 @@ async fn follows_leader_hints_and_skips_a_dead_node(sdk: &Sdk) -> io::Result<()>
 
     sdk.cluster.restart(doomed).await?;
     assert_converged(&sdk.cluster).await?;
+    Ok(())
+}
+
+/// A map kept by a client of `follower` only (seats 1 and 2 held): after a hold of seat 3 the
+/// follower sends only the seats changed since the map's position, and the patched map is the
+/// replica's whole map.
+async fn a_kept_map_follows_the_changes(sdk: &Sdk, follower: u64, show_id: u64) -> io::Result<()> {
+    let reader = sdk.client_of(&[follower])?;
+    let mut kept = expect_ok("follow the seat map", reader.follow_seat_map(show_id).await)?;
+    ensure!(kept.classes.len() == 20 && kept.seats.len() == 20, "{kept:?}");
+    // Another client holds, so that the reader never learns the leader and keeps asking the
+    // follower, whose rebuilds its map's positions are.
+    let buyer = expect_ok("a session", sdk.client.create_session().await)?;
+    let hold = expect_ok(
+        "a hold of seat 3",
+        sdk.client.hold(&buyer, show_id, &[3], PRICE_VERSION, Some(&sdk.key("hold"))).await,
+    )?;
+    let held = SeatStatus::Held as u8;
+    let refreshed = wait_for("the kept map with seat 3 held", WAIT, async || {
+        let refreshed = expect_ok("refresh", reader.refresh_seat_map(&mut kept).await)?;
+        Ok(if kept.seats[3] == held { Ok(refreshed) } else { Err(format!("{kept:?}")) })
+    })
+    .await?;
+    ensure!(matches!(refreshed, Refreshed::Changes(n) if n >= 1), "{refreshed:?}: {kept:?}");
+    ensure!(kept.as_of_log_index >= hold.as_of_log_index && kept.group_id == 1, "{kept:?}");
+    let taken: Vec<usize> = (0..20).filter(|&seat| kept.seats[seat] != 1).collect();
+    ensure!(taken == [1, 2, 3], "seats 1 to 3 held, no other taken: {kept:?}");
     Ok(())
 }
 

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use client::{Client, Error, ErrorCode, NewShow, SeatStatus, ShowPolicy};
+use client::{Client, Error, ErrorCode, LiveSeatMap, NewShow, SeatStatus, ShowPolicy};
 use tempfile::TempDir;
 use testkit::{Addressing, Cluster, ClusterOptions};
 
@@ -69,7 +69,7 @@ impl ClusterBackend {
             .prefix("cluster-")
             .tempdir_in(&options.data_dir)
             .map_err(BenchError::io("make the cluster's directory"))?;
-        let cluster_options = ClusterOptions {
+        let mut cluster_options = ClusterOptions {
             groups: options.cluster_groups,
             addressing: Addressing::Fixed { ip_base: IP_BASE, port_base: PORT_BASE },
             clock_skew: false,
@@ -82,6 +82,7 @@ impl ClusterBackend {
                 .collect(),
             ..ClusterOptions::new(3, dir.path())
         };
+        refuse_a_verify_build(&mut cluster_options)?;
         let cluster = Cluster::start(cluster_options)
             .await
             .map_err(|error| BenchError::backend(name, error))?;
@@ -167,6 +168,33 @@ impl Backend for ClusterBackend {
     }
 }
 
+/// Refuses to measure a `bookingd` built with `statemachine/verify` (its `--version` says
+/// `(verify)`): it checks every invariant of the whole state after every entry, which on a
+/// show of 50,000 seats is most of the machine. `cargo test` builds the binaries that way (the
+/// feature is the tests' dev-dependency), so a `bookingd` left by a test run must be rebuilt
+/// with `cargo build --release --workspace --bins` before a benchmark.
+fn refuse_a_verify_build(options: &mut ClusterOptions) -> Result<(), BenchError> {
+    let binary = options.binary_path().map_err(|error| BenchError::backend(NAME, error))?;
+    let output = std::process::Command::new(&binary)
+        .arg("--version")
+        .output()
+        .map_err(BenchError::io(format!("{} --version", binary.display())))?;
+    let version = String::from_utf8_lossy(&output.stdout);
+    if version.contains("(verify)") {
+        return Err(BenchError::backend(
+            NAME,
+            format!(
+                "{} is a verify build ({}), which checks every invariant after every entry; \
+                 rebuild it without: cargo build --release --workspace --bins",
+                binary.display(),
+                version.trim()
+            ),
+        ));
+    }
+    options.bin_dir = binary.parent().map(std::path::Path::to_path_buf);
+    Ok(())
+}
+
 /// Waits until show `show_id` is readable and returns its price version.
 async fn ready_price_version(client: &Client, show_id: u64) -> Result<u32, BenchError> {
     let deadline = tokio::time::Instant::now() + SHOW_READY_WAIT;
@@ -211,9 +239,10 @@ pub struct ClusterWorker {
     key: String,
 }
 
-/// A reader: a client of one node.
+/// A reader: a client of one node and the maps it keeps, by show index.
 pub struct ClusterReader {
     client: Client,
+    maps: Vec<Option<LiveSeatMap>>,
 }
 
 impl ClusterRun {
@@ -293,17 +322,25 @@ impl Target for ClusterRun {
 
     async fn reader(&self, index: u32) -> Result<Option<ClusterReader>, BenchError> {
         let (_, client) = &self.readers[index as usize % self.readers.len()];
-        Ok(Some(ClusterReader { client: client.clone() }))
+        Ok(Some(ClusterReader { client: client.clone(), maps: vec![None; self.shows.len()] }))
     }
 
     async fn read_map(&self, reader: &mut ClusterReader, show: u32) -> Result<u64, String> {
         let show_id = self.shows.get(show as usize).copied().ok_or("no such show")?;
-        // The packed form, as a front end that hands maps on would read them: a byte per seat.
-        let map =
-            reader.client.get_seat_map_packed(show_id).await.map_err(|error| error.to_string())?;
-        let (held, booked) = (SeatStatus::Held as u8, SeatStatus::Booked as u8);
-        let taken = map.seat_states.iter().filter(|&&state| state == held || state == booked);
-        Ok(taken.count() as u64)
+        let kept = reader.maps.get_mut(show as usize).ok_or("no such show")?;
+        // As a front end keeps a map: the whole map once, then what changed since the map's
+        // position (or, when the node cannot tell, the whole map in 2 bits per seat).
+        let map = match kept {
+            Some(map) => {
+                reader.client.refresh_seat_map(map).await.map_err(|error| error.to_string())?;
+                map
+            }
+            None => {
+                let map = reader.client.follow_seat_map(show_id).await;
+                kept.insert(map.map_err(|error| error.to_string())?)
+            }
+        };
+        Ok((map.seats.len() - map.count(SeatStatus::Free)) as u64)
     }
 
     async fn final_state(&self) -> Result<Vec<HeldSeat>, BenchError> {
@@ -342,8 +379,9 @@ impl Target for ClusterRun {
              directly (no fault proxies), one SDK client shared by every worker, a fresh \
              session every {HOLDS_PER_SESSION} holds, hold TTL {} s; final state from \
              linearizable seat maps (status only: any seat not free counts as held); map \
-             readers read any replica (get_seat_map_packed: a byte per seat, labelled as_of), \
-             spread over the nodes; a snapshot every {} entries per group{}",
+             readers read any replica, spread over the nodes, each keeping its map and asking \
+             for what changed since its position (follow_seat_map, then refresh_seat_map: the \
+             changed seats, or the whole map in 2 bits per seat when the node cannot tell); a snapshot every {} entries per group{}",
             self.groups,
             self.hold_ttl.as_secs(),
             self.snapshot_logs,

@@ -184,9 +184,17 @@ impl Group {
     pub fn seat_map(&self, show: ShowId) -> Result<SeatMap, Rejection> {
         let found = self.show_for_read(show)?;
         let now = self.log_time_ms;
+        // A held seat reads free only once its hold is overdue and nobody waits for a seat.
+        // The deadline index holds every live hold's deadline (an invariant), so when its
+        // earliest is still ahead, or someone waits, every held seat reads held without
+        // looking its hold up: a map of a busy show is built per seat, not per hold lookup.
+        let none_overdue =
+            found.hold_deadlines.first().is_none_or(|&(deadline_ms, _)| deadline_ms > now);
+        let held_stays_held = none_overdue || !found.waitlist.waiting.is_empty();
         let seats = (0..found.seat_count())
             .map(|seat| match found.seats[seat as usize] {
                 Seat::Free => SeatStatus::Free,
+                Seat::Held(_) if held_stays_held => SeatStatus::Held,
                 Seat::Held(_) if found.seat_claimable(seat, now) => SeatStatus::Free,
                 Seat::Held(_) => SeatStatus::Held,
                 Seat::Booked(_) => SeatStatus::Booked,

@@ -1275,7 +1275,16 @@ fn the_seat_map_is_labelled_as_of_and_shows_overdue_holds_as_free() {
         vec![SeatStatus::Held, SeatStatus::Booked, SeatStatus::Free, SeatStatus::Free]
     );
     assert_eq!(map.as_of, AsOf { log_index: h.index, log_time_ms: h.now });
+    // Overdue but not yet expired by a tick (another entry moved log time on): free already,
+    // while a live hold whose deadline is ahead still reads held.
     h.advance(5 * MINUTE);
+    h.held(show, 3, 3, &[2]);
+    let map = h.group.seat_map(show).unwrap();
+    assert!(matches!(h.group.show(show).unwrap().seats[0], statemachine::Seat::Held(_)));
+    assert_eq!(
+        map.seats,
+        vec![SeatStatus::Free, SeatStatus::Booked, SeatStatus::Held, SeatStatus::Free]
+    );
     h.tick().unwrap();
     let map = h.group.seat_map(show).unwrap();
     assert_eq!(map.seats[0], SeatStatus::Free);

@@ -64,9 +64,21 @@ use crate::service::Service;
 pub use error::ErrorBody;
 pub use extract::{BODY_BYTES_MAX, Idempotency, JsonBody, Operator, Session};
 
-/// What every REST handler gets.
+/// What every REST handler gets: shared, so that handing it to a request (axum clones the
+/// state for every one) is one reference count, not a clone of the service and an HTTP client.
 #[derive(Clone)]
-pub struct RestState {
+pub struct RestState(Arc<RestShared>);
+
+impl std::ops::Deref for RestState {
+    type Target = RestShared;
+
+    fn deref(&self) -> &RestShared {
+        &self.0
+    }
+}
+
+/// What [`RestState`] shares.
+pub struct RestShared {
     /// The booking operations.
     pub service: Service,
     /// Each show's availability, encoded once per rebuild.
@@ -86,13 +98,13 @@ impl RestState {
         let metrics = service.shared().metrics.clone();
         let availability = SeatMaps::new(availability::encode, "rest", metrics);
         let roots = service.shared().config.node_roots.clone();
-        RestState {
+        RestState(Arc::new(RestShared {
             node_scheme: if roots.is_some() { "https" } else { "http" },
             http: HttpClient::with_roots(dialer, ops::PEER_VIEW_TIMEOUT, roots),
             service,
             availability: Arc::new(availability),
             progress: Arc::default(),
-        }
+        }))
     }
 }
 

@@ -22,6 +22,8 @@ use crate::bench::{Backend, BenchError, HeldSeat, Options, Outcome, StateCosts, 
 const NAME: &str = "cluster";
 /// The same cluster without TLS on its client port.
 const PLAIN_NAME: &str = "cluster-plain";
+/// The same cluster driven over REST, as a front end in another language would.
+const REST_NAME: &str = "cluster-rest";
 
 /// Live holds one session may have in a show: the cluster's maximum.
 pub const HOLDS_PER_SESSION: u32 = statemachine::limits::HOLDS_PER_SESSION_MAX;
@@ -43,8 +45,10 @@ const SHOW_READY_WAIT: Duration = Duration::from_secs(20);
 
 /// The started cluster.
 pub struct ClusterBackend {
-    /// `cluster`, or `cluster-plain` without TLS on the client port.
+    /// `cluster`, `cluster-plain` without TLS on the client port, or `cluster-rest`.
     name: &'static str,
+    /// Whether the workers hold over REST (`cluster-rest`) rather than through the SDK.
+    rest: bool,
     cluster: Cluster,
     groups: u64,
     snapshot_logs: u64,
@@ -55,14 +59,23 @@ pub struct ClusterBackend {
 
 impl ClusterBackend {
     /// Starts three nodes with `options.cluster_groups` data groups, serving their clients
-    /// over TLS when `tls` (the SDK then trusts the cluster's CA), and waits for leaders.
+    /// over TLS when `tls` (the SDK then trusts the cluster's CA), and waits for leaders; with
+    /// `rest`, its runs hold over REST.
     ///
     /// # Errors
     ///
     /// When the data directory cannot be made, `bookingd` is missing, or the cluster does not
     /// come up.
-    pub async fn start(options: &Options, tls: bool) -> Result<ClusterBackend, BenchError> {
-        let name = if tls { NAME } else { PLAIN_NAME };
+    pub async fn start(
+        options: &Options,
+        tls: bool,
+        rest: bool,
+    ) -> Result<ClusterBackend, BenchError> {
+        let name = match (rest, tls) {
+            (true, _) => REST_NAME,
+            (false, true) => NAME,
+            (false, false) => PLAIN_NAME,
+        };
         std::fs::create_dir_all(&options.data_dir)
             .map_err(BenchError::io(format!("create {}", options.data_dir.display())))?;
         let dir = tempfile::Builder::new()
@@ -88,6 +101,7 @@ impl ClusterBackend {
             .map_err(|error| BenchError::backend(name, error))?;
         Ok(ClusterBackend {
             name,
+            rest,
             cluster,
             groups: options.cluster_groups,
             snapshot_logs: options.snapshot_logs,
@@ -148,7 +162,20 @@ impl Backend for ClusterBackend {
             .map_err(|error| BenchError::backend(NAME, error))?;
         let ca = self.cluster.options().client_tls.then(|| self.cluster.ca_certificate());
         let http = crate::http::client(ca).map_err(|error| BenchError::backend(NAME, error))?;
+        let rest = if self.rest {
+            let bases = self
+                .cluster
+                .node_ids()
+                .into_iter()
+                .map(|id| self.cluster.url(id, ""))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|error| BenchError::backend(REST_NAME, error))?;
+            Some(bases)
+        } else {
+            None
+        };
         Ok(ClusterRun {
+            rest,
             client,
             readers,
             metrics,
@@ -211,6 +238,9 @@ async fn ready_price_version(client: &Client, show_id: u64) -> Result<u32, Bench
 
 /// One run's shows and clients.
 pub struct ClusterRun {
+    /// With `cluster-rest`: each node's base URL; worker `i` sends to node `i` mod their number,
+    /// as a load balancer in front of the nodes would spread buyers.
+    rest: Option<Vec<String>>,
     /// Shared by every worker: clones share its channels and leader cache, and the SDK may
     /// batch concurrent holds into one call.
     client: Client,
@@ -232,6 +262,8 @@ pub struct ClusterRun {
 
 /// A worker: its session and how many holds it may still have in it.
 pub struct ClusterWorker {
+    /// With `cluster-rest`: the base URL of the node it sends to.
+    base: Option<String>,
     token: String,
     /// Holds made in this session that may be live (acknowledged or of unknown outcome).
     live_holds: u32,
@@ -246,6 +278,76 @@ pub struct ClusterReader {
 }
 
 impl ClusterRun {
+    /// A new session: over REST from the node at `base`, else through the SDK.
+    async fn new_session(&self, base: Option<&str>) -> Result<String, BenchError> {
+        let Some(base) = base else {
+            return self
+                .client
+                .create_session()
+                .await
+                .map_err(|error| BenchError::backend(NAME, format!("create a session: {error}")));
+        };
+        let failed = |error: String| BenchError::backend(REST_NAME, format!("a session: {error}"));
+        let answer = self.http.post(format!("{base}/v1/sessions")).json(&serde_json::json!({}));
+        let answer = answer.send().await.map_err(|error| failed(error.to_string()))?;
+        let answer = answer.error_for_status().map_err(|error| failed(error.to_string()))?;
+        let body: serde_json::Value =
+            answer.json().await.map_err(|error| failed(error.to_string()))?;
+        body["token"].as_str().map(str::to_owned).ok_or_else(|| failed(format!("{body}")))
+    }
+
+    /// `attempt` as one REST request from `worker`'s session with its own idempotency key: 201
+    /// held, 409 `seat_unavailable` a conflict, another 4xx refused (nothing changed), and a
+    /// 5xx or a lost request of unknown outcome.
+    async fn rest_attempt(&self, worker: &mut ClusterWorker, attempt: &Attempt) -> Outcome {
+        let index = attempt.show as usize;
+        let (Some(base), Some(&show_id), Some(&price_version)) =
+            (worker.base.as_deref(), self.shows.get(index), self.price_versions.get(index))
+        else {
+            return Outcome::Failed("no such show".to_owned());
+        };
+        let (seats, used) = attempt.seat_array();
+        worker.key.clear();
+        let _ = write!(worker.key, "bench-{}-{:x}", self.run, attempt.id);
+        let body = serde_json::json!({"seats": &seats[..used], "price_version": price_version});
+        let sent = self
+            .http
+            .post(format!("{base}/v1/shows/{show_id}/holds"))
+            .bearer_auth(&worker.token)
+            .header("idempotency-key", &worker.key)
+            .json(&body)
+            .send()
+            .await;
+        let answer = match sent {
+            Ok(answer) => answer,
+            Err(error) => {
+                worker.live_holds += 1;
+                return Outcome::Unknown(format!("http {}", error_kind(&error)));
+            }
+        };
+        let status = answer.status();
+        if status == reqwest::StatusCode::CREATED {
+            worker.live_holds += 1;
+            return Outcome::Held;
+        }
+        let code = answer
+            .json::<serde_json::Value>()
+            .await
+            .ok()
+            .and_then(|body| body["code"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        if status.is_client_error() {
+            if code == "seat_unavailable" {
+                Outcome::Conflict
+            } else {
+                Outcome::Failed(format!("{} {code}", status.as_u16()))
+            }
+        } else {
+            worker.live_holds += 1;
+            Outcome::Unknown(format!("{} {code}", status.as_u16()))
+        }
+    }
+
     /// Whether `error` is a clean seat conflict, and otherwise its label.
     fn outcome_of(error: &Error) -> Outcome {
         match error {
@@ -268,29 +370,26 @@ impl Target for ClusterRun {
     type Worker = ClusterWorker;
     type Reader = ClusterReader;
 
-    async fn worker(&self, _index: u32) -> Result<ClusterWorker, BenchError> {
-        let token = self
-            .client
-            .create_session()
-            .await
-            .map_err(|error| BenchError::backend(NAME, format!("create a session: {error}")))?;
-        Ok(ClusterWorker { token, live_holds: 0, key: String::with_capacity(48) })
+    async fn worker(&self, index: u32) -> Result<ClusterWorker, BenchError> {
+        let base = self.rest.as_ref().map(|bases| bases[index as usize % bases.len()].clone());
+        let token = self.new_session(base.as_deref()).await?;
+        Ok(ClusterWorker { base, token, live_holds: 0, key: String::with_capacity(48) })
     }
 
     async fn maintain(&self, worker: &mut ClusterWorker) -> Result<(), BenchError> {
         // A session may have at most HOLDS_PER_SESSION live holds per show; holds outlive the
         // run, so a worker moves to a fresh session before it would be refused.
         if worker.live_holds >= HOLDS_PER_SESSION {
-            worker.token =
-                self.client.create_session().await.map_err(|error| {
-                    BenchError::backend(NAME, format!("rotate session: {error}"))
-                })?;
+            worker.token = self.new_session(worker.base.as_deref()).await?;
             worker.live_holds = 0;
         }
         Ok(())
     }
 
     async fn attempt(&self, worker: &mut ClusterWorker, attempt: &Attempt) -> Outcome {
+        if worker.base.is_some() {
+            return self.rest_attempt(worker, attempt).await;
+        }
         let index = attempt.show as usize;
         let (Some(&show_id), Some(&price_version)) =
             (self.shows.get(index), self.price_versions.get(index))
@@ -321,6 +420,9 @@ impl Target for ClusterRun {
     }
 
     async fn reader(&self, index: u32) -> Result<Option<ClusterReader>, BenchError> {
+        if self.rest.is_some() {
+            return Ok(None);
+        }
         let (_, client) = &self.readers[index as usize % self.readers.len()];
         Ok(Some(ClusterReader { client: client.clone(), maps: vec![None; self.shows.len()] }))
     }
@@ -374,7 +476,20 @@ impl Target for ClusterRun {
     }
 
     fn notes(&self) -> Vec<String> {
-        vec![format!(
+        let mut notes = Vec::new();
+        if self.rest.is_some() {
+            notes.push(
+                "cluster-rest: the cluster below, but every attempt is one REST request (POST \
+                 /v1/shows/{id}/holds with the worker's session token and its own \
+                 Idempotency-Key) over https with one connection pool shared by the workers, \
+                 worker i sending to node i mod 3 as a load balancer would spread buyers (a \
+                 node that does not lead the show forwards the request to its leader, one hop); \
+                 201 is a hold, 409 seat_unavailable a conflict, another 4xx a refusal, a 5xx or \
+                 a lost request an unknown outcome; no map readers"
+                    .to_owned(),
+            );
+        }
+        notes.push(format!(
             "cluster: 3 bookingd nodes on 127.0.0.1-3:{PORT_BASE}, {} data groups, peers dialled \
              directly (no fault proxies), one SDK client shared by every worker, a fresh \
              session every {HOLDS_PER_SESSION} holds, hold TTL {} s; final state from \
@@ -390,7 +505,19 @@ impl Target for ClusterRun {
             } else {
                 format!("; nodes also run with {}", self.args.join(" "))
             },
-        )]
+        ));
+        notes
+    }
+}
+
+/// A short label of a failed HTTP request.
+fn error_kind(error: &reqwest::Error) -> &'static str {
+    if error.is_timeout() {
+        "timeout"
+    } else if error.is_connect() {
+        "connect"
+    } else {
+        "transport"
     }
 }
 

@@ -195,9 +195,10 @@ impl StateCosts {
 
 /// The names of the backends, in column order. `cluster` serves its clients over TLS, as it runs
 /// in production; `cluster-plain` is the same cluster without it (`--client-tls` off), to
-/// measure what TLS costs.
-pub const BACKENDS: [&str; 5] =
-    ["cluster", "cluster-plain", "pg-for-update", "pg-conditional-update", "etcd"];
+/// measure what TLS costs; `cluster-rest` is the cluster driven over REST, an HTTP request per
+/// attempt, as a front end in another language would drive it.
+pub const BACKENDS: [&str; 6] =
+    ["cluster", "cluster-plain", "cluster-rest", "pg-for-update", "pg-conditional-update", "etcd"];
 
 /// Everything an invocation does.
 #[derive(Clone, Debug)]
@@ -254,8 +255,9 @@ pub async fn run_all(options: &Options) -> (Vec<RunResult>, Vec<String>) {
         // Each PostgreSQL design gets a freshly initialised server of its own, so that neither
         // inherits the other's bloat, WAL or cache.
         let outcome = match name {
-            "cluster" | "cluster-plain" => {
-                match cluster::ClusterBackend::start(options, name == "cluster").await {
+            "cluster" | "cluster-plain" | "cluster-rest" => {
+                let (tls, rest) = (name != "cluster-plain", name == "cluster-rest");
+                match cluster::ClusterBackend::start(options, tls, rest).await {
                     Ok(backend) => run_backend(backend, &specs, options).await,
                     Err(error) => Err(error),
                 }

@@ -19,9 +19,9 @@ use jepsen::bench::{self, BACKENDS, Options, postgres, report};
 #[command(name = "bench", version, about)]
 struct Args {
     /// Backends, comma-separated: cluster, cluster-plain (the cluster without TLS on its client
-    /// port, to measure what TLS costs), pg-for-update, pg-conditional-update, etcd (or pg for
-    /// both PostgreSQL designs).
-    #[arg(long, value_delimiter = ',', default_value = "cluster,pg,etcd")]
+    /// port, to measure what TLS costs), cluster-rest (the cluster over REST, a request per
+    /// attempt), pg-for-update, pg-conditional-update, etcd (or pg for both PostgreSQL designs).
+    #[arg(long, value_delimiter = ',', default_value = "cluster,cluster-rest,pg,etcd")]
     backends: Vec<String>,
     /// Workloads, comma-separated: on-sale, many-shows, uncontended, map-reads.
     #[arg(long, value_delimiter = ',', default_value = "on-sale,many-shows,uncontended,map-reads")]

@@ -74,11 +74,11 @@ impl LiveSeatMap {
         let misfit = |why: String| {
             Err(Error::InvalidArgument(format!("show {}: seat map reply: {why}", self.show_id)))
         };
-        if reply.show_id != self.show_id || reply.seat_count as usize != self.seats.len() {
+        let seat_count = seat_count(reply);
+        if reply.show_id != self.show_id || seat_count != self.seats.len() {
             return misfit(format!(
-                "show {} with {} seats does not fit a map of {} seats",
+                "show {} with {seat_count} seats does not fit a map of {} seats",
                 reply.show_id,
-                reply.seat_count,
                 self.seats.len()
             ));
         }
@@ -169,9 +169,8 @@ impl Client {
     /// something other than a whole packed map.
     pub async fn follow_seat_map(&self, show_id: u64) -> Result<LiveSeatMap> {
         let reply = self.live_map_call(SeatMapRequest { show_id, ..request() }).await?;
-        if reply.seat_states.len() != reply.seat_count as usize
-            || reply.seat_classes.len() != reply.seat_count as usize
-        {
+        let seats = seat_count(&reply);
+        if seats == 0 || reply.seat_states.len() != seats || reply.seat_classes.len() != seats {
             return Err(Error::InvalidArgument(format!(
                 "show {show_id}: the node did not send a whole packed map (is it older than \
                  seat map changes?)"
@@ -228,6 +227,13 @@ impl Client {
             .await?;
         Ok(reply)
     }
+}
+
+/// The seats of the show `reply` is of: its `seat_count`, or for a node older than that field
+/// (which also ignores `since` and `compact` and always sends a whole packed map) the length of
+/// that map, so that a kept map still refreshes, wholly, during a rolling upgrade.
+fn seat_count(reply: &SeatMapReply) -> usize {
+    if reply.seat_count == 0 { reply.seat_states.len() } else { reply.seat_count as usize }
 }
 
 /// A cached packed read from any replica.
@@ -298,6 +304,22 @@ mod tests {
         assert_eq!(kept.classes, [0; 6]);
         assert_eq!(kept.count(crate::SeatStatus::Held), 2);
         assert_eq!(kept.count(crate::SeatStatus::Reserved), 1);
+    }
+
+    #[test]
+    fn a_node_older_than_changes_still_refreshes_the_map_wholly() {
+        let mut kept = map();
+        // No seat_count, no group: a whole packed map, a byte per seat.
+        let old = SeatMapReply {
+            seat_count: 0,
+            group_id: 0,
+            seat_states: vec![2, 1, 1, 1, 1, 3].into(),
+            seat_classes: vec![0; 6].into(),
+            ..reply(60)
+        };
+        assert_eq!(kept.apply(&old).unwrap(), Refreshed::Whole);
+        assert_eq!(kept.seats, [2, 1, 1, 1, 1, 3]);
+        assert_eq!((kept.group_id, kept.as_of_log_index), (0, 60));
     }
 
     #[test]

@@ -10,13 +10,17 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
+
 use client::{Client, Error, ErrorCode, LiveSeatMap, NewShow, SeatStatus, ShowPolicy};
 use tempfile::TempDir;
 use testkit::{Addressing, Cluster, ClusterOptions};
 
 use crate::bench::driver::RunSpec;
 use crate::bench::workload::{Attempt, WorkloadKind};
-use crate::bench::{Backend, BenchError, HeldSeat, Options, Outcome, StateCosts, Target};
+use crate::bench::{
+    Backend, BenchError, HeldSeat, Options, Outcome, SnapshotPoint, StateCosts, Target,
+};
 
 /// The backend's name in the report.
 const NAME: &str = "cluster";
@@ -39,6 +43,13 @@ const HOLD_TTL_MIN: Duration = Duration::from_secs(300);
 
 /// The price of every seat, minor units.
 const PRICE_MINOR: u64 = 5_000;
+
+/// Show ids of run `r` are `(r + 1) * SHOW_IDS_PER_RUN + 1` and up: room for the shows
+/// sweep's 10,000 shows per run.
+const SHOW_IDS_PER_RUN: u64 = 100_000;
+
+/// How many shows are made, or read back, at once.
+const SHOW_SETUP_PARALLELISM: usize = 64;
 
 /// How long a new show may take to be readable on its group's replicas.
 const SHOW_READY_WAIT: Duration = Duration::from_secs(20);
@@ -124,27 +135,41 @@ impl Backend for ClusterBackend {
         let hold_ttl_ms = u64::try_from(hold_ttl.as_millis()).unwrap_or(u64::MAX);
         let spread =
             spec.workload != WorkloadKind::OnSale && spec.workload != WorkloadKind::MapReads;
+        // Shows are made and awaited SHOW_SETUP_PARALLELISM at a time (the shows sweep makes
+        // 10,000 of them).
+        let made = futures_util::stream::iter(0..spec.layout.shows)
+            .map(|index| {
+                let client = &client;
+                async move {
+                    let show_id =
+                        u64::from(spec.index + 1) * SHOW_IDS_PER_RUN + u64::from(index) + 1;
+                    let mut show =
+                        NewShow::uniform(show_id, spec.layout.seats_per_show, PRICE_MINOR, "EUR");
+                    show.open_sales = true;
+                    show.hold_ttl_ms = hold_ttl_ms;
+                    show.policy =
+                        ShowPolicy { holds_per_session_max: HOLDS_PER_SESSION, ..show.policy };
+                    // Several shows go round-robin over the data groups; the on-sale's one show
+                    // is placed by the cluster.
+                    if spread {
+                        show.group_id = u64::from(index) % self.groups + 1;
+                    }
+                    client.create_show(&show, None).await.map_err(|error| {
+                        BenchError::backend(NAME, format!("create show {show_id}: {error}"))
+                    })?;
+                    let price_version = ready_price_version(client, show_id).await?;
+                    Ok::<_, BenchError>((show_id, price_version))
+                }
+            })
+            .buffered(SHOW_SETUP_PARALLELISM)
+            .collect::<Vec<_>>()
+            .await;
         let mut shows = Vec::new();
         let mut price_versions = Vec::new();
-        for index in 0..spec.layout.shows {
-            let show_id = u64::from(spec.index + 1) * 1_000 + u64::from(index) + 1;
-            let mut show =
-                NewShow::uniform(show_id, spec.layout.seats_per_show, PRICE_MINOR, "EUR");
-            show.open_sales = true;
-            show.hold_ttl_ms = hold_ttl_ms;
-            show.policy = ShowPolicy { holds_per_session_max: HOLDS_PER_SESSION, ..show.policy };
-            // Several shows go round-robin over the data groups; the on-sale's one show is
-            // placed by the cluster.
-            if spread {
-                show.group_id = u64::from(index) % self.groups + 1;
-            }
-            client.create_show(&show, None).await.map_err(|error| {
-                BenchError::backend(NAME, format!("create show {show_id}: {error}"))
-            })?;
+        for result in made {
+            let (show_id, price_version) = result?;
             shows.push(show_id);
-        }
-        for &show_id in &shows {
-            price_versions.push(ready_price_version(&client, show_id).await?);
+            price_versions.push(price_version);
         }
         let readers = self
             .cluster
@@ -192,6 +217,10 @@ impl Backend for ClusterBackend {
 
     async fn stop(&mut self) {
         self.cluster.stop().await;
+    }
+
+    fn processes(&self) -> Vec<u32> {
+        self.cluster.node_ids().into_iter().filter_map(|id| self.cluster.pid(id)).collect()
     }
 }
 
@@ -446,12 +475,24 @@ impl Target for ClusterRun {
     }
 
     async fn final_state(&self) -> Result<Vec<HeldSeat>, BenchError> {
+        let maps = futures_util::stream::iter(self.shows.clone())
+            .map(|show_id| {
+                let client = self.client.clone();
+                async move {
+                    client.get_seat_map_linearizable(show_id).await.map_err(|error| {
+                        BenchError::backend(
+                            NAME,
+                            format!("read show {show_id}'s seat map: {error}"),
+                        )
+                    })
+                }
+            })
+            .buffered(SHOW_SETUP_PARALLELISM)
+            .collect::<Vec<_>>()
+            .await;
         let mut held = Vec::new();
-        for (show, &show_id) in (0u32..).zip(&self.shows) {
-            let map = self.client.get_seat_map_linearizable(show_id).await.map_err(|error| {
-                BenchError::backend(NAME, format!("read show {show_id}'s seat map: {error}"))
-            })?;
-            for (seat, &status) in (0u32..).zip(&map.seats) {
+        for (show, map) in (0u32..).zip(maps) {
+            for (seat, &status) in (0u32..).zip(&map?.seats) {
                 if status != SeatStatus::Free as i32 {
                     held.push(HeldSeat { show, seat, owner: None });
                 }
@@ -473,6 +514,16 @@ impl Target for ClusterRun {
                 costs.copy_max_seconds.max(metric_max(&text, "booking_state_copy_max_seconds"));
         }
         Some(costs)
+    }
+
+    async fn snapshot_points(&self) -> Vec<SnapshotPoint> {
+        let mut points = Vec::new();
+        for url in &self.metrics {
+            let Ok(response) = self.http.get(url).send().await else { continue };
+            let Ok(text) = response.text().await else { continue };
+            points.extend(snapshot_points(&text));
+        }
+        points
     }
 
     fn notes(&self) -> Vec<String> {
@@ -533,6 +584,28 @@ fn metric_values<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = f64> 
     })
 }
 
+/// The label sets of metric `name` with their values: `name{labels} value` as `(labels, value)`.
+fn labelled_values<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+    text.lines().filter_map(move |line| {
+        let rest = line.strip_prefix(name)?.strip_prefix('{')?;
+        let (labels, value) = rest.split_once("} ")?;
+        Some((labels, value.trim().parse().ok()?))
+    })
+}
+
+/// One node's last snapshot of each group that built one: its size (which may be of a snapshot
+/// installed after the build, rare in a benchmark) beside the build time.
+fn snapshot_points(text: &str) -> Vec<SnapshotPoint> {
+    labelled_values(text, "booking_snapshot_last_build_seconds")
+        .filter(|&(_, seconds)| seconds > 0.0)
+        .filter_map(|(labels, build_seconds)| {
+            let (_, bytes) = labelled_values(text, "booking_snapshot_last_bytes")
+                .find(|&(other, bytes)| other == labels && bytes > 0.0)?;
+            Some(SnapshotPoint { bytes, build_seconds })
+        })
+        .collect()
+}
+
 /// The sum of metric `name` over its label sets (0 when absent).
 fn metric_sum(text: &str, name: &str) -> f64 {
     metric_values(text, name).sum()
@@ -558,5 +631,23 @@ mod tests {
         assert_eq!(metric_sum(text, "booking_state_copies_total"), 7.0);
         assert_eq!(metric_max(text, "booking_state_copy_max_seconds"), 0.5);
         assert_eq!(metric_sum(text, "booking_snapshots_built_total"), 0.0);
+    }
+
+    #[test]
+    fn snapshot_sizes_pair_with_build_times_of_the_same_group() {
+        let text = "booking_snapshot_last_build_seconds{group=\"1\"} 0.25\n\
+                    booking_snapshot_last_build_seconds{group=\"2\"} 0\n\
+                    booking_snapshot_last_build_seconds{group=\"3\"} 0.5\n\
+                    booking_snapshot_last_bytes{group=\"3\"} 3000\n\
+                    booking_snapshot_last_bytes{group=\"2\"} 2000\n\
+                    booking_snapshot_last_bytes{group=\"1\"} 1000\n";
+        let points = snapshot_points(text);
+        assert_eq!(
+            points,
+            vec![
+                SnapshotPoint { bytes: 1000.0, build_seconds: 0.25 },
+                SnapshotPoint { bytes: 3000.0, build_seconds: 0.5 },
+            ]
+        );
     }
 }

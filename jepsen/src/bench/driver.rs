@@ -22,8 +22,9 @@ use rand::rngs::StdRng;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::bench::workload::{self, Attempt, Layout, WorkloadKind};
-use crate::bench::{BenchError, HeldSeat, Options, Outcome, StateCosts, Target};
+use crate::bench::usage;
+use crate::bench::workload::{self, Attempt, Layout, Sweep, WorkloadKind};
+use crate::bench::{BenchError, HeldSeat, Options, Outcome, SnapshotPoint, StateCosts, Target};
 
 /// The longest one attempt or read may take before it is counted as unknown (the backends'
 /// own timeouts are shorter; this bounds a hung connection).
@@ -61,8 +62,10 @@ pub struct RunSpec {
     pub readers: u32,
     /// The seed of the workers' random sources.
     pub seed: u64,
-    /// `workload C=n` (and `open r/s`), for the report.
+    /// `workload C=n` (and `open r/s`), or `sweep <what> <x>`, for the report.
     pub label: String,
+    /// The sweep this run is a point of, and its x; `None` for the runs of the main table.
+    pub sweep: Option<(Sweep, u32)>,
 }
 
 /// Every run of an invocation, in order: per workload, per client count, the closed loop
@@ -93,8 +96,28 @@ pub fn specs(options: &Options) -> Vec<RunSpec> {
                     readers,
                     seed: options.seed,
                     label,
+                    sweep: None,
                 });
             }
+        }
+    }
+    for &sweep in &options.sweeps {
+        for &x in sweep.points() {
+            let (clients, layout) = sweep.run_at(x, options.seats);
+            let workload =
+                if layout.shows > 1 { WorkloadKind::ManyShows } else { WorkloadKind::OnSale };
+            specs.push(RunSpec {
+                index: u32::try_from(specs.len()).unwrap_or(u32::MAX),
+                workload,
+                layout,
+                clients,
+                rate: None,
+                duration: options.sweep_duration,
+                readers: 0,
+                seed: options.seed,
+                label: format!("sweep {} {x}", sweep.name()),
+                sweep: Some((sweep, x)),
+            });
         }
     }
     specs
@@ -123,7 +146,7 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn new(expected_successes: usize) -> Tally {
+    pub(crate) fn new(expected_successes: usize) -> Tally {
         Tally {
             held: 0,
             seats_held: 0,
@@ -221,6 +244,35 @@ pub struct RunResult {
     pub notes: Vec<String>,
     /// What keeping its state cost the system during the run, if it says.
     pub costs: Option<StateCosts>,
+    /// What the backend's processes used, when they can be read.
+    pub usage: Option<RunUsage>,
+    /// The size and build time of the last snapshot of each group on each node after the run
+    /// (the cluster's), for the plot of build time against state size.
+    pub snapshots: Vec<SnapshotPoint>,
+}
+
+/// What a backend's processes used around one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RunUsage {
+    /// CPU time from the first attempt until the last one was answered, seconds.
+    pub cpu_seconds: f64,
+    /// Memory when the clock started (shows made, workers set up), bytes.
+    pub pss_at_start: u64,
+    /// Memory when the last attempt was answered, bytes.
+    pub pss_at_end: u64,
+}
+
+impl RunUsage {
+    /// CPU per decided attempt, µs (`None` without attempts).
+    pub fn cpu_us_per_attempt(&self, decided: u64) -> Option<f64> {
+        (decided > 0).then(|| self.cpu_seconds * 1e6 / decided as f64)
+    }
+
+    /// Memory the run added per acknowledged hold, bytes (`None` when it shrank or none).
+    pub fn bytes_per_hold(&self, holds: u64) -> Option<f64> {
+        let grown = self.pss_at_end.checked_sub(self.pss_at_start)?;
+        (holds > 0).then(|| grown as f64 / holds as f64)
+    }
 }
 
 impl RunResult {
@@ -247,7 +299,8 @@ struct Live {
     errors: AtomicU64,
 }
 
-/// Runs `spec` against `target` and checks the final state.
+/// Runs `spec` against `target` and checks the final state. `processes` are the backend's
+/// root processes, sampled when the clock starts and stops.
 ///
 /// # Errors
 ///
@@ -257,6 +310,7 @@ pub async fn run<T: Target>(
     target: T,
     spec: &RunSpec,
     options: &Options,
+    processes: &[u32],
 ) -> Result<RunResult, BenchError> {
     let target = Arc::new(target);
     let workers = make_workers(&target, spec.clients).await?;
@@ -268,6 +322,7 @@ pub async fn run<T: Target>(
     }
 
     let costs_before = target.state_costs().await;
+    let usage_at_start = usage::sample(processes);
     let live = Arc::new(Live::default());
     let started = Instant::now();
     let mut writer_tasks = JoinSet::new();
@@ -309,6 +364,14 @@ pub async fn run<T: Target>(
         }
     }
     let elapsed = started.elapsed();
+    let usage = match (usage_at_start, usage::sample(processes)) {
+        (Some(start), Some(end)) => Some(RunUsage {
+            cpu_seconds: (end.cpu_seconds - start.cpu_seconds).max(0.0),
+            pss_at_start: start.pss_bytes,
+            pss_at_end: end.pss_bytes,
+        }),
+        _ => None,
+    };
     let mut reads = (reader_count > 0).then(ReadTally::new);
     while let Some(joined) = reader_tasks.join_next().await {
         if let (Some(reads), Ok(reader_tally)) = (reads.as_mut(), joined) {
@@ -320,6 +383,7 @@ pub async fn run<T: Target>(
         (Some(before), Some(after)) => Some(after.since(&before)),
         _ => None,
     };
+    let snapshots = target.snapshot_points().await;
     let held = target.final_state().await?;
     let check = check(&spec.layout, &tally.successes, &tally.unknowns, &held);
     let notes = target.notes();
@@ -336,6 +400,8 @@ pub async fn run<T: Target>(
         check,
         notes,
         costs,
+        usage,
+        snapshots,
     })
 }
 

@@ -167,6 +167,10 @@ impl Backend for EtcdBackend {
         Ok(EtcdRun { clients, readers, run: spec.index, shows: spec.layout.shows })
     }
 
+    fn processes(&self) -> Vec<u32> {
+        self.members.iter().filter_map(Child::id).collect()
+    }
+
     async fn stop(&mut self) {
         for member in &mut self.members {
             let _ = member.start_kill();

@@ -11,12 +11,16 @@
 //! - [`driver`]: the closed and open loops, the map readers, the tally and the check.
 //! - [`cluster`], [`postgres`], [`etcd`]: the backends and the processes they start.
 //! - [`report`]: the table, on stdout and in markdown.
+//! - [`usage`]: the CPU time and memory of a backend's processes, from `/proc`.
+//! - [`plots`]: the sweeps and snapshot costs drawn as SVG.
 
 pub mod cluster;
 pub mod driver;
 pub mod etcd;
+pub mod plots;
 pub mod postgres;
 pub mod report;
+pub mod usage;
 pub mod workload;
 
 use std::future::Future;
@@ -25,7 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::bench::driver::{RunResult, RunSpec};
-use crate::bench::workload::{Attempt, WorkloadKind};
+use crate::bench::workload::{Attempt, Sweep, WorkloadKind};
 
 /// Why a benchmark could not run (a system's wrong answers are not errors: the check reports
 /// them).
@@ -109,6 +113,10 @@ pub trait Backend: Send + Sync {
 
     /// Stops what [`Backend`] started.
     fn stop(&mut self) -> impl Future<Output = ()> + Send;
+
+    /// The pids of the processes that serve the runs (their children count with them), for
+    /// the CPU and memory each run used; empty when unknown.
+    fn processes(&self) -> Vec<u32>;
 }
 
 /// One run of one system. An implementation must: answer [`Target::attempt`] with what the
@@ -165,6 +173,21 @@ pub trait Target: Send + Sync + 'static {
     fn state_costs(&self) -> impl Future<Output = Option<StateCosts>> + Send {
         async { None }
     }
+
+    /// The last snapshot of each group on each node, read after a run; empty when the system
+    /// does not say.
+    fn snapshot_points(&self) -> impl Future<Output = Vec<SnapshotPoint>> + Send {
+        async { Vec::new() }
+    }
+}
+
+/// One node's last snapshot of one group: how large it was and how long building it took.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SnapshotPoint {
+    /// Its size, bytes.
+    pub bytes: f64,
+    /// How long the build took (encoding off the lock, writing, syncing), seconds.
+    pub build_seconds: f64,
 }
 
 /// What keeping a system's state cost: snapshots built, and the copies of shared state that
@@ -239,6 +262,23 @@ pub struct Options {
     pub seed: u64,
     /// Show a progress bar.
     pub progress: bool,
+    /// The sweeps to make (one run per point), beside the main table's runs.
+    pub sweeps: Vec<Sweep>,
+    /// The backends the sweeps run on, among [`BACKENDS`].
+    pub sweep_backends: Vec<String>,
+    /// The longest a sweep's run lasts.
+    pub sweep_duration: Duration,
+    /// Where the plots are written (SVG).
+    pub plots_dir: PathBuf,
+}
+
+impl Options {
+    /// Whether backend `name` makes run `spec`: a sweep's run on the sweep backends, any other
+    /// on the main ones.
+    pub fn runs(&self, name: &str, spec: &RunSpec) -> bool {
+        let backends = if spec.sweep.is_some() { &self.sweep_backends } else { &self.backends };
+        backends.iter().any(|selected| selected == name)
+    }
 }
 
 /// Runs every selected backend through every run of `options`, one backend at a time (started,
@@ -247,18 +287,21 @@ pub struct Options {
 pub async fn run_all(options: &Options) -> (Vec<RunResult>, Vec<String>) {
     let mut results = Vec::new();
     let mut problems = Vec::new();
-    let specs = driver::specs(options);
+    let all_specs = driver::specs(options);
     for name in BACKENDS {
-        if !options.backends.iter().any(|selected| selected == name) {
+        let specs: Vec<RunSpec> =
+            all_specs.iter().filter(|spec| options.runs(name, spec)).cloned().collect();
+        if specs.is_empty() {
             continue;
         }
+        let specs = &specs;
         // Each PostgreSQL design gets a freshly initialised server of its own, so that neither
         // inherits the other's bloat, WAL or cache.
         let outcome = match name {
             "cluster" | "cluster-plain" | "cluster-rest" => {
                 let (tls, rest) = (name != "cluster-plain", name == "cluster-rest");
                 match cluster::ClusterBackend::start(options, tls, rest).await {
-                    Ok(backend) => run_backend(backend, &specs, options).await,
+                    Ok(backend) => run_backend(backend, specs, options).await,
                     Err(error) => Err(error),
                 }
             }
@@ -269,12 +312,12 @@ pub async fn run_all(options: &Options) -> (Vec<RunResult>, Vec<String>) {
                     postgres::Design::ConditionalUpdate
                 };
                 match postgres::PostgresBackend::start(options, design).await {
-                    Ok(backend) => run_backend(backend, &specs, options).await,
+                    Ok(backend) => run_backend(backend, specs, options).await,
                     Err(error) => Err(error),
                 }
             }
             "etcd" => match etcd::EtcdBackend::start(options).await {
-                Ok(backend) => run_backend(backend, &specs, options).await,
+                Ok(backend) => run_backend(backend, specs, options).await,
                 Err(error) => Err(error),
             },
             _ => continue,
@@ -298,12 +341,17 @@ async fn run_backend<B: Backend>(
 ) -> Result<(Vec<RunResult>, Vec<String>), BenchError> {
     let mut results = Vec::new();
     let mut problems = Vec::new();
+    let processes = backend.processes();
     for spec in specs {
         match backend.prepare(spec).await {
-            Ok(target) => match driver::run(backend.name(), target, spec, options).await {
-                Ok(result) => results.push(result),
-                Err(error) => problems.push(format!("{} {}: {error}", backend.name(), spec.label)),
-            },
+            Ok(target) => {
+                match driver::run(backend.name(), target, spec, options, &processes).await {
+                    Ok(result) => results.push(result),
+                    Err(error) => {
+                        problems.push(format!("{} {}: {error}", backend.name(), spec.label))
+                    }
+                }
+            }
             Err(error) => {
                 problems.push(format!("{} {}: setup: {error}", backend.name(), spec.label))
             }

@@ -324,6 +324,17 @@ impl Backend for PostgresBackend {
         })
     }
 
+    fn processes(&self) -> Vec<u32> {
+        // The postmaster's pid is the first line of its pid file; its backends are its
+        // children.
+        let pid_file = self.server.data().join("postmaster.pid");
+        std::fs::read_to_string(pid_file)
+            .ok()
+            .and_then(|text| text.lines().next()?.trim().parse().ok())
+            .into_iter()
+            .collect()
+    }
+
     async fn stop(&mut self) {
         self.server.stop().await;
     }

@@ -7,10 +7,16 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
 use crate::bench::driver::RunResult;
-use crate::bench::workload::{self, WorkloadKind};
+use crate::bench::plots;
+use crate::bench::workload::{self, Sweep, WorkloadKind};
 use crate::bench::{BACKENDS, Options};
+
+/// A sweep meets its cost target when the backend's CPU per attempt varies by at most this
+/// factor over the sweep's range (issue 19: "within 2x across each range").
+pub const COST_RANGE_MAX: f64 = 2.0;
 
 /// One cell: its text, and its value when a ratio of it means something.
 struct Cell {
@@ -88,6 +94,9 @@ fn metrics(result: &RunResult) -> Vec<(&'static str, Cell)> {
         rows.push(("map read p99.9 ms", read_latency(0.999)));
         rows.push(("map read errors", Cell::text(errors.to_string())));
     }
+    if let Some(cpu) = plots::cpu_us_per_attempt(result) {
+        rows.push(("backend CPU per attempt µs", Cell::number(cpu, format!("{cpu:.0}"))));
+    }
     if let Some(costs) = &result.costs {
         let built = costs.snapshots_built as f64;
         rows.push((
@@ -105,9 +114,120 @@ fn metrics(result: &RunResult) -> Vec<(&'static str, Cell)> {
     rows
 }
 
-/// The whole report as markdown.
-pub fn markdown(options: &Options, results: &[RunResult], problems: &[String]) -> String {
+/// Bytes as KB or MB, or a dash.
+fn bytes_text(bytes: Option<f64>) -> String {
+    match bytes {
+        Some(bytes) if bytes >= 1e6 => format!("{:.1} MB", bytes / 1e6),
+        Some(bytes) if bytes >= 1e3 => format!("{:.1} KB", bytes / 1e3),
+        Some(bytes) => format!("{bytes:.0} B"),
+        None => "—".to_owned(),
+    }
+}
+
+/// The largest over the smallest of `values` (`None` with fewer than two, or a zero).
+pub fn spread(values: &[f64]) -> Option<f64> {
+    let low = values.iter().copied().fold(f64::MAX, f64::min);
+    let high = values.iter().copied().fold(0.0, f64::max);
+    (values.len() >= 2 && low > 0.0).then(|| high / low)
+}
+
+/// The sweeps' section: per sweep a table of every point, whether each backend's CPU per
+/// attempt stayed within [`COST_RANGE_MAX`], and its plot.
+fn sweeps_markdown(out: &mut String, results: &[RunResult], plots: &[(String, PathBuf)]) {
+    if !results.iter().any(|result| result.spec.sweep.is_some()) {
+        return;
+    }
+    let _ = writeln!(out, "\n## How cost grows (sweeps)\n");
+    let _ = writeln!(
+        out,
+        "Each sweep varies one thing and keeps the on-sale's shape otherwise (starts skewed \
+         80/20, {} clients, one show of the --seats seats). Backend CPU is the user and system \
+         time of the backend's processes (the cluster's three nodes; PostgreSQL's postmaster \
+         and its backends; etcd's three members) while the run lasted, per decided attempt. \
+         Memory is their proportional set size (PSS) when the run ended, and how much it grew \
+         during the run per acknowledged hold (raft log, idempotency records and audit \
+         included); allocators keep freed memory, so growth reads low after a run that freed \
+         some, and the exact heap of the cluster's state per seat and per hold is the \
+         statemachine's state_size example's to tell.\n",
+        Sweep::CLIENTS_FIXED
+    );
+    for sweep in Sweep::ALL {
+        let series = plots::sweep_series(results, sweep);
+        let runs: Vec<&RunResult> = results
+            .iter()
+            .filter(|result| result.spec.sweep.is_some_and(|(of, _)| of == sweep))
+            .collect();
+        if runs.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "### {}\n", sweep.axis());
+        let _ = writeln!(
+            out,
+            "| {} | backend | attempts/s | p99 ms | backend CPU µs/attempt | memory at end | \
+             memory growth per hold | seats sold | check |",
+            sweep.name()
+        );
+        let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+        for result in &runs {
+            let x = result.spec.sweep.map_or(0, |(_, x)| x);
+            let attempts = plots::attempts_per_second(result).unwrap_or(0.0);
+            let cpu = plots::cpu_us_per_attempt(result)
+                .map_or_else(|| "—".to_owned(), |cpu| format!("{cpu:.0}"));
+            let usage = result.usage;
+            let at_end = usage.map(|usage| usage.pss_at_end as f64);
+            let per_hold = usage.and_then(|usage| usage.bytes_per_hold(result.tally.held));
+            let sold = 100.0 * result.tally.seats_held as f64
+                / result.spec.layout.total_seats().max(1) as f64;
+            let _ = writeln!(
+                out,
+                "| {x} | {} | {} | {:.1} | {cpu} | {} | {} | {sold:.0}% in {:.1} s | {} |",
+                result.backend,
+                rate_text(attempts),
+                plots::p99_ms(result).unwrap_or(0.0),
+                bytes_text(at_end),
+                bytes_text(per_hold),
+                result.elapsed.as_secs_f64(),
+                if result.check.ok { "ok" } else { "FAILED" }
+            );
+        }
+        let _ = writeln!(out);
+        for (backend, points) in &series {
+            let costs: Vec<f64> =
+                points.iter().filter_map(|(_, result)| plots::cpu_us_per_attempt(result)).collect();
+            match spread(&costs) {
+                Some(spread) => {
+                    let verdict = if spread <= COST_RANGE_MAX { "met" } else { "not met" };
+                    let _ = writeln!(
+                        out,
+                        "- {backend}: CPU per attempt varies {spread:.2}× over the range \
+                         (target within {COST_RANGE_MAX}×: {verdict})"
+                    );
+                }
+                None => {
+                    let _ = writeln!(out, "- {backend}: CPU per attempt not measured");
+                }
+            }
+        }
+        let _ = writeln!(out);
+    }
+    for (title, path) in plots {
+        let _ = writeln!(out, "![{title}]({})\n", path.display());
+    }
+}
+
+/// The whole report as markdown; `plots` are the drawn plots' titles and paths (relative to
+/// the report).
+pub fn markdown(
+    options: &Options,
+    all_results: &[RunResult],
+    problems: &[String],
+    plots: &[(String, PathBuf)],
+) -> String {
     let mut out = String::new();
+    // The main table has the runs that are not points of a sweep; the sweeps have their own.
+    let main: Vec<RunResult> =
+        all_results.iter().filter(|result| result.spec.sweep.is_none()).cloned().collect();
+    let results = &main[..];
     let backends: Vec<&str> = BACKENDS
         .into_iter()
         .filter(|name| results.iter().any(|result| result.backend == *name))
@@ -194,8 +314,10 @@ pub fn markdown(options: &Options, results: &[RunResult], problems: &[String]) -
         }
     }
 
+    sweeps_markdown(&mut out, all_results, plots);
+
     let _ = writeln!(out, "\n## Runs\n");
-    for result in results {
+    for result in all_results {
         let _ = writeln!(
             out,
             "- **{} {}**: stopped by {}; {:.1} s.",
@@ -228,7 +350,7 @@ pub fn markdown(options: &Options, results: &[RunResult], problems: &[String]) -
 
     let _ = writeln!(out, "\n## Notes\n");
     let mut notes = BTreeSet::new();
-    for result in results {
+    for result in all_results {
         for note in &result.notes {
             notes.insert(note.clone());
         }

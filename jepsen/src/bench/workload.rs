@@ -95,6 +95,78 @@ impl WorkloadKind {
     }
 }
 
+/// What a sweep varies, one run per point, the rest held at the on-sale's shape (one show of
+/// `--seats` seats, 256 clients, starts skewed 80/20): how a system's cost grows with its load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Sweep {
+    /// Concurrent clients, [`Sweep::CLIENTS`], on the one hot show.
+    Clients,
+    /// The number of shows, [`Sweep::SHOWS`], the same seats split over them (over the
+    /// cluster's data groups).
+    Shows,
+    /// The seats of the one show, [`Sweep::SEATS`].
+    Seats,
+}
+
+impl Sweep {
+    /// Every sweep, in report order.
+    pub const ALL: [Sweep; 3] = [Sweep::Clients, Sweep::Shows, Sweep::Seats];
+    /// The client counts of the clients sweep.
+    pub const CLIENTS: [u32; 9] = [64, 128, 256, 512, 1_024, 2_048, 4_096, 8_192, 16_384];
+    /// The show counts of the shows sweep.
+    pub const SHOWS: [u32; 5] = [1, 10, 100, 1_000, 10_000];
+    /// The seats per show of the seats sweep.
+    pub const SEATS: [u32; 5] = [1_000, 3_000, 10_000, 30_000, 100_000];
+    /// The clients of the shows and seats sweeps.
+    pub const CLIENTS_FIXED: u32 = 256;
+
+    /// The name used on the command line and in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sweep::Clients => "clients",
+            Sweep::Shows => "shows",
+            Sweep::Seats => "seats",
+        }
+    }
+
+    /// The sweep called `name`.
+    pub fn parse(name: &str) -> Option<Sweep> {
+        Sweep::ALL.into_iter().find(|sweep| sweep.name() == name)
+    }
+
+    /// What the x axis shows.
+    pub fn axis(self) -> &'static str {
+        match self {
+            Sweep::Clients => "concurrent clients (C)",
+            Sweep::Shows => "shows (the same seats split over them)",
+            Sweep::Seats => "seats of the one show",
+        }
+    }
+
+    /// The points of this sweep.
+    pub fn points(self) -> &'static [u32] {
+        match self {
+            Sweep::Clients => &Sweep::CLIENTS,
+            Sweep::Shows => &Sweep::SHOWS,
+            Sweep::Seats => &Sweep::SEATS,
+        }
+    }
+
+    /// The clients and the shows of point `x` of this sweep, for `seats` (the `--seats`
+    /// option).
+    pub fn run_at(self, x: u32, seats: u32) -> (u32, Layout) {
+        match self {
+            Sweep::Clients => (x, Layout::split(seats, 1, Skew::Front)),
+            // Each show keeps room for the largest attempt.
+            Sweep::Shows => {
+                let shows = x.min(seats / u32::from(SEATS_PER_ATTEMPT_MAX)).max(1);
+                (Sweep::CLIENTS_FIXED, Layout::split(seats, shows, Skew::Front))
+            }
+            Sweep::Seats => (Sweep::CLIENTS_FIXED, Layout::split(x, 1, Skew::Front)),
+        }
+    }
+}
+
 /// Where attempts start within a show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Skew {
@@ -280,6 +352,23 @@ mod tests {
         let shows: std::collections::BTreeSet<u32> =
             (0..10_000).map(|id| many.attempt(&mut rng, id).show).collect();
         assert_eq!(shows.len(), 64, "every show gets attempts");
+    }
+
+    #[test]
+    fn sweeps_vary_one_thing_each() {
+        for &x in Sweep::CLIENTS.iter() {
+            let (clients, layout) = Sweep::Clients.run_at(x, 50_000);
+            assert_eq!((clients, layout.shows, layout.seats_per_show), (x, 1, 50_000));
+        }
+        let (clients, layout) = Sweep::Shows.run_at(10_000, 50_000);
+        assert_eq!((clients, layout.shows, layout.seats_per_show), (256, 10_000, 5));
+        // Never a show too small for the largest attempt.
+        let (_, layout) = Sweep::Shows.run_at(10_000, 1_000);
+        assert_eq!((layout.shows, layout.seats_per_show), (250, 4));
+        let (_, layout) = Sweep::Seats.run_at(100_000, 50_000);
+        assert_eq!((layout.shows, layout.seats_per_show), (1, 100_000));
+        assert_eq!(Sweep::parse("shows"), Some(Sweep::Shows));
+        assert_eq!(Sweep::parse("C"), None);
     }
 
     #[test]

@@ -11,8 +11,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use jepsen::bench::workload::{UNCONTENDED_SEATS, WorkloadKind};
-use jepsen::bench::{self, BACKENDS, Options, postgres, report};
+use jepsen::bench::workload::{Sweep, UNCONTENDED_SEATS, WorkloadKind};
+use jepsen::bench::{self, BACKENDS, Options, plots, postgres, report};
 
 /// The on-sale benchmark: this cluster against PostgreSQL and etcd.
 #[derive(Debug, Parser)]
@@ -77,7 +77,23 @@ struct Args {
     /// The markdown report.
     #[arg(long, default_value = "bench-results/latest.md")]
     out: PathBuf,
-    /// About a minute end to end: C=256 only, 3 s runs, 10,000 seats (100,000 uncontended).
+    /// Sweeps, comma-separated, each a run per point beside the main table's runs: clients
+    /// (C from 64 to 16,384 on the hot show), shows (1 to 10,000 shows sharing the seats),
+    /// seats (one show of 1,000 to 100,000 seats); or none. Default: all three (none with
+    /// --quick).
+    #[arg(long, value_delimiter = ',')]
+    sweeps: Option<Vec<String>>,
+    /// The backends the sweeps run on, comma-separated (names as for --backends).
+    #[arg(long, value_delimiter = ',', default_value = "cluster,pg-conditional-update,etcd")]
+    sweep_backends: Vec<String>,
+    /// The longest a sweep's run lasts, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    sweep_duration: f64,
+    /// Where the plots go (SVG); default: `plots` beside the report.
+    #[arg(long)]
+    plots: Option<PathBuf>,
+    /// About a minute end to end: C=256 only, 3 s runs, 10,000 seats (100,000 uncontended),
+    /// no sweeps.
     #[arg(long)]
     quick: bool,
     /// No progress bar.
@@ -85,10 +101,10 @@ struct Args {
     no_progress: bool,
 }
 
-/// The options `args` describe, or why they do not describe a benchmark.
-fn options(args: &Args) -> Result<Options, String> {
+/// The backends `names` select (`pg` is both PostgreSQL designs, `all` every backend).
+fn backends_named(names: &[String]) -> Result<Vec<String>, String> {
     let mut backends = Vec::new();
-    for name in &args.backends {
+    for name in names {
         let names: Vec<&str> = match name.as_str() {
             "pg" | "postgres" => vec!["pg-for-update", "pg-conditional-update"],
             "all" => BACKENDS.to_vec(),
@@ -97,6 +113,48 @@ fn options(args: &Args) -> Result<Options, String> {
         };
         backends.extend(names.into_iter().map(str::to_owned));
     }
+    Ok(backends)
+}
+
+/// The sweeps `names` select (`none`: no sweep).
+fn sweeps_named(names: &[String]) -> Result<Vec<Sweep>, String> {
+    let mut sweeps = Vec::new();
+    for name in names {
+        if name == "none" {
+            continue;
+        }
+        let sweep = Sweep::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = Sweep::ALL.iter().map(|sweep| sweep.name()).collect();
+            format!("unknown sweep {name:?} (known: {known:?}, none)")
+        })?;
+        if !sweeps.contains(&sweep) {
+            sweeps.push(sweep);
+        }
+    }
+    Ok(sweeps)
+}
+
+/// `seconds` as a duration, if it is a positive number (`flag` names it in the error).
+fn positive_seconds(seconds: f64, flag: &str) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|duration| !duration.is_zero())
+        .ok_or_else(|| format!("{flag} {seconds} is not a positive number of seconds"))
+}
+
+/// The options `args` describe, or why they do not describe a benchmark.
+fn options(args: &Args) -> Result<Options, String> {
+    let backends = backends_named(&args.backends)?;
+    let sweep_backends = backends_named(&args.sweep_backends)?;
+    let sweeps = match &args.sweeps {
+        Some(names) => sweeps_named(names)?,
+        None if args.quick => Vec::new(),
+        None => Sweep::ALL.to_vec(),
+    };
+    let sweep_duration = positive_seconds(args.sweep_duration, "--sweep-duration")?;
+    let plots_dir = args.plots.clone().unwrap_or_else(|| {
+        args.out.parent().map_or_else(|| PathBuf::from("plots"), |parent| parent.join("plots"))
+    });
     let mut workloads = Vec::new();
     for name in &args.workloads {
         let kind = WorkloadKind::parse(name).ok_or_else(|| {
@@ -110,12 +168,7 @@ fn options(args: &Args) -> Result<Options, String> {
     if args.open_only && args.rate.is_empty() {
         return Err("--open-only needs --rate".to_owned());
     }
-    let duration = Duration::try_from_secs_f64(args.duration)
-        .ok()
-        .filter(|duration| !duration.is_zero())
-        .ok_or_else(|| {
-            format!("--duration {} is not a positive number of seconds", args.duration)
-        })?;
+    let duration = positive_seconds(args.duration, "--duration")?;
     if args.clients.is_empty() || args.clients.contains(&0) || args.seats < 4 {
         return Err("--clients must be positive and --seats at least 4".to_owned());
     }
@@ -138,6 +191,10 @@ fn options(args: &Args) -> Result<Options, String> {
         etcd_bin: args.etcd_bin.clone(),
         seed: args.seed,
         progress: !args.no_progress,
+        sweeps,
+        sweep_backends,
+        sweep_duration,
+        plots_dir,
     };
     if args.quick {
         options.clients = vec![256];
@@ -176,7 +233,23 @@ fn main() -> ExitCode {
         eprintln!("bench: interrupted; every backend stopped");
         return ExitCode::from(130);
     };
-    let text = report::markdown(&options, &results, &problems);
+    let plots = match plots::draw_all(&results, &options.plots_dir) {
+        Ok(plots) => plots,
+        Err(error) => {
+            eprintln!("bench: cannot draw the plots: {error}");
+            Vec::new()
+        }
+    };
+    // The report links each plot relative to itself where it can.
+    let report_dir = args.out.parent().unwrap_or(std::path::Path::new(""));
+    let plots: Vec<(String, PathBuf)> = plots
+        .into_iter()
+        .map(|(title, path)| {
+            let relative = path.strip_prefix(report_dir).map(PathBuf::from).unwrap_or(path);
+            (title, relative)
+        })
+        .collect();
+    let text = report::markdown(&options, &results, &problems, &plots);
     println!("{text}");
     if let Some(parent) = args.out.parent() {
         let _ = std::fs::create_dir_all(parent);

@@ -178,27 +178,18 @@ impl Backend for ClusterBackend {
             .map(|id| self.cluster.client_of(&[id]).map(|client| (id, client)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|error| BenchError::backend(NAME, error))?;
-        let metrics = self
+        // Each node's base URL: its /metrics, and with cluster-rest where its workers send.
+        let bases = self
             .cluster
             .node_ids()
             .into_iter()
-            .map(|id| self.cluster.url(id, "/metrics"))
+            .map(|id| self.cluster.url(id, ""))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| BenchError::backend(NAME, error))?;
+            .map_err(|error| BenchError::backend(self.name, error))?;
+        let metrics = bases.iter().map(|base| format!("{base}/metrics")).collect();
         let ca = self.cluster.options().client_tls.then(|| self.cluster.ca_certificate());
         let http = crate::http::client(ca).map_err(|error| BenchError::backend(NAME, error))?;
-        let rest = if self.rest {
-            let bases = self
-                .cluster
-                .node_ids()
-                .into_iter()
-                .map(|id| self.cluster.url(id, ""))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|error| BenchError::backend(REST_NAME, error))?;
-            Some(bases)
-        } else {
-            None
-        };
+        let rest = self.rest.then_some(bases);
         Ok(ClusterRun {
             rest,
             client,

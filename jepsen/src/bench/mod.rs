@@ -282,8 +282,11 @@ impl Options {
 }
 
 /// Runs every selected backend through every run of `options`, one backend at a time (started,
-/// run, stopped), and returns the results in order. A backend that cannot start is reported
-/// and skipped; the others still run.
+/// run, stopped), and returns the results in order. The main table's runs share one start of
+/// each backend (later runs see the state earlier ones left, as a system in service does);
+/// each point of a sweep gets a freshly started backend, so that a sweep measures what it
+/// varies and not what earlier runs left behind. A backend that cannot start is reported and
+/// skipped; the others still run.
 pub async fn run_all(options: &Options) -> (Vec<RunResult>, Vec<String>) {
     let mut results = Vec::new();
     let mut problems = Vec::new();
@@ -291,46 +294,61 @@ pub async fn run_all(options: &Options) -> (Vec<RunResult>, Vec<String>) {
     for name in BACKENDS {
         let specs: Vec<RunSpec> =
             all_specs.iter().filter(|spec| options.runs(name, spec)).cloned().collect();
-        if specs.is_empty() {
-            continue;
+        let (main, sweeps): (Vec<RunSpec>, Vec<RunSpec>) =
+            specs.into_iter().partition(|spec| spec.sweep.is_none());
+        let mut batches: Vec<Vec<RunSpec>> = Vec::new();
+        if !main.is_empty() {
+            batches.push(main);
         }
-        let specs = &specs;
-        // Each PostgreSQL design gets a freshly initialised server of its own, so that neither
-        // inherits the other's bloat, WAL or cache.
-        let outcome = match name {
-            "cluster" | "cluster-plain" | "cluster-rest" => {
-                let (tls, rest) = (name != "cluster-plain", name == "cluster-rest");
-                match cluster::ClusterBackend::start(options, tls, rest).await {
-                    Ok(backend) => run_backend(backend, specs, options).await,
-                    Err(error) => Err(error),
+        batches.extend(sweeps.into_iter().map(|spec| vec![spec]));
+        for batch in &batches {
+            match start_and_run(name, batch, options).await {
+                Some(Ok((mut backend_results, mut backend_problems))) => {
+                    results.append(&mut backend_results);
+                    problems.append(&mut backend_problems);
                 }
+                Some(Err(error)) => problems.push(format!("{name}: not run: {error}")),
+                None => {}
             }
-            "pg-for-update" | "pg-conditional-update" => {
-                let design = if name == "pg-for-update" {
-                    postgres::Design::ForUpdate
-                } else {
-                    postgres::Design::ConditionalUpdate
-                };
-                match postgres::PostgresBackend::start(options, design).await {
-                    Ok(backend) => run_backend(backend, specs, options).await,
-                    Err(error) => Err(error),
-                }
-            }
-            "etcd" => match etcd::EtcdBackend::start(options).await {
-                Ok(backend) => run_backend(backend, specs, options).await,
-                Err(error) => Err(error),
-            },
-            _ => continue,
-        };
-        match outcome {
-            Ok((mut backend_results, mut backend_problems)) => {
-                results.append(&mut backend_results);
-                problems.append(&mut backend_problems);
-            }
-            Err(error) => problems.push(format!("{name}: not run: {error}")),
         }
     }
     (results, problems)
+}
+
+/// Starts backend `name`, makes `specs` on it and stops it; `None` for an unknown name.
+async fn start_and_run(
+    name: &str,
+    specs: &[RunSpec],
+    options: &Options,
+) -> Option<Result<(Vec<RunResult>, Vec<String>), BenchError>> {
+    // Each PostgreSQL design gets a freshly initialised server of its own, so that neither
+    // inherits the other's bloat, WAL or cache.
+    let outcome = match name {
+        "cluster" | "cluster-plain" | "cluster-rest" => {
+            let (tls, rest) = (name != "cluster-plain", name == "cluster-rest");
+            match cluster::ClusterBackend::start(options, tls, rest).await {
+                Ok(backend) => run_backend(backend, specs, options).await,
+                Err(error) => Err(error),
+            }
+        }
+        "pg-for-update" | "pg-conditional-update" => {
+            let design = if name == "pg-for-update" {
+                postgres::Design::ForUpdate
+            } else {
+                postgres::Design::ConditionalUpdate
+            };
+            match postgres::PostgresBackend::start(options, design).await {
+                Ok(backend) => run_backend(backend, specs, options).await,
+                Err(error) => Err(error),
+            }
+        }
+        "etcd" => match etcd::EtcdBackend::start(options).await {
+            Ok(backend) => run_backend(backend, specs, options).await,
+            Err(error) => Err(error),
+        },
+        _ => return None,
+    };
+    Some(outcome)
 }
 
 /// Every run of `specs` against one started backend, which is stopped afterwards.

@@ -141,7 +141,8 @@ fn sweeps_markdown(out: &mut String, results: &[RunResult], plots: &[(String, Pa
     let _ = writeln!(
         out,
         "Each sweep varies one thing and keeps the on-sale's shape otherwise (starts skewed \
-         80/20, {} clients, one show of the --seats seats). Backend CPU is the user and system \
+         80/20, {} clients, one show of the --seats seats); each point runs on a freshly \
+         started backend, so none carries an earlier run's state. Backend CPU is the user and system \
          time of the backend's processes (the cluster's three nodes; PostgreSQL's postmaster \
          and its backends; etcd's three members) while the run lasted, per decided attempt. \
          Memory is their proportional set size (PSS) when the run ended, and how much it grew \

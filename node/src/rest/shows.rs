@@ -10,7 +10,7 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderName, StatusCode, header};
 use serde::{Deserialize, Serialize};
 use statemachine::{
     EventId, HallId, ListingSpec, OperatorCommand, SeatRange, ShowPolicy, ShowSpec,
@@ -364,12 +364,14 @@ pub async fn list_shows(State(state): State<RestState>) -> Result<Json<ShowList>
     Ok(Json(ShowList { shows: summaries }))
 }
 
-/// One show's summary, from this node's replica of its group.
+/// One show's summary, from this node's replica of its group: a show's page, which browsers
+/// and a CDN may keep for [`SHOW_PAGE_MAX_AGE_S`] (`Cache-Control: public`); as a replica
+/// read it may already be behind the leader, by as much as its `as_of` says.
 #[utoipa::path(
     get, path = "/v1/shows/{show_id}", tag = "shows",
     params(("show_id" = u64, Path, description = "The show")),
     responses(
-        (status = 200, description = "The show", body = ShowSummary),
+        (status = 200, description = "The show (`Cache-Control: public, max-age=1`)", body = ShowSummary),
         (status = 400, description = "Malformed show id", body = ErrorBody),
         (status = 404, description = "`show_not_found`", body = ErrorBody),
     )
@@ -377,11 +379,21 @@ pub async fn list_shows(State(state): State<RestState>) -> Result<Json<ShowList>
 pub async fn get_show(
     State(state): State<RestState>,
     Path(show_id): Path<String>,
-) -> Result<Json<ShowSummary>, ApiError> {
+) -> Result<([(HeaderName, &'static str); 1], Json<ShowSummary>), ApiError> {
     let show = parse_show_id("show_id", &show_id)?;
     let summary = operations::get_show(&state.service, show).await?;
-    Ok(Json(ShowSummary::of(&summary, catalog::listing_of(&state, show)?)))
+    let summary = ShowSummary::of(&summary, catalog::listing_of(&state, show)?);
+    Ok(([(header::CACHE_CONTROL, SHOW_PAGE_CACHE_CONTROL)], Json(summary)))
 }
+
+/// How long a browser or an HTTP cache may keep a show's page, seconds: as long as a seat map
+/// (`crate::seat_maps::AVAILABILITY_MAX_AGE_S`), which carries the same counts seat by seat.
+pub const SHOW_PAGE_MAX_AGE_S: u64 = crate::seat_maps::AVAILABILITY_MAX_AGE_S;
+
+/// `Cache-Control` of a show's page.
+pub const SHOW_PAGE_CACHE_CONTROL: &str = "public, max-age=1";
+
+const _: () = assert!(SHOW_PAGE_MAX_AGE_S == 1, "SHOW_PAGE_CACHE_CONTROL says max-age=1");
 
 /// A show's seat map: from this node's replica (stale allowed, labelled `as_of`), or with
 /// `consistency=linearizable` from the show's group leader after ReadIndex.

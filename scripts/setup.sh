@@ -23,6 +23,9 @@ if ! command -v promtool >/dev/null 2>&1; then need_apt+=(prometheus); fi
 # The browser test drives headless Chromium through WebDriver (node/tests/process/browser.rs).
 if ! command -v chromium >/dev/null 2>&1; then need_apt+=(chromium); fi
 if ! command -v chromedriver >/dev/null 2>&1; then need_apt+=(chromium-driver); fi
+# The first-minute benchmark puts nginx in front of the nodes as the CDN, and its test
+# (jepsen/tests/cdn.rs) checks that configuration against a real cluster.
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then need_apt+=(nginx); fi
 if [ "${BOOKING_BENCH_SETUP:-0}" = 1 ]; then
   if ! command -v etcd >/dev/null 2>&1; then need_apt+=(etcd-server); fi
   if [ ! -x /usr/lib/postgresql/15/bin/postgres ]; then need_apt+=(postgresql-15); fi

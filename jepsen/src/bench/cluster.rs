@@ -16,10 +16,11 @@ use client::{Client, Error, ErrorCode, LiveSeatMap, NewShow, SeatStatus, ShowPol
 use tempfile::TempDir;
 use testkit::{Addressing, Cluster, ClusterOptions};
 
+use crate::bench::cdn::{self, Cdn, OriginReads, Origins};
 use crate::bench::driver::RunSpec;
-use crate::bench::workload::{Attempt, WorkloadKind};
+use crate::bench::workload::{Attempt, Request, WorkloadKind};
 use crate::bench::{
-    Backend, BenchError, HeldSeat, Options, Outcome, SnapshotPoint, StateCosts, Target,
+    Backend, BenchError, Browsed, HeldSeat, Options, Outcome, SnapshotPoint, StateCosts, Target,
 };
 
 /// The backend's name in the report.
@@ -65,7 +66,9 @@ pub struct ClusterBackend {
     snapshot_logs: u64,
     /// Arguments given to every node beyond the benchmark's own.
     args: Vec<String>,
-    _dir: TempDir,
+    /// nginx, the first minute's CDN.
+    nginx_bin: std::path::PathBuf,
+    dir: TempDir,
 }
 
 impl ClusterBackend {
@@ -117,7 +120,8 @@ impl ClusterBackend {
             groups: options.cluster_groups,
             snapshot_logs: options.snapshot_logs,
             args: options.cluster_args.clone(),
-            _dir: dir,
+            nginx_bin: options.nginx_bin.clone(),
+            dir,
         })
     }
 }
@@ -189,8 +193,20 @@ impl Backend for ClusterBackend {
         let metrics = bases.iter().map(|base| format!("{base}/metrics")).collect();
         let ca = self.cluster.options().client_tls.then(|| self.cluster.ca_certificate());
         let http = crate::http::client(ca).map_err(|error| BenchError::backend(NAME, error))?;
-        let rest = self.rest.then_some(bases);
+        // The first minute goes through a CDN: every request of its workers, reads and holds,
+        // goes to nginx, which spreads what it does not serve itself over the nodes.
+        let cdn = if self.rest && spec.workload == WorkloadKind::FirstMinute {
+            Some(self.start_cdn(spec).await?)
+        } else {
+            None
+        };
+        let rest = match &cdn {
+            Some(cdn) => Some(vec![cdn.url().to_owned()]),
+            None => self.rest.then_some(bases),
+        };
         Ok(ClusterRun {
+            cdn,
+            seats_per_show: spec.layout.seats_per_show,
             rest,
             client,
             readers,
@@ -212,6 +228,26 @@ impl Backend for ClusterBackend {
 
     fn processes(&self) -> Vec<u32> {
         self.cluster.node_ids().into_iter().filter_map(|id| self.cluster.pid(id)).collect()
+    }
+}
+
+impl ClusterBackend {
+    /// nginx in front of the nodes, its files in a directory of run `spec`'s own.
+    async fn start_cdn(&self, spec: &RunSpec) -> Result<Cdn, BenchError> {
+        let dir = self.dir.path().join(format!("cdn-{}", spec.index));
+        std::fs::create_dir_all(&dir)
+            .map_err(BenchError::io(format!("create {}", dir.display())))?;
+        let ca_file = if self.cluster.options().client_tls {
+            Some(self.cluster.ca_file().map_err(|error| BenchError::backend(REST_NAME, error))?)
+        } else {
+            None
+        };
+        let origins = Origins {
+            addresses: self.cluster.addresses(),
+            ca_file,
+            tls_name: "localhost".to_owned(),
+        };
+        Cdn::start(&self.nginx_bin, &dir, &origins).await
     }
 }
 
@@ -259,8 +295,13 @@ async fn ready_price_version(client: &Client, show_id: u64) -> Result<u32, Bench
 /// One run's shows and clients.
 pub struct ClusterRun {
     /// With `cluster-rest`: each node's base URL; worker `i` sends to node `i` mod their number,
-    /// as a load balancer in front of the nodes would spread buyers.
+    /// as a load balancer in front of the nodes would spread buyers. In the first minute: the
+    /// CDN's URL alone.
     rest: Option<Vec<String>>,
+    /// The first minute's CDN (stopped when the run is dropped).
+    cdn: Option<Cdn>,
+    /// Seats of each show (a whole seat map has a character per seat).
+    seats_per_show: u32,
     /// Shared by every worker: clones share its channels and leader cache, and the SDK may
     /// batch concurrent holds into one call.
     client: Client,
@@ -439,6 +480,65 @@ impl Target for ClusterRun {
         }
     }
 
+    fn browses(&self) -> bool {
+        self.cdn.is_some()
+    }
+
+    async fn browse(&self, lane: u32, request: Request, show: u32) -> Result<Browsed, String> {
+        let base = self.rest.as_ref().map(|bases| bases[lane as usize % bases.len()].as_str());
+        let (Some(base), Some(&show_id)) = (base, self.shows.get(show as usize)) else {
+            return Err("no such show".to_owned());
+        };
+        // As an anonymous buyer's browser asks: no session, so that the CDN may share it.
+        let url = match request {
+            Request::ShowPage => format!("{base}/v1/shows/{show_id}"),
+            Request::SeatMap => format!("{base}/v1/shows/{show_id}/availability"),
+            Request::Hold => return Err("a hold is not a read".to_owned()),
+        };
+        let answer = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .map_err(|error| format!("http {}", error_kind(&error)))?;
+        let status = answer.status();
+        let cache = answer
+            .headers()
+            .get(cdn::CACHE_STATUS_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let mut answer = answer;
+        if status != reqwest::StatusCode::OK {
+            let body = answer.text().await.unwrap_or_default();
+            return Err(format!("{} {body}", status.as_u16()));
+        }
+        // Read as it arrives rather than gathered (a map is tens of KB): a whole answer is a
+        // JSON object, and a whole map has a character per seat.
+        let (mut length, mut first, mut last) = (0usize, None, None);
+        while let Some(chunk) =
+            answer.chunk().await.map_err(|error| format!("body {}", error_kind(&error)))?
+        {
+            length += chunk.len();
+            first = first.or_else(|| chunk.first().copied());
+            last = chunk.last().copied().or(last);
+        }
+        let whole = first == Some(b'{')
+            && last == Some(b'}')
+            && (request != Request::SeatMap || length > self.seats_per_show as usize);
+        if !whole {
+            return Err(format!("a {} of {length} bytes is not whole", request.name()));
+        }
+        Ok(Browsed::labelled(cache.as_deref()))
+    }
+
+    fn helper_processes(&self) -> Vec<u32> {
+        self.cdn.iter().filter_map(Cdn::pid).collect()
+    }
+
+    fn origin_reads(&self) -> Option<OriginReads> {
+        self.cdn.as_ref().map(Cdn::origin_reads)
+    }
+
     async fn reader(&self, index: u32) -> Result<Option<ClusterReader>, BenchError> {
         if self.rest.is_some() {
             return Ok(None);
@@ -519,7 +619,23 @@ impl Target for ClusterRun {
 
     fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
-        if self.rest.is_some() {
+        if let Some(cdn) = &self.cdn {
+            notes.push(format!(
+                "first minute, cluster-rest: every request, reads and holds, goes over plain \
+                 HTTP/1.1 to nginx {} (Debian's) on 127.0.0.1, the CDN stand-in \
+                 (jepsen/src/bench/cdn.rs: 2 workers, proxy_cache with what the node's \
+                 Cache-Control says and nothing else, one origin request per missing or expired \
+                 entry (proxy_cache_lock, use_stale updating, background update, revalidation \
+                 by ETag), requests with Authorization never cached), which spreads what it \
+                 does not serve over the 3 nodes (https, verified against the cluster's CA, \
+                 keep-alive); reads are anonymous (the show page /v1/shows/{{id}} and the whole \
+                 compact seat map /v1/shows/{{id}}/availability), holds carry the worker's \
+                 session; origin reads are nginx's own log of the GETs it sent to a node \
+                 (background refreshes included)",
+                cdn.version(),
+            ));
+        }
+        if self.rest.is_some() && self.cdn.is_none() {
             notes.push(
                 "cluster-rest: the cluster below, but every attempt is one REST request (POST \
                  /v1/shows/{id}/holds with the worker's session token and its own \

@@ -1,8 +1,9 @@
 //! The load generator: C workers making attempts in a closed loop (each starts its next
 //! attempt when the last one is answered) or an open loop (attempt n is due at n / rate
 //! seconds, and its latency counts from then, so a slow system cannot hide its queue: no
-//! coordinated omission), seat-map readers beside them in the map-reads workload, and the
-//! check of the final state against what was acknowledged.
+//! coordinated omission), seat-map readers beside them in the map-reads workload, the first
+//! minute's read lanes (open loops of show pages and seat maps through the CDN, apart from its
+//! hold workers), and the check of the final state against what was acknowledged.
 //!
 //! Owns the hot loop (per-worker random source, tally and histogram, merged once at the end;
 //! a few relaxed atomic counters for the progress bar and the sold-out rule), when a run stops
@@ -17,14 +18,17 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use rand::SeedableRng;
 use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::bench::cdn::OriginReads;
 use crate::bench::usage;
-use crate::bench::workload::{self, Attempt, Layout, Sweep, WorkloadKind};
-use crate::bench::{BenchError, HeldSeat, Options, Outcome, SnapshotPoint, StateCosts, Target};
+use crate::bench::workload::{self, Attempt, Layout, Request, Sweep, WorkloadKind};
+use crate::bench::{
+    BenchError, Browsed, HeldSeat, Options, Outcome, SnapshotPoint, StateCosts, Target,
+};
 
 /// The longest one attempt or read may take before it is counted as unknown (the backends'
 /// own timeouts are shorter; this bounds a hung connection).
@@ -74,6 +78,24 @@ pub fn specs(options: &Options) -> Vec<RunSpec> {
     let mut specs = Vec::new();
     for &workload in &options.workloads {
         let layout = workload.layout(options.seats, options.uncontended_seats);
+        if workload == WorkloadKind::FirstMinute {
+            // Open loop only, at the offered rates, with as many virtual buyers as it takes.
+            for &rate in &options.first_minute_rates {
+                specs.push(RunSpec {
+                    index: u32::try_from(specs.len()).unwrap_or(u32::MAX),
+                    workload,
+                    layout,
+                    clients: workload::FIRST_MINUTE_CLIENTS,
+                    rate: Some(rate),
+                    duration: options.duration,
+                    readers: 0,
+                    seed: options.seed,
+                    label: format!("{} open {rate}/s", workload.name()),
+                    sweep: None,
+                });
+            }
+            continue;
+        }
         for &clients in &options.clients {
             let loops = options
                 .closed_loop
@@ -214,6 +236,69 @@ impl ReadTally {
     }
 }
 
+/// What the first minute's reads did: per kind of read, and how the CDN served them.
+#[derive(Clone, Debug, Default)]
+pub struct BrowseTally {
+    /// Per kind of read: answered, failed, latency from when each was due.
+    pub reads: BTreeMap<Request, ReadTally>,
+    /// Answered reads by the CDN's `X-Cache-Status` (`HIT`, `MISS`, `UPDATING`, ...).
+    pub cache: BTreeMap<&'static str, u64>,
+}
+
+impl BrowseTally {
+    /// Records one answered read that took `micros` µs.
+    pub fn record_answer(&mut self, request: Request, browsed: Browsed, micros: u64) {
+        let tally = self.reads.entry(request).or_insert_with(ReadTally::new);
+        tally.reads += 1;
+        tally.latency.saturating_record(micros.clamp(1, LATENCY_MAX_US));
+        *self.cache.entry(browsed.cache).or_insert(0) += 1;
+    }
+
+    fn record(&mut self, request: Request, answer: Result<Browsed, String>, latency: Duration) {
+        match answer {
+            Ok(browsed) => self.record_answer(request, browsed, micros(latency)),
+            Err(message) => {
+                let label: String = message.chars().take(80).collect();
+                let tally = self.reads.entry(request).or_insert_with(ReadTally::new);
+                *tally.errors.entry(label).or_insert(0) += 1;
+            }
+        }
+    }
+
+    fn merge(&mut self, other: BrowseTally) {
+        for (request, tally) in other.reads {
+            self.reads.entry(request).or_insert_with(ReadTally::new).merge(tally);
+        }
+        for (status, count) in other.cache {
+            *self.cache.entry(status).or_insert(0) += count;
+        }
+    }
+
+    /// Reads answered, of every kind.
+    pub fn answered(&self) -> u64 {
+        self.reads.values().map(|tally| tally.reads).sum()
+    }
+
+    /// Reads that failed, of every kind.
+    pub fn failed(&self) -> u64 {
+        self.reads.values().map(|tally| tally.errors.values().sum::<u64>()).sum()
+    }
+
+    /// The share of answered reads the CDN served from its cache (fresh, or being refreshed
+    /// by another request), percent; `None` without reads.
+    pub fn hit_percent(&self) -> Option<f64> {
+        let answered: u64 = self.cache.values().sum();
+        let hits: u64 =
+            ["HIT", "UPDATING", "STALE"].iter().filter_map(|status| self.cache.get(status)).sum();
+        (answered > 0).then(|| 100.0 * hits as f64 / answered as f64)
+    }
+}
+
+/// A latency as histogram µs.
+fn micros(latency: Duration) -> u64 {
+    u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).clamp(1, LATENCY_MAX_US)
+}
+
 /// The verdict of the end-of-run check.
 #[derive(Clone, Debug, Default)]
 pub struct Check {
@@ -238,6 +323,12 @@ pub struct RunResult {
     pub tally: Tally,
     /// The readers' tally, in the map-reads workload when the backend takes part.
     pub reads: Option<ReadTally>,
+    /// The first minute's reads, when the backend has a read tier for them.
+    pub browse: Option<BrowseTally>,
+    /// What reached the origin behind the CDN during the run (the first minute).
+    pub origin: Option<OriginReads>,
+    /// The hold attempts offered per second (open loop), when the rate was fixed.
+    pub offered_holds: Option<u32>,
     /// The check.
     pub check: Check,
     /// The backend's notes about this run.
@@ -260,6 +351,11 @@ pub struct RunUsage {
     pub pss_at_start: u64,
     /// Memory when the last attempt was answered, bytes.
     pub pss_at_end: u64,
+    /// CPU time of the processes beside the backend (the first minute's CDN), seconds.
+    pub helpers_cpu_seconds: Option<f64>,
+    /// CPU time of the load generator (this process, without the backends it started),
+    /// seconds.
+    pub generator_cpu_seconds: Option<f64>,
 }
 
 impl RunUsage {
@@ -321,8 +417,17 @@ pub async fn run<T: Target>(
         }
     }
 
+    let browses = spec.workload == WorkloadKind::FirstMinute && target.browses();
+    // A first minute without a read tier makes its hold part alone, at the holds' share.
+    // The first minute's holds run at their share of the rate; its reads, where the target
+    // serves them, in lanes of their own at the rest, so that a slow hold never delays a read.
+    let hold_rate = offered_holds(spec);
     let costs_before = target.state_costs().await;
+    let origin_before = target.origin_reads();
+    let helpers = target.helper_processes();
     let usage_at_start = usage::sample(processes);
+    let helpers_at_start = usage::sample(&helpers);
+    let generator_at_start = usage::own_cpu_seconds();
     let live = Arc::new(Live::default());
     let started = Instant::now();
     let mut writer_tasks = JoinSet::new();
@@ -336,14 +441,26 @@ pub async fn run<T: Target>(
         );
         let tally = Tally::new(expected_successes);
         writer_tasks.spawn(async move {
-            match spec.rate {
+            match hold_rate {
                 None => closed_loop(&*target, worker, index, &spec, rng, tally, &live).await,
                 Some(rate) => {
-                    open_loop(&*target, worker, index, &spec, rate, started, rng, tally, &live)
-                        .await
+                    let open = OpenLoop::new(index, rate, started);
+                    open_loop(&*target, worker, &spec, open, rng, tally, &live).await
                 }
             }
         });
+    }
+    let mut browse_tasks = JoinSet::new();
+    if let (true, Some(rate)) = (browses, spec.rate) {
+        let read_rate = (rate - offered_holds(spec).unwrap_or(0)).max(1);
+        for lane in 0..spec.clients {
+            let (target, live, spec) = (target.clone(), live.clone(), spec.clone());
+            let rng = StdRng::seed_from_u64(
+                !spec.seed ^ (u64::from(lane) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            );
+            let open = OpenLoop::new(lane, read_rate, started);
+            browse_tasks.spawn(async move { browse_loop(&*target, &spec, open, rng, &live).await });
+        }
     }
     let mut reader_tasks = JoinSet::new();
     let reader_count = readers.len();
@@ -363,12 +480,28 @@ pub async fn run<T: Target>(
             }
         }
     }
+    let mut browse = browses.then(BrowseTally::default);
+    while let Some(joined) = browse_tasks.join_next().await {
+        if let (Some(browse), Ok(lane)) = (browse.as_mut(), joined) {
+            browse.merge(lane);
+        }
+    }
     let elapsed = started.elapsed();
+    let helpers_cpu = match (helpers_at_start, usage::sample(&helpers)) {
+        (Some(start), Some(end)) => Some((end.cpu_seconds - start.cpu_seconds).max(0.0)),
+        _ => None,
+    };
+    let generator_cpu = match (generator_at_start, usage::own_cpu_seconds()) {
+        (Some(start), Some(end)) => Some((end - start).max(0.0)),
+        _ => None,
+    };
     let usage = match (usage_at_start, usage::sample(processes)) {
         (Some(start), Some(end)) => Some(RunUsage {
             cpu_seconds: (end.cpu_seconds - start.cpu_seconds).max(0.0),
             pss_at_start: start.pss_bytes,
             pss_at_end: end.pss_bytes,
+            helpers_cpu_seconds: helpers_cpu,
+            generator_cpu_seconds: generator_cpu,
         }),
         _ => None,
     };
@@ -380,6 +513,10 @@ pub async fn run<T: Target>(
     }
 
     let costs = match (costs_before, target.state_costs().await) {
+        (Some(before), Some(after)) => Some(after.since(&before)),
+        _ => None,
+    };
+    let origin = match (origin_before, target.origin_reads()) {
         (Some(before), Some(after)) => Some(after.since(&before)),
         _ => None,
     };
@@ -397,11 +534,26 @@ pub async fn run<T: Target>(
         stop_reason,
         tally,
         reads,
+        browse,
+        origin,
+        offered_holds: offered_holds(spec),
         check,
         notes,
         costs,
         usage,
         snapshots,
+    })
+}
+
+/// The hold attempts offered per second in run `spec` (open loop): the first minute's share of
+/// its requests, or the whole rate.
+fn offered_holds(spec: &RunSpec) -> Option<u32> {
+    spec.rate.map(|rate| {
+        if spec.workload == WorkloadKind::FirstMinute {
+            (rate * workload::HOLD_PERCENT / 100).max(1)
+        } else {
+            rate
+        }
     })
 }
 
@@ -463,6 +615,11 @@ async fn monitor(spec: &RunSpec, live: &Live, started: Instant, progress: bool) 
         if elapsed >= spec.duration {
             break format!("duration ({} s)", spec.duration.as_secs_f64());
         }
+        // The first minute goes on after the show sells out: its buyers still browse, and
+        // the holds that can no longer succeed must still be refused.
+        if spec.workload == WorkloadKind::FirstMinute {
+            continue;
+        }
         if window.len() == WINDOW_TICKS + 1 {
             let (first_decided, first_held) = window[0];
             if let Some(reason) =
@@ -480,8 +637,7 @@ async fn monitor(spec: &RunSpec, live: &Live, started: Instant, progress: bool) 
 
 /// Records one answered attempt.
 fn record(tally: &mut Tally, live: &Live, attempt: &Attempt, outcome: Outcome, latency: Duration) {
-    let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).clamp(1, LATENCY_MAX_US);
-    tally.latency.saturating_record(micros);
+    tally.latency.saturating_record(micros(latency));
     match outcome {
         Outcome::Held => {
             tally.held += 1;
@@ -544,35 +700,58 @@ async fn closed_loop<T: Target>(
     tally
 }
 
+/// One lane's place in an open loop of C lanes: lane `index` makes requests `index`,
+/// `index + C`, ..., request n due at `started + n / rate`.
+#[derive(Clone, Copy, Debug)]
+struct OpenLoop {
+    /// The lane's index, of C.
+    index: u32,
+    /// Requests per second, over every lane.
+    rate: u32,
+    /// When request 0 was due.
+    started: Instant,
+    /// The lane's next request.
+    n: u64,
+}
+
+impl OpenLoop {
+    fn new(index: u32, rate: u32, started: Instant) -> OpenLoop {
+        OpenLoop { index, rate, started, n: u64::from(index) }
+    }
+
+    /// Waits until the lane's next request is due and says when that was; `None` once the
+    /// run is over.
+    async fn next(&mut self, spec: &RunSpec, live: &Live) -> Option<Instant> {
+        let rate = u64::from(self.rate.max(1));
+        let due = self.started + Duration::from_nanos(self.n.saturating_mul(1_000_000_000) / rate);
+        if live.stop.load(Ordering::Relaxed) || due.duration_since(self.started) >= spec.duration {
+            return None;
+        }
+        tokio::time::sleep_until(due).await;
+        if live.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.n += u64::from(spec.clients);
+        Some(due)
+    }
+}
+
 /// One worker of the open loop: worker `index` of C makes attempts `index`, `index + C`, ...,
 /// attempt n due at `started + n / rate`; its latency counts from then.
-#[allow(clippy::too_many_arguments)]
 async fn open_loop<T: Target>(
     target: &T,
     mut worker: T::Worker,
-    index: u32,
     spec: &RunSpec,
-    rate: u32,
-    started: Instant,
+    mut open: OpenLoop,
     mut rng: StdRng,
     mut tally: Tally,
     live: &Live,
 ) -> Tally {
-    let rate = u64::from(rate.max(1));
-    let mut n = u64::from(index);
+    let index = open.index;
     let mut sequence = 0u64;
-    while !live.stop.load(Ordering::Relaxed) {
-        let due = started + Duration::from_nanos(n.saturating_mul(1_000_000_000) / rate);
-        if due.duration_since(started) >= spec.duration {
-            break;
-        }
-        tokio::time::sleep_until(due).await;
-        if live.stop.load(Ordering::Relaxed) {
-            break;
-        }
+    while let Some(due) = open.next(spec, live).await {
         let attempt = spec.layout.attempt(&mut rng, (u64::from(index) << 32) | sequence);
         sequence += 1;
-        n += u64::from(spec.clients);
         // Upkeep is part of the attempt here: the clock started when the attempt was due.
         let outcome = match target.maintain(&mut worker).await {
             Ok(()) => attempt_once(target, &mut worker, &attempt).await,
@@ -583,19 +762,43 @@ async fn open_loop<T: Target>(
     tally
 }
 
+/// One lane of the first minute's reads, an open loop like [`open_loop`]'s: each read a show
+/// page or a seat map, evenly, of the on-sale's show; its latency counts from when it was due.
+async fn browse_loop<T: Target>(
+    target: &T,
+    spec: &RunSpec,
+    mut open: OpenLoop,
+    mut rng: StdRng,
+    live: &Live,
+) -> BrowseTally {
+    let mut tally = BrowseTally::default();
+    while let Some(due) = open.next(spec, live).await {
+        let request = Request::READS[usize::from(rng.gen_bool(0.5))];
+        let answer = match tokio::time::timeout(
+            ATTEMPT_TIMEOUT,
+            target.browse(open.index, request, 0),
+        )
+        .await
+        {
+            Ok(answer) => answer,
+            Err(_) => Err("generator timeout".to_owned()),
+        };
+        tally.record(request, answer, due.elapsed());
+    }
+    tally
+}
+
 /// One seat-map reader: reads the hot show (index 0) until the writers stop.
 async fn read_loop<T: Target>(target: &T, mut reader: T::Reader, live: &Live) -> ReadTally {
     let mut tally = ReadTally::new();
     while !live.stop.load(Ordering::Relaxed) {
         let begun = Instant::now();
         let answer = tokio::time::timeout(ATTEMPT_TIMEOUT, target.read_map(&mut reader, 0)).await;
-        let micros =
-            u64::try_from(begun.elapsed().as_micros()).unwrap_or(u64::MAX).clamp(1, LATENCY_MAX_US);
         match answer {
             Ok(Ok(held)) => {
                 tally.reads += 1;
                 tally.last_held = held;
-                tally.latency.saturating_record(micros);
+                tally.latency.saturating_record(micros(begun.elapsed()));
             }
             Ok(Err(message)) => {
                 let label: String = message.chars().take(80).collect();

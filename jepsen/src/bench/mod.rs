@@ -12,8 +12,10 @@
 //! - [`cluster`], [`postgres`], [`etcd`]: the backends and the processes they start.
 //! - [`report`]: the table, on stdout and in markdown.
 //! - [`usage`]: the CPU time and memory of a backend's processes, from `/proc`.
+//! - [`cdn`]: nginx as the first minute's CDN in front of the cluster.
 //! - [`plots`]: the sweeps and snapshot costs drawn as SVG.
 
+pub mod cdn;
 pub mod cluster;
 pub mod driver;
 pub mod etcd;
@@ -28,8 +30,9 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::bench::cdn::OriginReads;
 use crate::bench::driver::{RunResult, RunSpec};
-use crate::bench::workload::{Attempt, Sweep, WorkloadKind};
+use crate::bench::workload::{Attempt, Request, Sweep, WorkloadKind};
 
 /// Why a benchmark could not run (a system's wrong answers are not errors: the check reports
 /// them).
@@ -81,6 +84,27 @@ pub enum Outcome {
     Failed(String),
     /// It may or may not have taken effect (a timeout, a lost connection during commit).
     Unknown(String),
+}
+
+/// One read of the first minute, answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Browsed {
+    /// How the CDN served it (its `X-Cache-Status`: `HIT`, `MISS`, `EXPIRED`, `UPDATING`,
+    /// `STALE`, `REVALIDATED`, `BYPASS`), `none` without the header, `other` for another value.
+    pub cache: &'static str,
+}
+
+impl Browsed {
+    /// The answer the CDN labelled `status`.
+    pub fn labelled(status: Option<&str>) -> Browsed {
+        const KNOWN: [&str; 7] =
+            ["HIT", "MISS", "EXPIRED", "UPDATING", "STALE", "REVALIDATED", "BYPASS"];
+        let cache = match status {
+            None => "none",
+            Some(status) => KNOWN.into_iter().find(|known| *known == status).unwrap_or("other"),
+        };
+        Browsed { cache }
+    }
 }
 
 /// A seat held in a backend's final state.
@@ -174,6 +198,35 @@ pub trait Target: Send + Sync + 'static {
         async { None }
     }
 
+    /// Whether this run serves the first minute's reads (a read tier behind a CDN); without,
+    /// the first minute makes its hold part alone.
+    fn browses(&self) -> bool {
+        false
+    }
+
+    /// Makes one read of the first minute (`request` is a read) of show `show` for read lane
+    /// `lane`, as an anonymous buyer's browser would; says how the CDN served it, or why it
+    /// failed.
+    fn browse(
+        &self,
+        _lane: u32,
+        _request: Request,
+        _show: u32,
+    ) -> impl Future<Output = Result<Browsed, String>> + Send {
+        async { Err("no read tier".to_owned()) }
+    }
+
+    /// The pids of processes that serve this run beside the backend's own (the first
+    /// minute's CDN), whose CPU the report shows apart.
+    fn helper_processes(&self) -> Vec<u32> {
+        Vec::new()
+    }
+
+    /// What reached the origin behind the CDN so far; `None` without one.
+    fn origin_reads(&self) -> Option<OriginReads> {
+        None
+    }
+
     /// The last snapshot of each group on each node, read after a run; empty when the system
     /// does not say.
     fn snapshot_points(&self) -> impl Future<Output = Vec<SnapshotPoint>> + Send {
@@ -223,6 +276,11 @@ impl StateCosts {
 pub const BACKENDS: [&str; 6] =
     ["cluster", "cluster-plain", "cluster-rest", "pg-for-update", "pg-conditional-update", "etcd"];
 
+/// The backends that make the first minute: the cluster over REST behind the CDN, and the
+/// others' hold part alone.
+pub const FIRST_MINUTE_BACKENDS: [&str; 4] =
+    ["cluster-rest", "pg-for-update", "pg-conditional-update", "etcd"];
+
 /// Everything an invocation does.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -270,12 +328,20 @@ pub struct Options {
     pub sweep_duration: Duration,
     /// Where the plots are written (SVG).
     pub plots_dir: PathBuf,
+    /// The first minute's offered rates, requests/s, one run per rate.
+    pub first_minute_rates: Vec<u32>,
+    /// nginx's binary (the first minute's CDN).
+    pub nginx_bin: PathBuf,
 }
 
 impl Options {
     /// Whether backend `name` makes run `spec`: a sweep's run on the sweep backends, any other
     /// on the main ones.
     pub fn runs(&self, name: &str, spec: &RunSpec) -> bool {
+        // The first minute is made over HTTP through a CDN: the SDK's backends sit it out.
+        if spec.workload == WorkloadKind::FirstMinute && !FIRST_MINUTE_BACKENDS.contains(&name) {
+            return false;
+        }
         let backends = if spec.sweep.is_some() { &self.sweep_backends } else { &self.backends };
         backends.iter().any(|selected| selected == name)
     }

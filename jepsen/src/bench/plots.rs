@@ -277,10 +277,19 @@ mod tests {
             stop_reason: "duration".to_owned(),
             tally,
             reads: None,
+            browse: None,
+            origin: None,
+            offered_holds: None,
             check: Check { ok, lines: Vec::new() },
             notes: Vec::new(),
             costs: None,
-            usage: Some(RunUsage { cpu_seconds, pss_at_start: 2_000_000, pss_at_end: 3_000_000 }),
+            usage: Some(RunUsage {
+                cpu_seconds,
+                pss_at_start: 2_000_000,
+                pss_at_end: 3_000_000,
+                helpers_cpu_seconds: None,
+                generator_cpu_seconds: None,
+            }),
             snapshots: vec![SnapshotPoint { bytes: 2e6, build_seconds: 0.05 }],
         }
     }
@@ -344,6 +353,8 @@ mod tests {
             sweep_backends: vec!["cluster".to_owned(), "etcd".to_owned()],
             sweep_duration: Duration::from_secs(1),
             plots_dir: std::env::temp_dir(),
+            first_minute_rates: vec![crate::bench::workload::FIRST_MINUTE_RATE],
+            nginx_bin: PathBuf::from("nginx"),
         };
         let plots = vec![("How cost grows".to_owned(), std::path::PathBuf::from("plots/x.svg"))];
         let text = crate::bench::report::markdown(&options, &results, &[], &plots);

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use crate::bench::driver::RunResult;
 use crate::bench::plots;
-use crate::bench::workload::{self, Sweep, WorkloadKind};
+use crate::bench::workload::{self, Request, Sweep, WorkloadKind};
 use crate::bench::{BACKENDS, Options};
 
 /// A sweep meets its cost target when the backend's CPU per attempt varies by at most this
@@ -94,6 +94,9 @@ fn metrics(result: &RunResult) -> Vec<(&'static str, Cell)> {
         rows.push(("map read p99.9 ms", read_latency(0.999)));
         rows.push(("map read errors", Cell::text(errors.to_string())));
     }
+    if result.spec.workload == WorkloadKind::FirstMinute {
+        rows.extend(first_minute_rows(result));
+    }
     if let Some(cpu) = plots::cpu_us_per_attempt(result) {
         rows.push(("backend CPU per attempt µs", Cell::number(cpu, format!("{cpu:.0}"))));
     }
@@ -110,6 +113,69 @@ fn metrics(result: &RunResult) -> Vec<(&'static str, Cell)> {
             costs.copy_max_seconds * 1_000.0
         );
         rows.push(("state copies under the lock", Cell::text(copies)));
+    }
+    rows
+}
+
+/// The first minute's rows: what was offered, the reads per kind, and what the CDN kept from
+/// the origin.
+fn first_minute_rows(result: &RunResult) -> Vec<(&'static str, Cell)> {
+    let mut rows = Vec::new();
+    if let Some(offered) = result.offered_holds {
+        let offered = f64::from(offered);
+        rows.push(("hold attempts offered/s", Cell::number(offered, rate_text(offered))));
+    }
+    let Some(browse) = &result.browse else { return rows };
+    if let Some(rate) = result.spec.rate {
+        let rate = f64::from(rate);
+        rows.push(("requests offered/s", Cell::number(rate, rate_text(rate))));
+    }
+    let tally = &result.tally;
+    let answered = result.per_second(tally.decided() + tally.errors() + browse.answered());
+    rows.push(("requests answered/s", Cell::number(answered, rate_text(answered))));
+    for request in Request::READS {
+        let Some(reads) = browse.reads.get(&request) else { continue };
+        let per_second = result.per_second(reads.reads);
+        let (p50, p99) = (percentile_ms(&reads.latency, 0.5), percentile_ms(&reads.latency, 0.99));
+        let errors: u64 = reads.errors.values().sum();
+        let (rate_row, p50_row, p99_row, errors_row) = match request {
+            Request::ShowPage => {
+                ("show page reads/s", "show page p50 ms", "show page p99 ms", "show page errors")
+            }
+            _ => ("seat map reads/s", "seat map p50 ms", "seat map p99 ms", "seat map errors"),
+        };
+        rows.push((rate_row, Cell::number(per_second, rate_text(per_second))));
+        rows.push((p50_row, Cell::number(p50, format!("{p50:.1}"))));
+        rows.push((p99_row, Cell::number(p99, format!("{p99:.1}"))));
+        rows.push((errors_row, Cell::text(errors.to_string())));
+    }
+    if let Some(hits) = browse.hit_percent() {
+        rows.push(("CDN hit rate", Cell::number(hits, format!("{hits:.2}%"))));
+    }
+    if let Some(usage) = &result.usage {
+        // Where the machine's CPU went, in cores (CPU seconds per second of the run).
+        let cores = |seconds: Option<f64>| {
+            seconds.map_or_else(
+                || "—".to_owned(),
+                |seconds| format!("{:.2}", seconds / result.elapsed.as_secs_f64().max(1e-9)),
+            )
+        };
+        let text = format!(
+            "nodes {} / CDN {} / generator {}",
+            cores(Some(usage.cpu_seconds)),
+            cores(usage.helpers_cpu_seconds),
+            cores(usage.generator_cpu_seconds)
+        );
+        rows.push(("CPU cores used", Cell::text(text)));
+    }
+    if let Some(origin) = &result.origin {
+        let per_second = result.per_second(origin.total());
+        let text = format!(
+            "{per_second:.1} (page {:.1}, map {:.1})",
+            result.per_second(origin.show_pages),
+            result.per_second(origin.seat_maps)
+        );
+        rows.push(("origin reads/s", Cell::number(per_second, text)));
     }
     rows
 }
@@ -399,6 +465,23 @@ pub fn markdown(
     for note in general.iter().chain(&notes) {
         let _ = writeln!(out, "- {note}");
     }
+    if options.workloads.contains(&WorkloadKind::FirstMinute) {
+        let _ = writeln!(
+            out,
+            "- First minute (the seed's): open loop at {:?} requests/s offered, {}% of them \
+             hold attempts on the on-sale's show (in {} lanes of their own) and the rest, \
+             evenly, reads of its page or its whole seat map (in as many lanes), so that a slow \
+             hold never delays a read; latency counts from when each request was due. The cluster (cluster-rest) takes them all through nginx as the \
+             CDN; PostgreSQL and etcd, without a read tier, make the hold part alone at the \
+             same hold rate. The run lasts its duration (no sold-out stop). CDN hit rate: \
+             reads the CDN answered from its cache (HIT, or UPDATING while one request \
+             refreshes the entry) over all reads answered; origin reads: GETs nginx sent to a \
+             node.",
+            options.first_minute_rates,
+            workload::HOLD_PERCENT,
+            workload::FIRST_MINUTE_CLIENTS,
+        );
+    }
     if options.workloads.contains(&WorkloadKind::MapReads) {
         let _ = writeln!(
             out,
@@ -413,4 +496,75 @@ pub fn markdown(
 /// Whether every run passed its check.
 pub fn all_ok(results: &[RunResult]) -> bool {
     results.iter().all(|result| result.check.ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::bench::Browsed;
+    use crate::bench::cdn::OriginReads;
+    use crate::bench::driver::{BrowseTally, Check, RunSpec, RunUsage, Tally};
+    use crate::bench::workload::{Layout, Skew};
+
+    #[test]
+    fn the_first_minute_reports_reads_per_kind_the_hit_rate_and_the_origin_rate() {
+        let mut browse = BrowseTally::default();
+        let mut held = Tally::new(0);
+        held.held = 100;
+        held.conflicts = 900;
+        for _ in 0..3 {
+            browse.record_answer(Request::ShowPage, Browsed::labelled(Some("HIT")), 2_000);
+        }
+        browse.record_answer(Request::SeatMap, Browsed::labelled(Some("UPDATING")), 4_000);
+        browse.record_answer(Request::SeatMap, Browsed::labelled(Some("EXPIRED")), 9_000);
+        let result = RunResult {
+            backend: "cluster-rest",
+            spec: RunSpec {
+                index: 0,
+                workload: WorkloadKind::FirstMinute,
+                layout: Layout::split(50_000, 1, Skew::Front),
+                clients: workload::FIRST_MINUTE_CLIENTS,
+                rate: Some(10_000),
+                duration: Duration::from_secs(10),
+                readers: 0,
+                seed: 7,
+                label: "first-minute open 10000/s".to_owned(),
+                sweep: None,
+            },
+            elapsed: Duration::from_secs(10),
+            stop_reason: "duration".to_owned(),
+            tally: held,
+            reads: None,
+            browse: Some(browse),
+            origin: Some(OriginReads { show_pages: 10, seat_maps: 11, other: 0 }),
+            offered_holds: Some(2_000),
+            check: Check { ok: true, lines: Vec::new() },
+            notes: Vec::new(),
+            costs: None,
+            usage: Some(RunUsage {
+                cpu_seconds: 5.0,
+                pss_at_start: 0,
+                pss_at_end: 0,
+                helpers_cpu_seconds: Some(2.0),
+                generator_cpu_seconds: None,
+            }),
+            snapshots: Vec::new(),
+        };
+        let rows: Vec<(&str, String)> =
+            first_minute_rows(&result).into_iter().map(|(name, cell)| (name, cell.text)).collect();
+        let row =
+            |name: &str| rows.iter().find(|(row, _)| *row == name).map(|(_, text)| text.as_str());
+        assert_eq!(row("hold attempts offered/s"), Some("2,000"));
+        assert_eq!(row("requests offered/s"), Some("10,000"));
+        // 1,000 holds decided and 5 reads in 10 s.
+        assert_eq!(row("requests answered/s"), Some("101"));
+        assert_eq!(row("show page p50 ms"), Some("2.0"));
+        assert_eq!(row("seat map p99 ms"), Some("9.0"));
+        // HIT and UPDATING come from the cache; EXPIRED went to the origin.
+        assert_eq!(row("CDN hit rate"), Some("80.00%"));
+        assert_eq!(row("origin reads/s"), Some("2.1 (page 1.0, map 1.1)"));
+        assert_eq!(row("CPU cores used"), Some("nodes 0.50 / CDN 0.20 / generator —"));
+    }
 }

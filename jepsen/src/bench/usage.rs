@@ -58,6 +58,13 @@ pub fn sample(roots: &[u32]) -> Option<Usage> {
     Some(usage)
 }
 
+/// This process's own CPU time so far (user and system, without its children: the load
+/// generator's cost beside the backends it started), seconds.
+pub fn own_cpu_seconds() -> Option<f64> {
+    let stat = Process::myself().ok()?.stat().ok()?;
+    Some((stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64)
+}
+
 /// A process's proportional set size, bytes.
 fn pss_bytes(process: &Process) -> Option<u64> {
     let rollup = process.smaps_rollup().ok()?;

@@ -495,7 +495,7 @@ impl Target for ClusterRun {
             Request::SeatMap => format!("{base}/v1/shows/{show_id}/availability"),
             Request::Hold => return Err("a hold is not a read".to_owned()),
         };
-        let answer = self
+        let mut answer = self
             .http
             .get(url)
             .send()
@@ -507,7 +507,6 @@ impl Target for ClusterRun {
             .get(cdn::CACHE_STATUS_HEADER)
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned);
-        let mut answer = answer;
         if status != reqwest::StatusCode::OK {
             let body = answer.text().await.unwrap_or_default();
             return Err(format!("{} {body}", status.as_u16()));

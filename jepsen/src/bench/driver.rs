@@ -79,7 +79,8 @@ pub fn specs(options: &Options) -> Vec<RunSpec> {
     for &workload in &options.workloads {
         let layout = workload.layout(options.seats, options.uncontended_seats);
         if workload == WorkloadKind::FirstMinute {
-            // Open loop only, at the offered rates, with as many virtual buyers as it takes.
+            // Open loop only, one run per offered rate, in FIRST_MINUTE_CLIENTS lanes of holds
+            // and as many of reads.
             for &rate in &options.first_minute_rates {
                 specs.push(RunSpec {
                     index: u32::try_from(specs.len()).unwrap_or(u32::MAX),
@@ -279,11 +280,6 @@ impl BrowseTally {
         self.reads.values().map(|tally| tally.reads).sum()
     }
 
-    /// Reads that failed, of every kind.
-    pub fn failed(&self) -> u64 {
-        self.reads.values().map(|tally| tally.errors.values().sum::<u64>()).sum()
-    }
-
     /// The share of answered reads the CDN served from its cache (fresh, or being refreshed
     /// by another request), percent; `None` without reads.
     pub fn hit_percent(&self) -> Option<f64> {
@@ -418,9 +414,9 @@ pub async fn run<T: Target>(
     }
 
     let browses = spec.workload == WorkloadKind::FirstMinute && target.browses();
-    // A first minute without a read tier makes its hold part alone, at the holds' share.
-    // The first minute's holds run at their share of the rate; its reads, where the target
-    // serves them, in lanes of their own at the rest, so that a slow hold never delays a read.
+    // The first minute's holds run at their share of the rate (alone, on a target without a
+    // read tier); its reads, where the target serves them, in lanes of their own at the rest,
+    // so that a slow hold never delays a read.
     let hold_rate = offered_holds(spec);
     let costs_before = target.state_costs().await;
     let origin_before = target.origin_reads();
@@ -536,7 +532,7 @@ pub async fn run<T: Target>(
         reads,
         browse,
         origin,
-        offered_holds: offered_holds(spec),
+        offered_holds: hold_rate,
         check,
         notes,
         costs,

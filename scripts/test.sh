@@ -26,8 +26,8 @@ promtool check rules node/prometheus/alerts.yml
 promtool test rules node/prometheus/alerts.test.yml
 echo "== binaries the process tests and the Jepsen smoke run"
 # The same selection as cluster.sh and demo.sh, so that features unify the same way; then the
-# test-only bookingd-unsafe (the node crate once more, with the unsafe-modes feature), which the
-# Jepsen smoke must catch.
+# test-only bookingd-unsafe (statemachine, raft and node once more, with the planted bugs of the
+# unsafe-modes feature), whose every bug the Jepsen smoke must catch.
 cargo build --release --workspace --bins
 cargo build --release -p node --features unsafe-modes --bin bookingd-unsafe
 echo "== rolling upgrade from the previous release (smoke; the full run: scripts/upgrade-test.sh)"

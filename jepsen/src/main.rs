@@ -5,7 +5,7 @@
 //! payment provider (`paysim`, built with the workspace) and its faults. Exit codes: 0 valid, 1 invalid, 2 unknown, 3 the test
 //! could not run (a harness problem). Builds nothing: `cargo build --release --workspace --bins`
 //! first (and `cargo build --release -p node --features unsafe-modes --bin bookingd-unsafe` for
-//! the unsafe mode).
+//! `--inject`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -76,9 +76,11 @@ struct TestArgs {
     /// Where bookingd is (default: next to this executable).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
-    /// Run the test-only bookingd-unsafe with --unsafe-stale-reads: the suite must catch it.
-    #[arg(long)]
-    unsafe_stale_reads: bool,
+    /// Run the test-only bookingd-unsafe with this planted bug on (ack-before-commit,
+    /// stale-read, fifo-skip, two-offers; `bookingd-unsafe --list-injections`): the suite must
+    /// judge it invalid.
+    #[arg(long, value_name = "BUG")]
+    inject: Option<statemachine::inject::Bug>,
     /// The first loopback port to use.
     #[arg(long, default_value_t = 7600)]
     port_base: u16,
@@ -178,6 +180,10 @@ fn check_ledger_again(report: &std::path::Path) -> Result<LedgerReport, String> 
 }
 
 async fn test(args: TestArgs) -> ExitCode {
+    if let Some(bug) = args.inject.filter(|bug| !bug.in_processes()) {
+        eprintln!("--inject {bug}: that bug exists only in the simulator (scripts/sim.sh)");
+        return ExitCode::from(3);
+    }
     if args.provider_faults && args.workload != Workload::Payments {
         eprintln!("--provider-faults needs --workload payments");
         return ExitCode::from(3);
@@ -189,7 +195,7 @@ async fn test(args: TestArgs) -> ExitCode {
         if args.provider_faults { "+provider" } else { "" },
         args.nodes,
         args.seed,
-        if args.unsafe_stale_reads { "-unsafe" } else { "" }
+        args.inject.map(|bug| format!("-{bug}")).unwrap_or_default()
     );
     let report_dir =
         args.report.clone().unwrap_or_else(|| PathBuf::from("jepsen-reports").join(&name));
@@ -208,10 +214,9 @@ async fn test(args: TestArgs) -> ExitCode {
         .clone()
         .or_else(|| temporary.as_ref().map(|dir| dir.path().to_path_buf()))
         .unwrap_or_default();
-    let (binary, node_args) = if args.unsafe_stale_reads {
-        ("bookingd-unsafe".to_owned(), vec!["--unsafe-stale-reads".to_owned()])
-    } else {
-        ("bookingd".to_owned(), Vec::new())
+    let (binary, node_args) = match args.inject {
+        Some(bug) => ("bookingd-unsafe".to_owned(), vec!["--inject".to_owned(), bug.to_string()]),
+        None => ("bookingd".to_owned(), Vec::new()),
     };
     let options = TestOptions {
         nodes: args.nodes,
@@ -241,7 +246,7 @@ async fn test(args: TestArgs) -> ExitCode {
         args.concurrency,
         args.seed,
         if args.provider_faults { " --provider-faults" } else { "" },
-        if args.unsafe_stale_reads { " --unsafe-stale-reads" } else { "" }
+        args.inject.map(|bug| format!(" --inject {bug}")).unwrap_or_default()
     );
     // On Ctrl-C (or the matrix script's timeout) the test's future is dropped, and with it the
     // cluster, which kills the processes it started.

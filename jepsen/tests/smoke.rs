@@ -1,7 +1,7 @@
-//! The CI smoke of the Jepsen suite (about 110 s): a few workloads under a few nemeses against
+//! The CI smoke of the Jepsen suite (about 3 minutes): a few workloads under a few nemeses against
 //! real 3-node clusters must be judged valid (the `payments` workload, with the provider's
-//! faults, against the provider's ledger), and the deliberately unsafe node
-//! (`bookingd-unsafe --unsafe-stale-reads`) must be judged invalid.
+//! faults, against the provider's ledger), and the deliberately broken node (`bookingd-unsafe
+//! --inject BUG`, one run per bug real processes can have) must be judged invalid.
 //!
 //! Runs the `jepsen` binary as a user would. Needs `bookingd`, `paysim` and `bookingd-unsafe`
 //! built next to it (`scripts/test.sh` builds them before the tests); fails, never skips,
@@ -68,7 +68,7 @@ fn last_lines(text: &str) -> String {
 #[test]
 fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
     let reports = tempfile::tempdir().expect("a temporary folder");
-    let runs: [(&str, &[&str], i32); 7] = [
+    let runs: [(&str, &[&str], i32); 10] = [
         (
             "holds under kill-leader",
             &[
@@ -167,7 +167,7 @@ fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
             0,
         ),
         (
-            "register on bookingd-unsafe --unsafe-stale-reads",
+            "register on bookingd-unsafe --inject stale-read",
             &[
                 "--workload",
                 "register",
@@ -179,11 +179,73 @@ fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
                 "14",
                 "--port-base",
                 "7860",
-                "--unsafe-stale-reads",
+                "--inject",
+                "stale-read",
+            ],
+            1,
+        ),
+        (
+            "register on bookingd-unsafe --inject ack-before-commit",
+            &[
+                "--workload",
+                "register",
+                "--nemesis",
+                "partition-leader",
+                "--time-limit",
+                "12",
+                "--seed",
+                "20",
+                "--port-base",
+                "7980",
+                "--inject",
+                "ack-before-commit",
+            ],
+            1,
+        ),
+        (
+            "admission on bookingd-unsafe --inject fifo-skip",
+            &[
+                "--workload",
+                "admission",
+                "--nemesis",
+                "none",
+                "--time-limit",
+                "8",
+                "--seed",
+                "18",
+                "--port-base",
+                "7940",
+                "--inject",
+                "fifo-skip",
+            ],
+            1,
+        ),
+        (
+            "waitlist on bookingd-unsafe --inject two-offers",
+            &[
+                "--workload",
+                "waitlist",
+                "--nemesis",
+                "none",
+                "--time-limit",
+                "8",
+                "--seed",
+                "19",
+                "--port-base",
+                "7960",
+                "--inject",
+                "two-offers",
             ],
             1,
         ),
     ];
+    // Every bug real processes can have is among the runs.
+    for bug in statemachine::inject::Bug::ALL.into_iter().filter(|bug| bug.in_processes()) {
+        assert!(
+            runs.iter().any(|(_, args, _)| args.windows(2).any(|w| w == ["--inject", bug.name()])),
+            "no smoke run plants {bug}"
+        );
+    }
     for (what, args, expected) in runs {
         let report = reports.path().join(what.replace(' ', "-"));
         let (code, output) = jepsen(args, &report);

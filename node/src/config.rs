@@ -460,13 +460,6 @@ pub struct Config {
     pub request_deadline: Duration,
     /// How long an HTTP/1 client may take to send a request's headers.
     pub header_deadline: Duration,
-    /// Deliberately unsafe, for the Jepsen suite only: every read that should be linearizable
-    /// is served from this node's replica, without ReadIndex and without checking leadership,
-    /// so an old leader that has not yet noticed it was deposed serves stale reads. Set only by
-    /// `bookingd-unsafe --unsafe-stale-reads`, never by the command line of `bookingd` or by
-    /// the config file; the field does not exist without the `unsafe-modes` feature.
-    #[cfg(feature = "unsafe-modes")]
-    pub unsafe_stale_reads: bool,
 }
 
 /// Where a node serves Raft traffic between nodes, and its mutual TLS.
@@ -754,8 +747,6 @@ impl Config {
                 .header_deadline_ms
                 .or(file.header_deadline_ms)
                 .map_or(serve::HEADER_DEADLINE_DEFAULT, |ms| Duration::from_millis(ms.max(1))),
-            #[cfg(feature = "unsafe-modes")]
-            unsafe_stale_reads: false,
         })
     }
 

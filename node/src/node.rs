@@ -238,12 +238,13 @@ impl Node {
                  listens on loopback only)"
             );
         }
-        #[cfg(feature = "unsafe-modes")]
-        if config.unsafe_stale_reads {
+        let planted = statemachine::inject::active();
+        if !planted.is_empty() {
+            let names: Vec<&str> = planted.iter().map(|bug| bug.name()).collect();
             tracing::warn!(
-                "UNSAFE MODE --unsafe-stale-reads: reads that should be linearizable are served \
-                 from this replica without ReadIndex or a leadership check, and may be stale; \
-                 for testing the Jepsen suite only, never for real sales"
+                bugs = names.join(","),
+                "UNSAFE: deliberately planted bugs are on, for proving the test suites catch \
+                 them; never for real sales"
             );
         }
         let sessions = Sessions::with_entropy(

@@ -585,8 +585,8 @@ impl Service {
 
     /// Reads `show`'s group linearizably on its leader.
     ///
-    /// With the test-only `unsafe-modes` feature and `Config::unsafe_stale_reads` on, reads this
-    /// node's replica instead, whether it leads or not (see [`Service::read_local`]).
+    /// With the planted bug `stale-read` on (`statemachine::inject`, test builds only), reads
+    /// this node's replica instead, whether it leads or not (see [`Service::read_local`]).
     ///
     /// # Errors
     ///
@@ -596,8 +596,7 @@ impl Service {
         show: ShowId,
         read: impl Fn(&Group) -> Result<T, Rejection>,
     ) -> Result<T, ApiError> {
-        #[cfg(feature = "unsafe-modes")]
-        if self.shared.config.unsafe_stale_reads {
+        if statemachine::inject::on(statemachine::inject::Bug::StaleRead) {
             // The planted bug the Jepsen suite must catch: no ReadIndex and no leadership
             // check, so a deposed leader that has not heard of its successor answers from the
             // state it had, missing writes acknowledged since.

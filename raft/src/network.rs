@@ -44,6 +44,8 @@ use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tonic::transport::{Channel, Endpoint, Uri};
 
+use statemachine::inject::{self, Bug};
+
 use crate::types::{GroupId, Node, NodeId, Snapshot, SnapshotData, TypeConfig, Vote};
 use crate::wire;
 
@@ -502,6 +504,19 @@ impl GroupRouter<TypeConfig, GroupId> for GrpcTransport {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        if inject::on(Bug::AckBeforeCommit) && !rpc.entries.is_empty() {
+            // The planted bug: the entries are sent, but the leader counts them stored on the
+            // follower before the follower said so, and so commits (and answers clients)
+            // without a quorum that has them. A conflict still comes back on the next
+            // heartbeat.
+            let transport = self.clone();
+            tokio::spawn(async move {
+                let sent: Result<AppendEntriesResponse<TypeConfig>, _> =
+                    transport.call(target, group_id, Rpc::AppendEntries, &rpc, &option).await;
+                drop(sent);
+            });
+            return Ok(AppendEntriesResponse::Success);
+        }
         self.call(target, group_id, Rpc::AppendEntries, &rpc, &option).await
     }
 

@@ -7,6 +7,7 @@
 
 use crate::audit::{EntityKind, Reason, StateName};
 use crate::ids::{Actor, SessionId, TicketId};
+use crate::inject::{self, Bug};
 use crate::limits::{ADMISSION_TICKETS_LIVE_MAX, ADMISSION_WINDOW_MAX};
 use crate::outbox::Event;
 use crate::outcome::{Outcome, Rejection, Reply};
@@ -234,7 +235,7 @@ impl Show {
         let actor = ctx.actor;
         ctx.actor = Actor::System;
         while (self.lane.granted.len() as u64) < u64::from(self.lane.window) {
-            let Some(ticket) = self.lane.waiting.pop_first() else { break };
+            let Some(ticket) = self.next_to_grant() else { break };
             let found = &self.lane.tickets[&ticket];
             assert_eq!(found.state, TicketState::Waiting);
             let limit_ms = found.joined_ms + self.policy.ticket_wait_ms;
@@ -264,5 +265,16 @@ impl Show {
         // The window is full, or nobody waits.
         let granted = self.lane.granted.len() as u64;
         assert!(granted >= u64::from(self.lane.window) || self.lane.waiting.is_empty());
+    }
+
+    /// Takes the oldest waiting ticket out of the line (with the planted bug
+    /// [`Bug::FifoSkip`], the second oldest when two wait).
+    fn next_to_grant(&mut self) -> Option<TicketId> {
+        if inject::on(Bug::FifoSkip) && self.lane.waiting.len() >= 2 {
+            let second = *self.lane.waiting.iter().nth(1).expect("two tickets wait");
+            self.lane.waiting.remove(&second);
+            return Some(second);
+        }
+        self.lane.waiting.pop_first()
     }
 }

@@ -32,6 +32,7 @@ mod features;
 mod hold;
 mod idempotency;
 mod ids;
+pub mod inject;
 mod invariants;
 pub mod limits;
 mod moving;

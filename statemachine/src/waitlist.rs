@@ -9,6 +9,7 @@
 
 use crate::audit::{EntityKind, OrderKey, Reason, StateName};
 use crate::ids::{Actor, CapacityEventId, EntryId, OfferId, SeatNo, SeatSet, SessionId};
+use crate::inject::{self, Bug};
 use crate::limits::{CAPACITY_EVENT_SEATS_MAX, SEATS_PER_HOLD_MAX, WAITLIST_ENTRIES_LIVE_MAX};
 use crate::outbox::Event;
 use crate::outcome::{Outcome, Rejection, Reply};
@@ -338,6 +339,9 @@ impl Show {
             let seats = SeatSet::from_ascending(unpooled.into_iter().map(|(seat, _)| seat))
                 .expect("the head entry wants at least one seat and the pool has enough");
             let lag_ms = ctx.now.saturating_sub(pooled_ms.expect("at least one seat"));
+            if inject::on(Bug::TwoOffers) {
+                self.offer_again(ctx, entry, &seats);
+            }
             self.make_offer(ctx, entry, head, seats, lag_ms);
         }
         ctx.actor = actor;
@@ -349,6 +353,20 @@ impl Show {
             let quantity = self.waitlist.entries[&EntryId(head.seq)].quantity;
             assert!(self.waitlist.pool.len() < usize::from(quantity));
         }
+    }
+
+    /// The planted bug [`Bug::TwoOffers`]: offers `seats`, which the head of the line is about
+    /// to be offered, to another waiter as well, if it wants as many.
+    fn offer_again(&mut self, ctx: &mut Ctx<'_>, head: EntryId, seats: &SeatSet) {
+        let other =
+            self.waitlist.waiting.iter().map(|order| EntryId(order.seq)).find(|e| *e != head);
+        let Some(entry) = other else { return };
+        if usize::from(self.waitlist.entries[&entry].quantity) != seats.len() {
+            return;
+        }
+        let offer = OfferId(self.allocate_id());
+        let deadline_ms = ctx.now + self.policy.offer_ttl_ms;
+        self.open_offer(ctx, offer, entry, seats.clone(), deadline_ms, 0);
     }
 
     fn make_offer(
@@ -366,27 +384,9 @@ impl Show {
             assert_eq!(self.seats[*seat as usize], Seat::Pooled);
             self.set_seat(*seat, Seat::Offered(offer));
         }
-        self.waitlist.stop_waiting(entry);
-        let waiter = self.waitlist.entries.get_mut(&entry).expect("the head entry exists");
-        assert_eq!(waiter.state, WaitlistEntryState::Waiting);
-        waiter.state = WaitlistEntryState::Offered { offer };
-        let session = waiter.session;
-        self.waitlist.offers.insert(
-            offer,
-            Offer {
-                id: offer,
-                entry,
-                session,
-                seats: seats.clone(),
-                state: OfferState::Open,
-                made_index: ctx.index,
-                deadline_ms,
-                promotion_lag_ms: Some(promotion_lag_ms),
-            },
-        );
-        assert!(self.waitlist.offer_deadlines.insert((deadline_ms, offer)));
-        assert_eq!(self.counts.offered, offered_before + seats.len() as u32);
-        ctx.emit(self.id, Event::OfferMade { offer, entry, session, seats, deadline_ms });
+        let offered = seats.len() as u32;
+        self.open_offer(ctx, offer, entry, seats, deadline_ms, promotion_lag_ms);
+        assert_eq!(self.counts.offered, offered_before + offered);
         let mut transition = self.transition(
             EntityKind::WaitlistEntry,
             entry.0,
@@ -400,6 +400,37 @@ impl Show {
             self.transition(EntityKind::Offer, offer.0, None, StateName::Open, Reason::NextInLine);
         transition.order = Some(order);
         ctx.record(transition);
+    }
+
+    /// Makes `offer` of `seats` to the waiting `entry`, open until `deadline_ms`, and tells the
+    /// outbox; the caller has set the seats aside and records the transitions.
+    fn open_offer(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        offer: OfferId,
+        entry: EntryId,
+        seats: SeatSet,
+        deadline_ms: u64,
+        promotion_lag_ms: u64,
+    ) {
+        self.waitlist.stop_waiting(entry);
+        let waiter = self.waitlist.entries.get_mut(&entry).expect("a waiting entry exists");
+        assert_eq!(waiter.state, WaitlistEntryState::Waiting);
+        waiter.state = WaitlistEntryState::Offered { offer };
+        let session = waiter.session;
+        let made = Offer {
+            id: offer,
+            entry,
+            session,
+            seats: seats.clone(),
+            state: OfferState::Open,
+            made_index: ctx.index,
+            deadline_ms,
+            promotion_lag_ms: Some(promotion_lag_ms),
+        };
+        self.waitlist.offers.insert(offer, made);
+        assert!(self.waitlist.offer_deadlines.insert((deadline_ms, offer)));
+        ctx.emit(self.id, Event::OfferMade { offer, entry, session, seats, deadline_ms });
     }
 
     /// Closes an open offer as `to` (declined, expired or withdrawn): the entry takes

@@ -1,41 +1,54 @@
-//! `bookingd-unsafe`: `bookingd` with deliberately unsafe modes, for the Jepsen suite to prove
-//! that it catches them. Built only with the `unsafe-modes` feature:
+//! `bookingd-unsafe`: `bookingd` with deliberately planted bugs, for the Jepsen suite to prove
+//! that it catches them. Built only with the `unsafe-modes` feature (which gives the state
+//! machine its `inject` feature):
 //!
 //! ```text
 //! cargo build --release -p node --features unsafe-modes --bin bookingd-unsafe
 //! ```
 //!
-//! It takes every option of `bookingd` and runs the same code (`node::daemon`); the unsafe
-//! options exist only here, so `bookingd` cannot be started with them even when the feature is
-//! on. Never run it for real sales.
+//! It takes every option of `bookingd` and runs the same code (`node::daemon`); only here can a
+//! planted bug (`statemachine::inject`) be switched on, so `bookingd` cannot be started with one
+//! even when the feature is on. Never run it for real sales.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use node::{Args, Config};
+use statemachine::inject::{self, Bug};
 
-/// `bookingd-unsafe`: a booking cluster node with deliberately unsafe modes, for testing the
-/// Jepsen suite only. Without an unsafe flag it behaves as `bookingd`.
+/// `bookingd-unsafe`: a booking cluster node with deliberately planted bugs, for testing the
+/// Jepsen suite only. Without `--inject` it behaves as `bookingd`.
 #[derive(Debug, Parser)]
 #[command(name = "bookingd-unsafe", version = node::VERSION, long_about = None)]
 struct UnsafeArgs {
     /// Every option of `bookingd`.
     #[command(flatten)]
     node: Args,
-    /// UNSAFE: serve every read that should be linearizable (a hold and its payment, a
-    /// booking, ticket, waitlist entry or offer, a linearizable seat map, an audit trail) from
-    /// this node's replica, without ReadIndex and without checking leadership, so an isolated
-    /// old leader serves stale reads.
+    /// UNSAFE: switch a planted bug on (repeatable): ack-before-commit (a leader counts
+    /// entries stored on a follower once sent, so it commits without a quorum), stale-read
+    /// (linearizable reads served from this replica without ReadIndex or a leadership check),
+    /// fifo-skip (the admission lane grants the second waiter first), two-offers (two open
+    /// waitlist offers for one seat). `--list-injections` names them all.
+    #[arg(long = "inject", value_name = "BUG")]
+    inject: Vec<Bug>,
+    /// Print the planted bugs a process can have, one a line, and exit.
     #[arg(long)]
-    unsafe_stale_reads: bool,
+    list_injections: bool,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = UnsafeArgs::parse();
-    let config = Config::load(args.node).map(|mut config| {
-        config.unsafe_stale_reads = args.unsafe_stale_reads;
-        config
-    });
-    node::daemon::run(config).await
+    if args.list_injections {
+        for bug in Bug::ALL.into_iter().filter(|bug| bug.in_processes()) {
+            println!("{bug}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    if let Some(bug) = args.inject.iter().find(|bug| !bug.in_processes()) {
+        eprintln!("bookingd-unsafe: {bug} exists only in the simulator");
+        return ExitCode::from(2);
+    }
+    inject::set(&args.inject);
+    node::daemon::run(Config::load(args.node)).await
 }

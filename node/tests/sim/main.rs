@@ -15,11 +15,13 @@
 //! `scripts/sim.sh` wraps these. Options: `--nodes 3|5` (default: drawn from the seed),
 //! `--provider on|off` (the payment provider as a host, its show judged against its ledger;
 //! default: on for even seeds),
-//! `--inject ack-before-sync` (a deliberately broken disk), `--expect-invalid` (succeed only
-//! if some seed fails: proves a bug is found), `--jobs N` (threads; default: every core).
+//! `--inject NAME` (a planted bug, `statemachine::inject`; `--list-injections` names them),
+//! `--expect-invalid` (succeed once some seed fails, and stop there: proves a bug is found),
+//! `--jobs N` (threads; default: every core).
 
 mod nemesis;
 mod net;
+mod panics;
 mod run;
 mod workload;
 mod world;
@@ -31,7 +33,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use statemachine::check::Verdict;
-use world::{Bug, Options};
+use statemachine::inject::Bug;
+use world::Options;
 
 /// Seeds that once failed, kept as regression tests (each with what it found), run as they
 /// were found: without a provider.
@@ -43,7 +46,8 @@ const REGRESSIONS: &[(u64, &str)] = &[
 const CI_SEEDS: u64 = 300;
 /// Seeds the CI run runs twice, comparing their traces.
 const REPLAY_SEEDS: u64 = 30;
-/// Seeds of the injected-bug check in CI: at least one must be judged invalid.
+/// Seeds of each planted bug's check in CI: one of them must be judged invalid (the check
+/// stops at the first).
 const CI_BUG_SEEDS: u64 = 100;
 
 /// Parsed arguments.
@@ -105,6 +109,12 @@ fn parse() -> Result<Cli, String> {
                 };
             }
             "--inject" => cli.bug = Some(value("--inject")?.parse()?),
+            "--list-injections" => {
+                for bug in Bug::ALL {
+                    println!("{bug}");
+                }
+                std::process::exit(0);
+            }
             "--trace" => cli.trace = true,
             "--jobs" => {
                 let jobs: u64 = value("--jobs")?.parse().map_err(|e| format!("--jobs: {e}"))?;
@@ -145,6 +155,7 @@ fn main() -> ExitCode {
         let nodes = nodes_of(seed, cli.nodes);
         let provider = provider_of(seed, cli.provider);
         let verbose = cli.trace;
+        panics::end_run_on_panic();
         let outcome = run::run(Options { seed, nodes, bug: cli.bug, verbose, provider });
         println!("{}", serde_json::to_string(&outcome).expect("outcomes encode"));
         return ExitCode::SUCCESS;
@@ -175,14 +186,15 @@ fn replay_command(seed: u64, cli: &Cli) -> String {
     if let Some(provider) = cli.provider {
         command.push_str(if provider { " --provider on" } else { " --provider off" });
     }
-    if cli.bug.is_some() {
-        command.push_str(" --inject ack-before-sync");
+    if let Some(bug) = cli.bug {
+        command.push_str(&format!(" --inject {bug}"));
     }
     command
 }
 
 /// Runs seeds `first..end` on `cli.jobs` threads; prints each failure with its replay command,
-/// then a summary. Passes if every seed is valid (or, with `--expect-invalid`, if some is not).
+/// then a summary. Passes if every seed is valid (or, with `--expect-invalid`, if some is not:
+/// then no seed starts after the first invalid one is found).
 fn many(cli: &Cli, first: u64, end: u64) -> (bool, BTreeMap<u64, u64>) {
     let started = Instant::now();
     let total = end - first;
@@ -191,6 +203,7 @@ fn many(cli: &Cli, first: u64, end: u64) -> (bool, BTreeMap<u64, u64>) {
         progress.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     let next = AtomicU64::new(first);
+    let found = std::sync::atomic::AtomicBool::new(false);
     let outcomes: Mutex<BTreeMap<u64, run::Outcome>> = Mutex::default();
     // Each seed runs in a process of its own, exactly as its replay command runs it: a run
     // leaves traces in process-wide state (tokio's task ids, which decide the order in which a
@@ -199,11 +212,17 @@ fn many(cli: &Cli, first: u64, end: u64) -> (bool, BTreeMap<u64, u64>) {
         for _ in 0..cli.jobs.min(total).max(1) {
             scope.spawn(|| {
                 loop {
+                    if cli.expect_invalid && found.load(Ordering::Relaxed) {
+                        return;
+                    }
                     let seed = next.fetch_add(1, Ordering::Relaxed);
                     if seed >= end {
                         return;
                     }
                     let outcome = run_alone(seed, cli);
+                    if outcome.verdict == Verdict::Invalid {
+                        found.store(true, Ordering::Relaxed);
+                    }
                     if outcome.verdict != Verdict::Valid {
                         progress.suspend(|| {
                             println!("seed {seed}: {:?}", outcome.verdict);
@@ -245,11 +264,13 @@ fn many(cli: &Cli, first: u64, end: u64) -> (bool, BTreeMap<u64, u64>) {
         }
     }
     let real = started.elapsed();
+    let total = outcomes.len() as u64;
+    let end = first + total;
     println!(
         "sim: {total} seeds ({first}..{end}{}, {} jobs): {valid} valid, {} invalid {:?}, {} \
          unknown {:?}; operations {} ok / {} fail / {} info; {simulated:.0} s simulated in \
          {:.1} s real ({:.0} ms per seed per job)",
-        cli.bug.map(|_| ", bug injected: ack-before-sync").unwrap_or(""),
+        cli.bug.map(|bug| format!(", bug planted: {bug}")).unwrap_or_default(),
         cli.jobs,
         invalid.len(),
         invalid,
@@ -259,7 +280,7 @@ fn many(cli: &Cli, first: u64, end: u64) -> (bool, BTreeMap<u64, u64>) {
         ops.1,
         ops.2,
         real.as_secs_f64(),
-        real.as_secs_f64() * 1000.0 * cli.jobs.min(total) as f64 / total as f64,
+        real.as_secs_f64() * 1000.0 * cli.jobs.min(total) as f64 / total.max(1) as f64,
     );
     let passed = if cli.expect_invalid {
         let found = !invalid.is_empty();
@@ -276,7 +297,8 @@ fn many(cli: &Cli, first: u64, end: u64) -> (bool, BTreeMap<u64, u64>) {
 ///
 /// # Panics
 ///
-/// If the child cannot be started or answers something else than an outcome: a harness bug.
+/// If the child cannot be started. A child that dies without answering (a panic that unwound
+/// out of the simulation, an abort) is an invalid run: its replay command shows why.
 fn run_alone(seed: u64, cli: &Cli) -> run::Outcome {
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut command = std::process::Command::new(exe);
@@ -287,8 +309,8 @@ fn run_alone(seed: u64, cli: &Cli) -> run::Outcome {
     if let Some(provider) = cli.provider {
         command.args(["--provider", if provider { "on" } else { "off" }]);
     }
-    if cli.bug == Some(Bug::AckBeforeSync) {
-        command.args(["--inject", "ack-before-sync"]);
+    if let Some(bug) = cli.bug {
+        command.args(["--inject", bug.name()]);
     }
     if cli.trace {
         command.arg("--trace");
@@ -296,8 +318,15 @@ fn run_alone(seed: u64, cli: &Cli) -> run::Outcome {
     let output = command.stderr(std::process::Stdio::inherit()).output().expect("a child run");
     let text = String::from_utf8_lossy(&output.stdout);
     let last = text.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|error| {
-        panic!("seed {seed}: the child answered {last:?} ({error}), exit {}", output.status)
+    serde_json::from_str(last).unwrap_or_else(|error| run::Outcome {
+        verdict: Verdict::Invalid,
+        problems: vec![format!(
+            "the run died without an outcome ({}): it answered {last:?} ({error})",
+            output.status
+        )],
+        trace: Vec::new(),
+        operations: (0, 0, 0),
+        simulated: std::time::Duration::ZERO,
     })
 }
 
@@ -313,7 +342,7 @@ fn fingerprint(trace: &[String]) -> u64 {
 
 /// The CI set: the regression seeds and the first `CI_SEEDS` seeds valid; two seeds replaying
 /// with identical full traces and `REPLAY_SEEDS` seeds with identical trace fingerprints; the
-/// injected bug found within `CI_BUG_SEEDS` seeds.
+/// every planted bug found within `CI_BUG_SEEDS` seeds.
 fn ci(jobs: u64) -> bool {
     let mut passed = true;
     let plain = Cli {
@@ -348,8 +377,10 @@ fn ci(jobs: u64) -> bool {
         println!("sim: seeds 1..={REPLAY_SEEDS} run again: DIFFERENT traces for {differing:?}");
         passed = false;
     }
-    let buggy = Cli { bug: Some(Bug::AckBeforeSync), expect_invalid: true, ..plain };
-    passed &= many(&buggy, 1, 1 + CI_BUG_SEEDS).0;
+    for bug in Bug::ALL {
+        let buggy = Cli { bug: Some(bug), expect_invalid: true, ..plain };
+        passed &= many(&buggy, 1, 1 + CI_BUG_SEEDS).0;
+    }
     println!("sim: {}", if passed { "passed" } else { "FAILED" });
     passed
 }

@@ -70,6 +70,8 @@ struct Facts {
 /// Runs `options.seed` to its verdict.
 pub fn run(options: Options) -> Outcome {
     let seed = options.seed;
+    // Every replica breaks alike, as one broken release would.
+    statemachine::inject::set(options.bug.as_slice());
     let nodes = options.nodes;
     let world = World::new(options);
     let mut rng = StdRng::seed_from_u64(seed);
@@ -255,6 +257,8 @@ pub fn run(options: Options) -> Outcome {
             }
         }
     }
+    // The checkers' model is the state machine too: it must judge by the rules as written.
+    statemachine::inject::set(&[]);
     let simulated = sim.elapsed();
     let history = recorder.history();
     let mut problems = std::mem::take(&mut lock(&facts).problems);

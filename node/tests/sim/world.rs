@@ -20,6 +20,7 @@ use openraft::async_runtime::WatchReceiver;
 use raft::{BookingRuntime, Clock, DialerRef, NetworkConfig, NodeId, SimDisk, Storage, WallClock};
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
+use statemachine::inject::Bug;
 
 use crate::net::{self, TurmoilNet};
 
@@ -37,23 +38,6 @@ pub const PAYSIM_HOST: &str = "paysim";
 /// The port it serves on.
 pub const PAYSIM_PORT: u16 = 7100;
 
-/// Which deliberately injected bug a run has, to prove the simulator finds it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Bug {
-    /// Every disk reports writes durable before syncing them.
-    AckBeforeSync,
-}
-
-impl std::str::FromStr for Bug {
-    type Err = String;
-    fn from_str(name: &str) -> Result<Bug, String> {
-        match name {
-            "ack-before-sync" => Ok(Bug::AckBeforeSync),
-            other => Err(format!("unknown bug {other:?}: ack-before-sync")),
-        }
-    }
-}
-
 /// What one run is made of, all drawn from the seed except what the caller fixes.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -61,7 +45,8 @@ pub struct Options {
     pub seed: u64,
     /// Nodes in the cluster (3 or 5).
     pub nodes: u64,
-    /// An injected bug, if any.
+    /// A planted bug, if any (`statemachine::inject`): the run switches it on for its whole
+    /// cluster.
     pub bug: Option<Bug>,
     /// Whether the trace also lists every operation of the history (for `--trace`).
     pub verbose: bool,

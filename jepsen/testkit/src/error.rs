@@ -44,6 +44,15 @@ pub enum ClusterError {
         /// The end of its logs.
         log_tail: String,
     },
+    /// No node of the cluster runs (each exited by itself or was killed), so waiting for
+    /// one to answer would only run out the clock.
+    #[error("no node runs while waiting for {what} (crashed: {crashed:?})")]
+    NoneRunning {
+        /// What was waited for.
+        what: String,
+        /// The crashes recorded so far: node and exit status.
+        crashed: Vec<(NodeId, String)>,
+    },
     /// A condition did not come true in time.
     #[error("waited {within:?} for {what}; last: {last}")]
     Timeout {

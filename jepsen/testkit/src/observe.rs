@@ -150,9 +150,10 @@ impl Cluster {
             Some(among) => format!("a leader of group {group} among {among:?}"),
             None => format!("a leader of group {group}"),
         };
-        let waiting = self.waiting(what, within);
+        let waiting = self.waiting(what.clone(), within);
         loop {
             self.check_alive()?;
+            self.some_running(&what)?;
             let asked = among.map_or_else(|| self.available(), <[NodeId]>::to_vec);
             let views = self.group_views(group, &asked, false).await;
             match agreed_leader(&views) {
@@ -160,6 +161,14 @@ impl Cluster {
                 None => waiting.again(describe_views(&views)).await?,
             }
         }
+    }
+
+    /// Fails if no node of the cluster runs: every one crashed (found exited) or was killed.
+    fn some_running(&self, what: &str) -> Result<(), ClusterError> {
+        if self.down().len() < self.node_ids().len() {
+            return Ok(());
+        }
+        Err(ClusterError::NoneRunning { what: what.to_owned(), crashed: self.crashes() })
     }
 
     /// The nodes of `among` that answered, with their view of `group`.
@@ -227,9 +236,10 @@ impl Cluster {
             [group] => format!("group {group}'s replicas to converge"),
             _ => format!("the replicas of groups {names:?} to converge"),
         };
-        let waiting = self.waiting(what, within);
+        let waiting = self.waiting(what.clone(), within);
         loop {
             self.check_alive()?;
+            self.some_running(&what)?;
             let statuses = self.statuses(&self.available(), true).await;
             let mut views: BTreeMap<GroupId, BTreeMap<NodeId, GroupStatus>> = BTreeMap::new();
             for (id, reply) in statuses {

@@ -18,8 +18,12 @@
 //! - [`runner`]: one test end to end; [`report`]: its folder and timeline.
 //! - [`bench`]: the on-sale benchmark against this cluster, PostgreSQL and etcd (the `bench`
 //!   binary, `scripts/bench.sh`).
+//! - [`failover`]: how long each group takes to acknowledge a write after its leader is
+//!   killed, alone or beside the benchmark's load (the `failover` binary,
+//!   `scripts/failover.sh`).
 
 pub mod bench;
+pub mod failover;
 pub mod http;
 pub mod nemesis;
 pub mod onsale;

@@ -85,6 +85,21 @@ impl ClusterBackend {
         tls: bool,
         rest: bool,
     ) -> Result<ClusterBackend, BenchError> {
+        ClusterBackend::start_tuned(options, tls, rest, |_| {}).await
+    }
+
+    /// As [`ClusterBackend::start`], with `tune` changing the nodes' options last (the failover
+    /// measurement's Raft timing and ports).
+    ///
+    /// # Errors
+    ///
+    /// As [`ClusterBackend::start`].
+    pub async fn start_tuned(
+        options: &Options,
+        tls: bool,
+        rest: bool,
+        tune: impl FnOnce(&mut ClusterOptions),
+    ) -> Result<ClusterBackend, BenchError> {
         let name = match (rest, tls) {
             (true, _) => REST_NAME,
             (false, true) => NAME,
@@ -109,6 +124,7 @@ impl ClusterBackend {
                 .collect(),
             ..ClusterOptions::new(3, dir.path())
         };
+        tune(&mut cluster_options);
         refuse_a_verify_build(&mut cluster_options)?;
         let cluster = Cluster::start(cluster_options)
             .await
@@ -123,6 +139,14 @@ impl ClusterBackend {
             nginx_bin: options.nginx_bin.clone(),
             dir,
         })
+    }
+}
+
+impl ClusterBackend {
+    /// The nodes, for what a benchmark does to them beside its load (the failover
+    /// measurement kills and restarts them).
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
     }
 }
 
@@ -279,7 +303,7 @@ fn refuse_a_verify_build(options: &mut ClusterOptions) -> Result<(), BenchError>
 }
 
 /// Waits until show `show_id` is readable and returns its price version.
-async fn ready_price_version(client: &Client, show_id: u64) -> Result<u32, BenchError> {
+pub(crate) async fn ready_price_version(client: &Client, show_id: u64) -> Result<u32, BenchError> {
     let deadline = tokio::time::Instant::now() + SHOW_READY_WAIT;
     loop {
         match client.get_seat_map(show_id).await {

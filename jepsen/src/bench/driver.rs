@@ -404,6 +404,23 @@ pub async fn run<T: Target>(
     options: &Options,
     processes: &[u32],
 ) -> Result<RunResult, BenchError> {
+    run_until(backend, target, spec, options, processes, &AtomicBool::new(false)).await
+}
+
+/// As [`run`], ending early (as if its duration had passed) once `stop` is set: a load beside
+/// something else that decides when it has had enough (the failover measurement).
+///
+/// # Errors
+///
+/// As [`run`].
+pub async fn run_until<T: Target>(
+    backend: &'static str,
+    target: T,
+    spec: &RunSpec,
+    options: &Options,
+    processes: &[u32],
+    stop: &AtomicBool,
+) -> Result<RunResult, BenchError> {
     let target = Arc::new(target);
     let workers = make_workers(&target, spec.clients).await?;
     let mut readers = Vec::new();
@@ -465,7 +482,7 @@ pub async fn run<T: Target>(
         reader_tasks.spawn(async move { read_loop(&*target, reader, &live).await });
     }
 
-    let stop_reason = monitor(spec, &live, started, options.progress).await;
+    let stop_reason = monitor(spec, &live, started, options.progress, stop).await;
     live.stop.store(true, Ordering::SeqCst);
     let mut tally = Tally::new(0);
     while let Some(joined) = writer_tasks.join_next().await {
@@ -578,7 +595,13 @@ async fn make_workers<T: Target>(
 }
 
 /// Updates the progress bar until the run is over; returns why it is.
-async fn monitor(spec: &RunSpec, live: &Live, started: Instant, progress: bool) -> String {
+async fn monitor(
+    spec: &RunSpec,
+    live: &Live,
+    started: Instant,
+    progress: bool,
+    stop: &AtomicBool,
+) -> String {
     let total = spec.layout.total_seats();
     let bar = if progress { ProgressBar::new(total) } else { ProgressBar::hidden() };
     bar.set_style(
@@ -610,6 +633,9 @@ async fn monitor(spec: &RunSpec, live: &Live, started: Instant, progress: bool) 
         ));
         if elapsed >= spec.duration {
             break format!("duration ({} s)", spec.duration.as_secs_f64());
+        }
+        if stop.load(Ordering::Relaxed) {
+            break format!("stopped after {:.0} s", elapsed.as_secs_f64());
         }
         // The first minute goes on after the show sells out: its buyers still browse, and
         // the holds that can no longer succeed must still be refused.

@@ -103,7 +103,7 @@ pub struct NetworkConfig {
     pub call_timeout_default: Duration,
     /// The shortest deadline of a replication call (AppendEntries; votes, pre-votes and leader
     /// hand-overs keep openraft's deadlines). openraft bounds a replication call by its heartbeat
-    /// interval (3/4 of it as the soft TTL: 112 ms with bookingd's 150 ms), which a loaded node
+    /// interval (3/4 of it as the soft TTL: 37 ms with bookingd's 50 ms), which a loaded node
     /// misses now and then; a timed-out append restarts the replication stream, and every write
     /// waiting on it waits for the restart (the benchmark's p99.9 was 155-225 ms on 2 cores).
     /// A longer deadline only delays noticing a silent peer, which HTTP/2 pings and the other

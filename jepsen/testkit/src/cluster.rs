@@ -195,7 +195,7 @@ impl ClusterOptions {
     }
 
     /// A suite's run of `nodes` nodes in `dir`: two data groups of three replicas, the
-    /// daemon's Raft timing (150 ms heartbeats, elections after 600-1200 ms), fixed test
+    /// daemon's Raft timing (50 ms heartbeats, elections after 200-400 ms), fixed test
     /// secrets, rate limits out of the way (the suite measures the cluster, and every client
     /// shares one address), clock skew on when libfaketime is found, nodes on 127.0.0.11 and
     /// up with ports from 7300, polls every 100 ms and status calls of at most a second (five
@@ -220,9 +220,9 @@ impl ClusterOptions {
     }
 
     /// A test's cluster of `nodes` nodes beside other tests: free ports of 127.0.0.1, a
-    /// temporary directory, two data groups of three replicas, the daemon's Raft timing (150 ms
-    /// heartbeats, elections after 600-1200 ms: short enough for quick failover, long enough for
-    /// a busy machine), its own secrets and limits, the test's `RUST_LOG` for the nodes, no clock
+    /// temporary directory, two data groups of three replicas, the daemon's Raft timing (50 ms
+    /// heartbeats, elections after 200-400 ms: see `node::config::ELECTION_MIN_MS_DEFAULT`), its
+    /// own secrets and limits, the test's `RUST_LOG` for the nodes, no clock
     /// skew, polls every [`crate::wait::POLL`], status calls of at most two seconds, and one
     /// such cluster of the process at a time.
     pub fn ephemeral(nodes: u64) -> ClusterOptions {
@@ -234,9 +234,9 @@ impl ClusterOptions {
             bin_dir: None,
             binary: "bookingd".to_owned(),
             addressing: Addressing::Ephemeral,
-            heartbeat_ms: 150,
-            election_min_ms: 600,
-            election_max_ms: 1_200,
+            heartbeat_ms: 50,
+            election_min_ms: 200,
+            election_max_ms: 400,
             snapshot_logs: None,
             tick_ms: None,
             session_secret: None,

@@ -68,13 +68,17 @@ pub enum Nemesis {
     /// Move the workload's shows to another data group (a fenced move: freeze, import,
     /// relocate, activate, drop), then move them back home.
     MoveShow,
+    /// Two faults overlapping: the second strikes halfway through the first, the first is
+    /// undone while the second lasts (a node restarted inside a partition, a member readmitted
+    /// while a node is paused), then the second. The pair is one of [`Nemesis::PAIRS`].
+    TwoFaults,
     /// Each fault period picks one of the others that applies.
     Combined,
 }
 
 impl Nemesis {
     /// Every nemesis, in the order of the matrix.
-    pub const ALL: [Nemesis; 16] = [
+    pub const ALL: [Nemesis; 17] = [
         Nemesis::None,
         Nemesis::KillOne,
         Nemesis::KillMinority,
@@ -90,7 +94,23 @@ impl Nemesis {
         Nemesis::Membership,
         Nemesis::ClockSkew,
         Nemesis::MoveShow,
+        Nemesis::TwoFaults,
         Nemesis::Combined,
+    ];
+
+    /// The pairs [`Nemesis::TwoFaults`] picks from: a fault, and one that strikes while it
+    /// lasts.
+    pub const PAIRS: [(Nemesis, Nemesis); 5] = [
+        // A partition during a kill: the node comes back into a split cluster.
+        (Nemesis::KillOne, Nemesis::PartitionHalves),
+        // A pause during a membership change: the member is readmitted while a node is stopped.
+        (Nemesis::Membership, Nemesis::PauseOne),
+        // Skew during a partition: the leader's clock jumps while it may be cut off.
+        (Nemesis::PartitionHalves, Nemesis::ClockSkew),
+        // A kill during a partition of the leader: the majority elects, then loses a node.
+        (Nemesis::PartitionLeader, Nemesis::KillOne),
+        // A leader paused while a node is down: the group may lose its quorum for a while.
+        (Nemesis::KillOne, Nemesis::PauseLeader),
     ];
 
     /// The command-line name (kebab-case).
@@ -111,6 +131,7 @@ impl Nemesis {
             Nemesis::Membership => "membership",
             Nemesis::ClockSkew => "clock-skew",
             Nemesis::MoveShow => "move-show",
+            Nemesis::TwoFaults => "two-faults",
             Nemesis::Combined => "combined",
         }
     }
@@ -121,8 +142,19 @@ impl Nemesis {
         match self {
             Nemesis::PartitionBridge | Nemesis::PartitionRing => nodes >= 5,
             Nemesis::ClockSkew => skew_supported,
+            Nemesis::TwoFaults => !Nemesis::pairs(nodes, skew_supported).is_empty(),
             _ => true,
         }
+    }
+
+    /// The pairs of [`Nemesis::PAIRS`] whose both faults apply.
+    pub fn pairs(nodes: u64, skew_supported: bool) -> Vec<(Nemesis, Nemesis)> {
+        Nemesis::PAIRS
+            .into_iter()
+            .filter(|(first, second)| {
+                first.applies(nodes, skew_supported) && second.applies(nodes, skew_supported)
+            })
+            .collect()
     }
 
     /// The nemeses [`Nemesis::Combined`] picks from: every fault that applies.
@@ -241,8 +273,8 @@ pub struct Schedule {
 
 impl Schedule {
     /// `nemesis` aimed at data group `group`: faults of 3-6 s after quiet periods of 3-6 s
-    /// (long enough for an election, which takes up to about 1.2 s, and some work under the new
-    /// leader), skews up to 30 s.
+    /// (long enough for an election, which takes up to about 0.8 s with the daemon's timing,
+    /// and some work under the new leader), skews up to 30 s.
     pub fn new(nemesis: Nemesis, group: GroupId, seed: u64) -> Schedule {
         Schedule {
             nemesis,
@@ -355,6 +387,7 @@ pub async fn run_with(
     };
     let nodes = cluster.options().nodes;
     let mix = Nemesis::mix(nodes, cluster.skew_supported());
+    let pairs = Nemesis::pairs(nodes, cluster.skew_supported());
     let mut step = 0;
     if schedule.nemesis != Nemesis::None {
         loop {
@@ -366,32 +399,55 @@ pub async fn run_with(
                 Nemesis::Combined => mix.choose(&mut rng).copied().unwrap_or(Nemesis::None),
                 other => other,
             };
-            let started = since(t0);
-            let installed = install(cluster, schedule, nemesis, &mut rng).await;
-            let event = NemesisEvent {
-                time_ns: started,
-                end_ns: since(t0),
-                step,
-                nemesis,
-                phase: Phase::Fault,
-                action: installed.action.to_owned(),
-                target: installed.target,
-                nodes: installed.nodes,
-                status: installed.status,
-                detail: installed.detail,
+            // The faults of this step: one, or two overlapping (each recorded under its own
+            // name, both under this step's number).
+            let faults = match nemesis {
+                Nemesis::TwoFaults => match pairs.choose(&mut rng) {
+                    Some(&(first, second)) => vec![first, second],
+                    None => vec![Nemesis::None],
+                },
+                other => vec![other],
             };
-            record(event, &mut events);
-            if let Some(undo) = installed.undo {
-                // The fault lasts its period, or less when the stop signal comes: the run is
-                // over, and the fault is undone at once.
-                stop.sleep(between(&mut rng, schedule.fault_min, schedule.fault_max)).await;
+            // Each fault lasts its period, or less when the stop signal comes: the run is over,
+            // and what is installed is undone at once. Two faults overlap for half of it.
+            let period = between(&mut rng, schedule.fault_min, schedule.fault_max);
+            let share = if faults.len() > 1 { period / 2 } else { period };
+            let mut undos = Vec::new();
+            for (index, &fault) in faults.iter().enumerate() {
+                if index > 0 {
+                    stop.sleep(share).await;
+                }
                 let started = since(t0);
-                let (action, nodes, status, detail) = heal(cluster, &undo).await;
+                let installed = install(cluster, schedule, fault, &mut rng).await;
                 let event = NemesisEvent {
                     time_ns: started,
                     end_ns: since(t0),
                     step,
-                    nemesis,
+                    nemesis: fault,
+                    phase: Phase::Fault,
+                    action: installed.action.to_owned(),
+                    target: installed.target,
+                    nodes: installed.nodes,
+                    status: installed.status,
+                    detail: installed.detail,
+                };
+                record(event, &mut events);
+                if let Some(undo) = installed.undo {
+                    undos.push((fault, undo));
+                }
+            }
+            // Undone in the order installed: the first while the second still lasts.
+            for (index, (fault, undo)) in undos.iter().enumerate() {
+                if index == 0 || faults.len() > 1 {
+                    stop.sleep(share).await;
+                }
+                let started = since(t0);
+                let (action, nodes, status, detail) = heal(cluster, undo).await;
+                let event = NemesisEvent {
+                    time_ns: started,
+                    end_ns: since(t0),
+                    step,
+                    nemesis: *fault,
                     phase: Phase::Heal,
                     action: action.to_owned(),
                     target: describe_nodes(&nodes),
@@ -430,7 +486,7 @@ pub async fn run_with(
     events
 }
 
-/// Installs one fault of `nemesis` (never `Combined` or `None`).
+/// Installs one fault of `nemesis` (never `Combined`, `TwoFaults` or `None`).
 async fn install(
     cluster: &Cluster,
     schedule: &Schedule,
@@ -440,7 +496,9 @@ async fn install(
     let all = cluster.node_ids();
     let n = all.len();
     match nemesis {
-        Nemesis::None | Nemesis::Combined => Installed::skipped("none", "nothing to do"),
+        Nemesis::None | Nemesis::Combined | Nemesis::TwoFaults => {
+            Installed::skipped("none", "nothing to do")
+        }
         Nemesis::KillOne => match cluster.running().choose(rng).copied() {
             Some(id) => kill(cluster, vec![id]).await,
             None => Installed::skipped("kill", "no node runs"),

@@ -68,7 +68,7 @@ fn last_lines(text: &str) -> String {
 #[test]
 fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
     let reports = tempfile::tempdir().expect("a temporary folder");
-    let runs: [(&str, &[&str], i32); 10] = [
+    let runs: [(&str, &[&str], i32); 11] = [
         (
             "holds under kill-leader",
             &[
@@ -183,6 +183,22 @@ fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
                 "stale-read",
             ],
             1,
+        ),
+        (
+            "holds under two-faults",
+            &[
+                "--workload",
+                "holds",
+                "--nemesis",
+                "two-faults",
+                "--time-limit",
+                "15",
+                "--seed",
+                "21",
+                "--port-base",
+                "8000",
+            ],
+            0,
         ),
         (
             "register on bookingd-unsafe --inject ack-before-commit",

@@ -326,8 +326,7 @@ impl ClusterOptions {
                 Ok((SocketAddr::new(ip, port_base), None))
             }
             Addressing::Ephemeral => {
-                let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-                    .map_err(ClusterError::io("bind a free loopback port"))?;
+                let listener = free_listener()?;
                 let address = listener.local_addr().map_err(ClusterError::io("local address"))?;
                 Ok((address, Some(listener)))
             }
@@ -349,6 +348,30 @@ impl ClusterOptions {
             Addressing::Ephemeral => Ok(SocketAddr::new(from_address.ip(), 0)),
         }
     }
+}
+
+/// The ports [`free_listener`] picks from: below Linux's default range for the source ports
+/// of outgoing connections (`/proc/sys/net/ipv4/ip_local_port_range`, 32768-60999), and above
+/// the fixed ports of the suites and benchmarks.
+const FREE_PORTS: std::ops::Range<u16> = 20_000..32_768;
+
+/// A listener on a free loopback port, held until the node is spawned. The port is released
+/// just before the node binds it, and a port of the kernel's ephemeral range can be taken in
+/// between as the source port of any outgoing connection (the nodes already started, and
+/// their proxies, dial while the next one starts): a process test failed with "Address
+/// already in use" that way. A port of [`FREE_PORTS`] is never handed out to a connection, so
+/// only another bind can take it. Falls back to any free port.
+fn free_listener() -> Result<TcpListener, ClusterError> {
+    use rand::Rng as _;
+    let mut rng = rand::thread_rng();
+    for _ in 0..64 {
+        let port = rng.gen_range(FREE_PORTS);
+        if let Ok(listener) = TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+            return Ok(listener);
+        }
+    }
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(ClusterError::io("bind a free loopback port"))
 }
 
 /// Node `id`'s address under [`Addressing::Fixed`].

@@ -67,7 +67,10 @@ async fn shows_moved_back_and_forth_during_an_on_sale_lose_and_duplicate_nothing
         group_id: group,
         ..NewShow::uniform(id, seats, 1_000, "EUR")
     };
-    let sale = show(SALE, SALE_SEATS, 1);
+    // Every second hold of the on-sale stays live, one buyer's in eight rounds: room for all
+    // of them (the default of 4 per session ran out when the moves let the on-sale run long).
+    let mut sale = show(SALE, SALE_SEATS, 1);
+    sale.policy.holds_per_session_max = SALE_SEATS;
     let lane = NewShow { admission_window: Some(1), ..show(LANE, 10, 1) };
     let waitlist = NewShow { waitlist: true, ..show(WAITLIST, 1, 1) };
     let quiet = show(QUIET, 20, 1);

@@ -9,10 +9,11 @@
 //! One cycle: the node to kill is the next (in turn) that leads a data group; its groups' terms
 //! are read; it is killed and reaped; from then on, each group's time is from the kill until
 //! the first probe started after the kill is acknowledged. The node is restarted once every
-//! group it led answered (or [`ACK_WAIT`] passed), it is waited for until it applied what the leaders had committed, and
-//! the terms are read again: a group the killed node did not lead must not have changed term,
-//! and one it led should have needed one election. Before the first kill, the load (if any)
-//! runs alone for a while and every term change then is a spurious election.
+//! group it led answered (or [`ACK_WAIT`] passed) and waited for until it applied what the
+//! leaders had committed, and the terms are read again: a group the killed node did not lead
+//! must not have changed term, and one it led should have needed one election. Before the
+//! first kill, the load (if any) runs alone for a while and every term change then is a
+//! spurious election.
 //!
 //! Never judges by a node's own word what it can check from the outside: times are the
 //! prober's, and the load's end-of-run check compares what was acknowledged with the seat maps

@@ -597,7 +597,8 @@ impl Client {
             .http2_keep_alive_interval(self.inner.config.keep_alive)
             .keep_alive_timeout(self.inner.config.keep_alive)
             .keep_alive_while_idle(true)
-            .tcp_nodelay(true);
+            .tcp_nodelay(true)
+            .local_address(self.inner.config.local_address);
         let endpoint = match tls {
             None => endpoint,
             Some(tls) => endpoint.tls_config(tls.clone()).map_err(|error| {

@@ -4,6 +4,7 @@
 //! Owns the numbers and the backoff sequence. Never sleeps and never calls a node (the call loop
 //! in `client.rs` does both).
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// The default total time a logical call may take, retries and sleeps included.
@@ -51,6 +52,12 @@ pub struct Config {
     /// concurrent callers into them (holds queue up while every slot is busy, so the next call
     /// carries them all); 0 sends each hold as its own `Hold` call.
     pub hold_batches_in_flight_max: usize,
+    /// The local address the client's connections come from (any port); `None` lets the
+    /// operating system pick. A front-end on a host with several addresses names the one its
+    /// firewall rules know; a test gives each simulated buyer its own, so that a fault can cut
+    /// one buyer off from one node (connections through a [`Connector`](crate::Connector)
+    /// ignore it).
+    pub local_address: Option<IpAddr>,
 }
 
 impl Default for Config {
@@ -63,6 +70,7 @@ impl Default for Config {
             connect_timeout: Duration::from_millis(CONNECT_TIMEOUT_DEFAULT_MS),
             keep_alive: Duration::from_millis(KEEP_ALIVE_DEFAULT_MS),
             hold_batches_in_flight_max: HOLD_BATCHES_IN_FLIGHT_DEFAULT,
+            local_address: None,
         }
     }
 }

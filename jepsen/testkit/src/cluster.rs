@@ -24,6 +24,7 @@ use tokio::sync::MutexGuard;
 use crate::error::ClusterError;
 use crate::links::Links;
 use crate::process::Node;
+use crate::proxy::LinkProxy;
 use crate::{GroupId, NodeId};
 
 /// How long a membership or leadership call may take, retries included (a learner's catch-up
@@ -149,6 +150,14 @@ pub struct ClusterOptions {
     /// have leaders (`Client::raise_feature_level`), as `scripts/cluster.sh up` does. Off, they
     /// stay at level 0, the previous release's formats (a rolling upgrade's start).
     pub raise_feature_level: bool,
+    /// Put a door (a [`crate::proxy::LinkProxy`]) in front of each node's client port and have
+    /// the node advertise the door (`--advertise`), so that every client, and every leader hint
+    /// it follows, goes through it: [`Cluster::cut_client`] can then cut one client (known by
+    /// the address it dials from, `client::Config::local_address`) off from one node while the
+    /// node stays in the cluster. The door dials the node from the client's own address, so the
+    /// node's per-address limits still see each client. Off by default (tests that do not cut
+    /// clients need no relay).
+    pub client_doors: bool,
 }
 
 /// How far above its client port a node's peer port is under [`Addressing::Fixed`] (above the
@@ -262,6 +271,7 @@ impl ClusterOptions {
             exclusive: true,
             bootstrap: true,
             raise_feature_level: true,
+            client_doors: false,
         }
     }
 
@@ -333,6 +343,16 @@ impl ClusterOptions {
         }
     }
 
+    /// Where node `id`'s client door listens, the node serving on `listen`: under
+    /// [`Addressing::Fixed`] on the port of the link `id → id`, which no proxy uses.
+    pub(crate) fn door_listen(
+        &self,
+        id: NodeId,
+        listen: SocketAddr,
+    ) -> Result<SocketAddr, ClusterError> {
+        self.proxy_listen(listen, id)
+    }
+
     /// Where the proxy of link `from → to` listens, `from` serving on `from_address`.
     pub(crate) fn proxy_listen(
         &self,
@@ -395,6 +415,9 @@ pub struct Cluster {
     pub(crate) authority: client::certs::Issued,
     pub(crate) nodes: BTreeMap<NodeId, Node>,
     pub(crate) links: Links,
+    /// The client doors, when [`ClusterOptions::client_doors`] is on: one per node, in front
+    /// of its client port.
+    pub(crate) doors: BTreeMap<NodeId, LinkProxy>,
     /// The client [`Cluster::client`] hands out clones of.
     pub(crate) client: Client,
     /// Status calls: one short attempt each.
@@ -476,6 +499,17 @@ impl Cluster {
             .map_err(ClusterError::io("start the link proxies"))?;
         let authority = client::certs::new_authority("testkit cluster", 30)
             .map_err(|error| ClusterError::Invalid(error.to_string()))?;
+        let mut doors = BTreeMap::new();
+        if options.client_doors {
+            for (&id, &listen) in &addresses {
+                doors.insert(id, start_door(&options, id, listen).await?);
+            }
+        }
+        // What clients dial: the doors when there are.
+        let client_addresses = addresses
+            .iter()
+            .map(|(&id, &listen)| (id, doors.get(&id).map_or(listen, LinkProxy::address)))
+            .collect();
 
         let mut nodes = BTreeMap::new();
         for (&id, &listen) in &addresses {
@@ -495,7 +529,7 @@ impl Cluster {
         }
 
         let (client, status_client, admin) =
-            clients(&options, &addresses, &authority.certificate_pem)?;
+            clients(&options, &client_addresses, &authority.certificate_pem)?;
         let cluster = Cluster {
             options,
             binary,
@@ -503,6 +537,7 @@ impl Cluster {
             authority,
             nodes,
             links,
+            doors,
             client,
             status_client,
             admin,
@@ -539,7 +574,7 @@ impl Cluster {
     /// Makes the cluster's clients again, of every node it has now (after
     /// [`Cluster::start_extra`]).
     pub(crate) fn renew_clients(&mut self) -> Result<(), ClusterError> {
-        let addresses = self.nodes.iter().map(|(&id, node)| (id, node.listen)).collect();
+        let addresses = self.nodes.keys().map(|&id| (id, self.client_address(id))).collect();
         (self.client, self.status_client, self.admin) =
             clients(&self.options, &addresses, &self.authority.certificate_pem)?;
         Ok(())
@@ -575,18 +610,27 @@ impl Cluster {
         1..=self.options.groups
     }
 
-    /// Every node's client address (`host:port`), in id order.
+    /// Every node's client address (`host:port`: its door's, when it has one), in id order.
     pub fn addresses(&self) -> Vec<String> {
-        self.nodes.values().map(|node| node.listen.to_string()).collect()
+        self.nodes.keys().map(|&id| self.client_address(id).to_string()).collect()
     }
 
-    /// Node `id`'s client address.
+    /// Node `id`'s client address (its door's, when it has one: what it advertises).
     ///
     /// # Errors
     ///
     /// [`ClusterError::NoSuchNode`].
     pub fn address(&self, id: NodeId) -> Result<String, ClusterError> {
-        Ok(self.node(id)?.listen.to_string())
+        self.node(id)?;
+        Ok(self.client_address(id).to_string())
+    }
+
+    /// Where clients reach node `id` (which must exist): its door, or its client port.
+    pub(crate) fn client_address(&self, id: NodeId) -> SocketAddr {
+        match self.doors.get(&id) {
+            Some(door) => door.address(),
+            None => self.nodes[&id].listen,
+        }
     }
 
     /// The scheme of the nodes' client ports: `https` under [`ClusterOptions::client_tls`].
@@ -600,7 +644,8 @@ impl Cluster {
     ///
     /// [`ClusterError::NoSuchNode`].
     pub fn url(&self, id: NodeId, path: &str) -> Result<String, ClusterError> {
-        Ok(format!("{}://{}{path}", self.scheme(), self.node(id)?.listen))
+        self.node(id)?;
+        Ok(format!("{}://{}{path}", self.scheme(), self.client_address(id)))
     }
 
     /// Where the cluster's CA certificate is written, for a process that reads it from a file
@@ -635,7 +680,7 @@ impl Cluster {
     /// [`ClusterError::NoSuchNode`].
     pub fn membership_address(&self, id: NodeId) -> Result<String, ClusterError> {
         let node = self.node(id)?;
-        Ok(format!("{} peer={}", node.listen, node.peer_listen))
+        Ok(format!("{} peer={}", self.client_address(id), node.peer_listen))
     }
 
     /// The cluster's CA certificate (PEM), which signed every node's certificate.
@@ -745,6 +790,18 @@ fn clients(
     let admin = Config { retry_budget: ADMIN_BUDGET, ..Config::default() };
     let admin = make_client(options, addresses, admin, ca)?;
     Ok((client, status_client, admin))
+}
+
+/// Starts node `id`'s client door in front of `listen`.
+pub(crate) async fn start_door(
+    options: &ClusterOptions,
+    id: NodeId,
+    listen: SocketAddr,
+) -> Result<LinkProxy, ClusterError> {
+    let at = options.door_listen(id, listen)?;
+    LinkProxy::start_door(at, listen)
+        .await
+        .map_err(ClusterError::io(format!("start node {id}'s client door on {at}")))
 }
 
 /// An SDK client of `addresses` with `config`, sending the operator token on operator calls,

@@ -40,6 +40,14 @@ pub use error::ClusterError;
 pub use observe::Converged;
 pub use wait::{Waiting, wait_for};
 
+/// The address client `index` of a suite dials from (`client::Config::local_address`):
+/// 127.0.1.1 and up, 254 of them, then the first again. A client's own address is what lets a
+/// node's door cut it off alone ([`Cluster::cut_client`]).
+pub fn client_source(index: usize) -> std::net::IpAddr {
+    let last = u8::try_from(index % 254 + 1).unwrap_or(1);
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 1, last))
+}
+
 /// A node's id, the same in every group.
 pub type NodeId = u64;
 

@@ -252,6 +252,10 @@ impl Cluster {
         if options.client_tls {
             command.arg("--client-tls");
         }
+        // Clients, and the leader hints they follow, go through the node's door.
+        if let Some(door) = self.doors.get(&id) {
+            command.arg("--advertise").arg(door.address().to_string());
+        }
         let optional = [
             ("--rate-per-session", options.rate_per_session.map(|rate| rate.to_string())),
             ("--rate-per-address", options.rate_per_address.map(|rate| rate.to_string())),
@@ -459,6 +463,10 @@ impl Cluster {
             self.nodes.values().map(|node| format!("{}={}", node.id, node.peer_listen)).collect();
         peers.push(format!("{id}={peer_listen}"));
         self.add_node(id, (listen, peer_listen), peers.join(","))?;
+        if self.options.client_doors {
+            let door = crate::cluster::start_door(&self.options, id, listen).await?;
+            self.doors.insert(id, door);
+        }
         self.renew_clients()?;
         drop((held, peer_held));
         self.spawn(id, false)?;

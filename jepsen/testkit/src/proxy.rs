@@ -1,14 +1,18 @@
 //! The TCP fault proxy: a [`LinkProxy`] forwards the bytes of every connection it accepts to
 //! one upstream address, both ways, until it is blocked. The [`crate::links`] mesh puts one on
-//! each directed pair of nodes.
+//! each directed pair of nodes; a cluster with client doors puts one in front of each node's
+//! client port ([`LinkProxy::start_door`]), where single dialers can be cut off by their
+//! address.
 //!
 //! A blocked link is a black hole: the connections it carried are closed, and new ones are
 //! accepted but never forwarded (nor answered) until the link is healed, when they are closed
-//! too so that the dialer reconnects. The proxy may dial the upstream from a given source
-//! address, so that the upstream sees the connection come from the node that dialed. Owns only
-//! its listener and connections: never starts, stops or signals a process, and never judges the
-//! cluster.
+//! too so that the dialer reconnects. A cut source is the same black hole for the connections
+//! that come from that one address. The proxy may dial the upstream from a given source
+//! address, or from the dialer's own, so that the upstream sees the connection come from the
+//! node (or the client) that dialed. Owns only its listener and connections: never starts,
+//! stops or signals a process, and never judges the cluster.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -33,12 +37,40 @@ enum Mode {
     Closed,
 }
 
+/// The link's whole state: its mode, and the dialer addresses it holds off while open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct State {
+    mode: Mode,
+    cut: BTreeSet<IpAddr>,
+}
+
+impl State {
+    /// What the link does with a connection from `dialer`.
+    fn mode_for(&self, dialer: IpAddr) -> Mode {
+        match self.mode {
+            Mode::Open if self.cut.contains(&dialer) => Mode::Blocked,
+            mode => mode,
+        }
+    }
+}
+
+/// Where the proxy's upstream connections come from.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// Any address the operating system picks.
+    Any,
+    /// This address (any port).
+    Fixed(IpAddr),
+    /// The address of the connection being forwarded (any port).
+    Dialer,
+}
+
 /// One directed link: a listener whose connections are forwarded to `upstream` while the link
 /// is open. Dropping it closes its listener and every connection it holds.
 pub struct LinkProxy {
     address: SocketAddr,
     upstream: SocketAddr,
-    mode: watch::Sender<Mode>,
+    state: watch::Sender<State>,
     accept_task: JoinHandle<()>,
 }
 
@@ -56,11 +88,31 @@ impl LinkProxy {
         upstream: SocketAddr,
         source: Option<IpAddr>,
     ) -> io::Result<LinkProxy> {
+        LinkProxy::start_from(listen, upstream, source.map_or(Source::Any, Source::Fixed)).await
+    }
+
+    /// Starts an open door in front of a node's client port: as [`LinkProxy::start`], but each
+    /// upstream connection comes from the address of the connection it forwards, so that the
+    /// node sees (and rate-limits) each client by its own address, and
+    /// [`LinkProxy::cut_source`] can hold off one client.
+    ///
+    /// # Errors
+    ///
+    /// When `listen` cannot be bound.
+    pub async fn start_door(listen: SocketAddr, upstream: SocketAddr) -> io::Result<LinkProxy> {
+        LinkProxy::start_from(listen, upstream, Source::Dialer).await
+    }
+
+    async fn start_from(
+        listen: SocketAddr,
+        upstream: SocketAddr,
+        source: Source,
+    ) -> io::Result<LinkProxy> {
         let listener = TcpListener::bind(listen).await?;
         let address = listener.local_addr()?;
-        let (mode, _) = watch::channel(Mode::Open);
-        let accept_task = tokio::spawn(accept_loop(listener, upstream, source, mode.clone()));
-        Ok(LinkProxy { address, upstream, mode, accept_task })
+        let (state, _) = watch::channel(State { mode: Mode::Open, cut: BTreeSet::new() });
+        let accept_task = tokio::spawn(accept_loop(listener, upstream, source, state.clone()));
+        Ok(LinkProxy { address, upstream, state, accept_task })
     }
 
     /// The address to dial instead of the upstream.
@@ -76,34 +128,54 @@ impl LinkProxy {
     /// Makes the link a black hole: its connections are closed and new ones are held, never
     /// forwarded, until [`LinkProxy::heal`]. Blocking a blocked link changes nothing.
     pub fn block(&self) {
-        self.set(Mode::Blocked);
+        self.update(|state| state.mode = Mode::Blocked);
     }
 
     /// Opens the link again: the connections held while it was blocked are closed (their
     /// dialers reconnect) and new ones are forwarded. Healing an open link changes nothing.
+    /// The sources cut off stay cut off ([`LinkProxy::restore_sources`]).
     pub fn heal(&self) {
-        self.set(Mode::Open);
+        self.update(|state| state.mode = Mode::Open);
+    }
+
+    /// Makes the link a black hole for the connections that come from `dialer` alone, as
+    /// [`LinkProxy::block`] does for all of them, until [`LinkProxy::restore_sources`].
+    pub fn cut_source(&self, dialer: IpAddr) {
+        self.update(|state| {
+            state.cut.insert(dialer);
+        });
+    }
+
+    /// Lets every source cut off by [`LinkProxy::cut_source`] through again (the connections
+    /// held meanwhile are closed, so that their dialers reconnect).
+    pub fn restore_sources(&self) {
+        self.update(|state| state.cut.clear());
     }
 
     /// Whether the link is blocked.
     pub fn is_blocked(&self) -> bool {
-        *self.mode.borrow() == Mode::Blocked
+        self.state.borrow().mode == Mode::Blocked
     }
 
-    /// Changes the mode only when it differs, so that a repeated block or heal does not wake
-    /// (and reset) the connections of a link that is already in that mode.
-    fn set(&self, mode: Mode) {
-        self.mode.send_if_modified(|now| {
-            let changed = *now != mode;
-            *now = mode;
-            changed
+    /// The sources cut off, in order.
+    pub fn cut_sources(&self) -> Vec<IpAddr> {
+        self.state.borrow().cut.iter().copied().collect()
+    }
+
+    /// Changes the state only when it differs, so that a repeated block or heal does not wake
+    /// (and reset) the connections of a link that is already in that state.
+    fn update(&self, change: impl FnOnce(&mut State)) {
+        self.state.send_if_modified(|now| {
+            let before = now.clone();
+            change(now);
+            *now != before
         });
     }
 }
 
 impl Drop for LinkProxy {
     fn drop(&mut self) {
-        self.mode.send_replace(Mode::Closed);
+        self.state.send_modify(|state| state.mode = Mode::Closed);
         self.accept_task.abort();
     }
 }
@@ -112,11 +184,11 @@ impl Drop for LinkProxy {
 async fn accept_loop(
     listener: TcpListener,
     upstream: SocketAddr,
-    source: Option<IpAddr>,
-    mode: watch::Sender<Mode>,
+    source: Source,
+    state: watch::Sender<State>,
 ) {
     loop {
-        let (client, _) = match listener.accept().await {
+        let (client, dialer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 // Accept errors are transient (too many open files, a reset before accept).
@@ -125,7 +197,12 @@ async fn accept_loop(
                 continue;
             }
         };
-        tokio::spawn(handle(client, upstream, source, mode.subscribe()));
+        let source = match source {
+            Source::Any => None,
+            Source::Fixed(ip) => Some(ip),
+            Source::Dialer => Some(dialer.ip()),
+        };
+        tokio::spawn(handle(client, dialer.ip(), upstream, source, state.subscribe()));
     }
 }
 
@@ -137,21 +214,23 @@ async fn connect(upstream: SocketAddr, source: Option<IpAddr>) -> io::Result<Tcp
     socket.connect(upstream).await
 }
 
-/// Forwards one accepted connection while the link is open, or holds it while blocked; either
-/// ends (closing both sides) when the mode changes away from what it was started in.
+/// Forwards one accepted connection (from `dialer`) while the link is open to it, or holds it
+/// while blocked; either ends (closing both sides) when what the link does with it changes
+/// from what it was started in.
 async fn handle(
     mut client: TcpStream,
+    dialer: IpAddr,
     upstream: SocketAddr,
     source: Option<IpAddr>,
-    mut mode: watch::Receiver<Mode>,
+    mut state: watch::Receiver<State>,
 ) {
-    let started_in = *mode.borrow_and_update();
+    let started_in = state.borrow_and_update().mode_for(dialer);
     match started_in {
         Mode::Closed => {}
         Mode::Blocked => {
             // Neither read nor written: the dialer sees a connection that never answers. Reset
             // when the mode changes, so that the dialer notices at once.
-            leaves(&mut mode, Mode::Blocked).await;
+            leaves(&mut state, dialer, Mode::Blocked).await;
             let _ = client.set_zero_linger();
         }
         Mode::Open => {
@@ -162,7 +241,7 @@ async fn handle(
                     // Refused or timed out: the dialer sees its connection closed.
                     _ => return,
                 },
-                _ = leaves(&mut mode, Mode::Open) => return,
+                _ = leaves(&mut state, dialer, Mode::Open) => return,
             };
             let _ = client.set_nodelay(true);
             let _ = server.set_nodelay(true);
@@ -171,7 +250,7 @@ async fn handle(
                     let _ = client.shutdown().await;
                     let _ = server.shutdown().await;
                 }
-                _ = leaves(&mut mode, Mode::Open) => {
+                _ = leaves(&mut state, dialer, Mode::Open) => {
                     // Cut: both sides are reset when dropped, with nothing more delivered.
                     let _ = client.set_zero_linger();
                     let _ = server.set_zero_linger();
@@ -181,10 +260,11 @@ async fn handle(
     }
 }
 
-/// Waits until the link's mode is no longer `mode` (or the proxy is gone).
-async fn leaves(receiver: &mut watch::Receiver<Mode>, mode: Mode) {
+/// Waits until what the link does with `dialer`'s connections is no longer `mode` (or the
+/// proxy is gone).
+async fn leaves(receiver: &mut watch::Receiver<State>, dialer: IpAddr, mode: Mode) {
     // The guard `wait_for` returns is not `Send`: it is dropped here, before any other await.
-    let _ = receiver.wait_for(|now| *now != mode).await.map(|_| ());
+    let _ = receiver.wait_for(|now| now.mode_for(dialer) != mode).await.map(|_| ());
 }
 
 #[cfg(test)]
@@ -193,7 +273,7 @@ pub(crate) mod tests {
     //! source address; the helpers serve the mesh's tests too.
 
     use std::io;
-    use std::net::SocketAddr;
+    use std::net::{IpAddr, SocketAddr};
     use std::time::Duration;
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -315,5 +395,53 @@ pub(crate) mod tests {
         let (_accepted, peer) = tokio::time::timeout(ECHO_MAX, listener.accept()).await??;
         assert_eq!(peer.ip(), source);
         Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_door_forwards_from_the_dialers_address_and_cuts_one_dialer_alone() -> io::Result<()>
+    {
+        let listener = TcpListener::bind(any_port()).await?;
+        let upstream = listener.local_addr()?;
+        let door = LinkProxy::start_door(any_port(), upstream).await?;
+        let dialer: IpAddr = "127.0.1.7".parse().expect("an IP address");
+        let _from_seven = dial_from(dialer, door.address()).await?;
+        let (_accepted, peer) = tokio::time::timeout(ECHO_MAX, listener.accept()).await??;
+        assert_eq!(peer.ip(), dialer, "the upstream sees the dialer's own address");
+        drop(listener);
+
+        let (upstream, _server) = echo_server().await?;
+        let door = LinkProxy::start_door(any_port(), upstream).await?;
+        let (cut, kept): (IpAddr, IpAddr) =
+            ("127.0.1.8".parse().expect("an IP"), "127.0.1.9".parse().expect("an IP"));
+        let mut before = dial_from(cut, door.address()).await?;
+        assert_eq!(round_trip(&mut before, b"hi", ECHO_MAX).await?.as_deref(), Some(&b"hi"[..]));
+        let mut other = dial_from(kept, door.address()).await?;
+        assert_eq!(round_trip(&mut other, b"yo", ECHO_MAX).await?.as_deref(), Some(&b"yo"[..]));
+
+        door.cut_source(cut);
+        assert_eq!(door.cut_sources(), vec![cut]);
+        assert!(!door.is_blocked(), "cutting one source leaves the link open");
+        assert!(is_closed(&mut before).await, "the cut dialer's connection stays open");
+        let mut during = dial_from(cut, door.address()).await?;
+        assert_eq!(round_trip(&mut during, b"x", SILENCE).await?, None, "a cut dialer got through");
+        assert_eq!(
+            round_trip(&mut other, b"still", ECHO_MAX).await?.as_deref(),
+            Some(&b"still"[..]),
+            "another dialer's connection was cut too"
+        );
+
+        door.restore_sources();
+        assert!(door.cut_sources().is_empty());
+        assert!(is_closed(&mut during).await, "a connection held while cut stays open");
+        let mut after = dial_from(cut, door.address()).await?;
+        assert_eq!(round_trip(&mut after, b"ok", ECHO_MAX).await?.as_deref(), Some(&b"ok"[..]));
+        Ok(())
+    }
+
+    /// A connection to `to` from address `from` (any port).
+    async fn dial_from(from: IpAddr, to: SocketAddr) -> io::Result<TcpStream> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::new(from, 0))?;
+        socket.connect(to).await
     }
 }

@@ -1,8 +1,8 @@
 //! The kit's cluster against real `bookingd` processes, as the Jepsen suite lays it out (fixed
 //! addresses, libfaketime): start three nodes, kill and restart a leader, isolate one and heal
 //! it, pause and resume a node, skew a leader's clock (when libfaketime is installed), take a
-//! follower out of a group and readmit it, then heal everything and check that every group's
-//! replicas converge to one digest. A second test lays a cluster out as the node's process tests
+//! follower out of a group and readmit it, cut one client off from the leader through its
+//! door, then heal everything and check that every group's replicas converge to one digest. A second test lays a cluster out as the node's process tests
 //! do (free ports, a temporary directory): a node wiped and one outside the initial set.
 //!
 //! Needs the binaries: `cargo build --release --workspace --bins` first (the cluster finds
@@ -80,11 +80,13 @@ async fn cluster_survives_kill_isolation_pause_skew_and_membership_then_converge
         groups: 1,
         addressing: Addressing::suite(7400),
         exclusive: true,
+        client_doors: true,
         ..ClusterOptions::new(3, dir.clone())
     };
     let cluster = Cluster::start(options).await?;
     println!("started in {:?}; binary {}", started.elapsed(), cluster.binary().display());
-    assert_eq!(cluster.addresses(), ["127.0.0.11:7400", "127.0.0.12:7400", "127.0.0.13:7400"]);
+    // Clients dial each node's door, on the port of the node's link to itself.
+    assert_eq!(cluster.addresses(), ["127.0.0.11:7401", "127.0.0.12:7402", "127.0.0.13:7403"]);
     let client = cluster.client();
     create_show(&client).await?;
     hold(&client, &[0]).await?;
@@ -160,13 +162,40 @@ async fn cluster_survives_kill_isolation_pause_skew_and_membership_then_converge
     assert!(cluster.removed().is_empty());
     println!("remove {out} and readmit ({:?})", started.elapsed());
 
+    // A client cut off from the leader by the leader's door: its hold fails (it never gets
+    // there, and the other nodes send it back to the leader), while the leader stays in the
+    // group and other clients hold. Let through again, it holds the same seat: the refused hold
+    // was never applied.
+    let leader = cluster.leader_of(GROUP).await?;
+    let source = testkit::client_source(0);
+    let config = client::Config {
+        local_address: Some(source),
+        retry_budget: Duration::from_secs(3),
+        attempt_timeout: Duration::from_secs(1),
+        ..client::Config::default()
+    };
+    let cut_off = cluster.trusting(Client::with_config(cluster.addresses(), config)?)?;
+    let token = cut_off.create_session().await?;
+    cluster.cut_client(leader, source)?;
+    assert_eq!(cluster.cut_clients(), [(leader, source)]);
+    let refused = cut_off.hold(&token, SHOW, &[20], 1, None).await;
+    assert!(refused.is_err(), "a client cut off from the leader held: {refused:?}");
+    hold(&client, &[21]).await?;
+    assert_eq!(cluster.leader_of(GROUP).await?, leader, "cutting a client moved the leader");
+    cluster.restore_clients();
+    assert!(cluster.cut_clients().is_empty());
+    cut_off.hold(&token, SHOW, &[20], 1, None).await?;
+    println!("client {source} cut off from leader {leader}, let through ({:?})", started.elapsed());
+
     // Everything at once, then heal_all: every group converges.
     let victim = cluster.leader_of(GROUP).await?;
     cluster.kill(victim).await?;
     let paused = cluster.node_ids().into_iter().find(|&id| id != victim).ok_or("no node")?;
     cluster.pause(paused).await?;
     cluster.block_link(paused, victim)?;
+    cluster.cut_client(paused, source)?;
     cluster.heal_all().await?;
+    assert!(cluster.cut_clients().is_empty());
     assert!(cluster.down().is_empty() && cluster.paused().is_empty());
     assert!(cluster.links().blocked().is_empty());
     assert!(cluster.skews().values().all(|&skew| skew == 0));

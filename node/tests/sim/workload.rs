@@ -113,6 +113,8 @@ pub fn sdk(first: u64, nodes: u64) -> Client {
         keep_alive: Duration::from_millis(500),
         // Holds go through `HoldMany` once a show's leader is known, as in production.
         hold_batches_in_flight_max: client::HOLD_BATCHES_IN_FLIGHT_DEFAULT,
+        // The simulated network's connector makes the connections.
+        local_address: None,
     };
     // Keys the SDK makes itself (membership calls) must not come from the OS either. Each
     // client gets a number of its own (a run is one process, and makes its clients in a

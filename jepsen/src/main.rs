@@ -276,8 +276,13 @@ async fn test(args: TestArgs) -> ExitCode {
                 }
                 None => String::new(),
             };
+            // Operations whose outcome the client never learned: the checkers' hardest case.
+            let operations = &result.results["operations"];
+            let unknown = operations["by_completion"]["info"].as_u64().unwrap_or(0);
+            let total = operations["total"].as_u64().unwrap_or(0);
             println!(
-                "{name}: {} (linearizability {}, booking {}, convergence {}{ledger}); report: {}",
+                "{name}: {} (linearizability {}, booking {}, convergence {}{ledger}; {total} \
+                 operations, {unknown} of unknown outcome); report: {}",
                 verdict_name(verdict),
                 result.results["linearizability"]["verdict"],
                 result.results["booking"]["verdict"],

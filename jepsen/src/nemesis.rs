@@ -12,8 +12,10 @@
 //! Owns the choice and order of faults. Never judges the cluster (a failed step is recorded,
 //! not raised) and never touches a process or link except through [`Cluster`].
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -65,6 +67,11 @@ pub enum Nemesis {
     Membership,
     /// Skew the group leader's wall clock by 1-30 s either way (libfaketime), then reset it.
     ClockSkew,
+    /// Cut a random half of the client processes (at least one) off from the group's leader
+    /// (through the leader's door: the leader stays in the cluster, the other clients reach
+    /// it), then let them through again. Their calls in flight are cut (unknown outcomes);
+    /// new ones reach the followers only, which send them back to the leader.
+    PartitionClients,
     /// Move the workload's shows to another data group (a fenced move: freeze, import,
     /// relocate, activate, drop), then move them back home.
     MoveShow,
@@ -78,7 +85,7 @@ pub enum Nemesis {
 
 impl Nemesis {
     /// Every nemesis, in the order of the matrix.
-    pub const ALL: [Nemesis; 17] = [
+    pub const ALL: [Nemesis; 18] = [
         Nemesis::None,
         Nemesis::KillOne,
         Nemesis::KillMinority,
@@ -90,6 +97,7 @@ impl Nemesis {
         Nemesis::PartitionHalves,
         Nemesis::PartitionBridge,
         Nemesis::PartitionRing,
+        Nemesis::PartitionClients,
         Nemesis::TransferLeader,
         Nemesis::Membership,
         Nemesis::ClockSkew,
@@ -100,7 +108,7 @@ impl Nemesis {
 
     /// The pairs [`Nemesis::TwoFaults`] picks from: a fault, and one that strikes while it
     /// lasts.
-    pub const PAIRS: [(Nemesis, Nemesis); 5] = [
+    pub const PAIRS: [(Nemesis, Nemesis); 6] = [
         // A partition during a kill: the node comes back into a split cluster.
         (Nemesis::KillOne, Nemesis::PartitionHalves),
         // A pause during a membership change: the member is readmitted while a node is stopped.
@@ -111,6 +119,8 @@ impl Nemesis {
         (Nemesis::PartitionLeader, Nemesis::KillOne),
         // A leader paused while a node is down: the group may lose its quorum for a while.
         (Nemesis::KillOne, Nemesis::PauseLeader),
+        // Clients cut off from the leader, which then dies: they may reach the new one.
+        (Nemesis::PartitionClients, Nemesis::KillLeader),
     ];
 
     /// The command-line name (kebab-case).
@@ -127,6 +137,7 @@ impl Nemesis {
             Nemesis::PartitionHalves => "partition-halves",
             Nemesis::PartitionBridge => "partition-bridge",
             Nemesis::PartitionRing => "partition-ring",
+            Nemesis::PartitionClients => "partition-clients",
             Nemesis::TransferLeader => "transfer-leader",
             Nemesis::Membership => "membership",
             Nemesis::ClockSkew => "clock-skew",
@@ -231,7 +242,8 @@ pub struct NemesisEvent {
     /// Fault or heal.
     pub phase: Phase,
     /// What was done: `kill`, `restart`, `pause`, `resume`, `isolate`, `partition`, `heal`,
-    /// `transfer-leader`, `remove`, `readmit`, `skew`, `unskew`, `heal-all`.
+    /// `cut-clients`, `restore-clients`, `transfer-leader`, `remove`, `readmit`, `skew`,
+    /// `unskew`, `move-show`, `heal-all`.
     pub action: String,
     /// To what, for a human: `node 2`, `[1] | [2 3]`, `node 3 +12.500 s`.
     pub target: String,
@@ -269,6 +281,9 @@ pub struct Schedule {
     /// The workload's shows and the data group each lives in between faults: what a
     /// [`Nemesis::MoveShow`] step moves away and its heal brings back.
     pub shows: Vec<(u64, GroupId)>,
+    /// The addresses the client processes dial from (`testkit::client_source`): whom a
+    /// [`Nemesis::PartitionClients`] step cuts off.
+    pub clients: Vec<IpAddr>,
 }
 
 impl Schedule {
@@ -287,6 +302,7 @@ impl Schedule {
             skew_max_ms: SKEW_MAX_MS,
             leader_wait: Duration::from_secs(5),
             shows: Vec::new(),
+            clients: Vec::new(),
         }
     }
 }
@@ -300,6 +316,8 @@ enum Undo {
     Resume(Vec<NodeId>),
     /// Open every link.
     HealLinks,
+    /// Let every client through every door.
+    RestoreClients,
     /// Make the node a voter of the group again.
     Readmit(GroupId, NodeId),
     /// Set the node's clock right.
@@ -576,6 +594,7 @@ async fn install(
             installed.target = format!("ring {}", order.join(" - "));
             installed
         }
+        Nemesis::PartitionClients => partition_clients(cluster, schedule, rng).await,
         Nemesis::TransferLeader => transfer(cluster, schedule, rng).await,
         Nemesis::Membership => membership(cluster, schedule, rng).await,
         Nemesis::MoveShow => move_shows(cluster, schedule, rng).await,
@@ -675,6 +694,40 @@ fn partitioned(action: &'static str, sets: Vec<Vec<NodeId>>, nodes: Vec<NodeId>)
     }
 }
 
+/// Cuts a random half of the schedule's clients (at least one) off from the group's leader.
+async fn partition_clients(cluster: &Cluster, schedule: &Schedule, rng: &mut StdRng) -> Installed {
+    if !cluster.has_client_doors() || schedule.clients.is_empty() {
+        return Installed::skipped("cut-clients", "the cluster has no client doors or no clients");
+    }
+    let leader = match leader(cluster, schedule).await {
+        Ok(id) => id,
+        Err(error) => return Installed::skipped("cut-clients", error),
+    };
+    let count = schedule.clients.len().div_ceil(2);
+    let mut cut: Vec<IpAddr> = schedule.clients.choose_multiple(rng, count).copied().collect();
+    cut.sort_unstable();
+    let mut failures = Vec::new();
+    for &source in &cut {
+        if let Err(error) = cluster.cut_client(leader, source) {
+            failures.push(error.to_string());
+        }
+    }
+    let listed: Vec<String> = cut.iter().map(ToString::to_string).collect();
+    let (status, undo) = if failures.is_empty() {
+        (StepStatus::Installed, Some(Undo::RestoreClients))
+    } else {
+        (StepStatus::Skipped, None)
+    };
+    Installed {
+        action: "cut-clients",
+        target: format!("clients {} from node {leader}", listed.join(" ")),
+        nodes: vec![leader],
+        status,
+        detail: failures.join("; "),
+        undo,
+    }
+}
+
 /// Hands the group's leadership to a random other voter.
 async fn transfer(cluster: &Cluster, schedule: &Schedule, rng: &mut StdRng) -> Installed {
     let (leader, voters) = match leader_and_voters(cluster, schedule).await {
@@ -758,6 +811,12 @@ async fn heal(cluster: &Cluster, undo: &Undo) -> (&'static str, Vec<NodeId>, Ste
         Undo::HealLinks => {
             cluster.heal();
             ("heal", cluster.node_ids(), StepStatus::Installed, String::new())
+        }
+        Undo::RestoreClients => {
+            let nodes: BTreeSet<NodeId> =
+                cluster.cut_clients().into_iter().map(|(id, _)| id).collect();
+            cluster.restore_clients();
+            ("restore-clients", nodes.into_iter().collect(), StepStatus::Installed, String::new())
         }
         Undo::Readmit(group, id) => {
             let (status, detail) = match cluster.readmit(*group, *id).await {

@@ -98,6 +98,9 @@ pub async fn run(options: &TestOptions) -> Result<TestResult, HarnessError> {
     cluster_options.bin_dir = options.bin_dir.clone();
     cluster_options.extra_args = options.node_args.clone();
     cluster_options.addressing = Addressing::suite(options.port_base);
+    // Each process dials from an address of its own through the nodes' doors, so that the
+    // `partition-clients` nemesis can cut processes off from a node.
+    cluster_options.client_doors = true;
     let payments = options.workload == Workload::Payments;
     if options.provider_faults && !payments {
         return Err(HarnessError::Setup("--provider-faults needs --workload payments".into()));
@@ -180,7 +183,9 @@ async fn run_on(
         let mut order = nodes.clone();
         order.rotate_left(process % nodes.len());
         let addresses = order.iter().map(|&id| cluster.address(id)).collect::<Result<_, _>>()?;
-        let client = Client::with_config(addresses, client_config())
+        let config =
+            Config { local_address: Some(testkit::client_source(process)), ..client_config() };
+        let client = Client::with_config(addresses, config)
             .map_err(|error| HarnessError::Setup(format!("client: {error}")))?;
         process_clients.push(cluster.trusting(client)?);
     }
@@ -197,6 +202,7 @@ async fn run_on(
     // provider's runs beside the node nemesis, whichever that is.
     let mut schedule = Schedule::new(options.nemesis, group, options.seed);
     schedule.shows = homes;
+    schedule.clients = (0..options.concurrency as usize).map(testkit::client_source).collect();
     let time_limit = options.time_limit;
     let node_faults = nemesis::run(cluster, &schedule, origin, tokio::time::sleep(time_limit));
     let provider_faults = async {

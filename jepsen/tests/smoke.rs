@@ -68,7 +68,7 @@ fn last_lines(text: &str) -> String {
 #[test]
 fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
     let reports = tempfile::tempdir().expect("a temporary folder");
-    let runs: [(&str, &[&str], i32); 11] = [
+    let runs: [(&str, &[&str], i32); 12] = [
         (
             "holds under kill-leader",
             &[
@@ -197,6 +197,22 @@ fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
                 "21",
                 "--port-base",
                 "8000",
+            ],
+            0,
+        ),
+        (
+            "register under partition-clients",
+            &[
+                "--workload",
+                "register",
+                "--nemesis",
+                "partition-clients",
+                "--time-limit",
+                "12",
+                "--seed",
+                "22",
+                "--port-base",
+                "8020",
             ],
             0,
         ),

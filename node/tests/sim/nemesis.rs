@@ -4,8 +4,9 @@
 //! Owns the fault menu: a node cut off from its peers, the cluster split in two, one link cut,
 //! power loss of a group's leader, a majority or every node (unsynced writes really lost), a paused
 //! node (every message to and from it held, then delivered late), message loss on every link,
-//! a leader transfer, a voter removed and added back, and a skewed clock on the node that leads
-//! (its stamps jump by up to 30 s either way). With a provider: its faults (the kit's menu,
+//! a leader transfer, a voter removed and added back, a skewed clock on the node that leads
+//! (its stamps jump by up to 30 s either way), and buyers cut off from the node that leads
+//! (half of the client processes, while the node stays in the cluster). With a provider: its faults (the kit's menu,
 //! shared with the Jepsen suite: an outage, slowness past the nodes' call timeout, duplicate,
 //! late and out-of-order webhooks, charges that time out, webhooks before the charge call
 //! returns), and the provider cut off from every node. Message delay and reordering come from
@@ -46,6 +47,8 @@ enum Fault {
     Membership { group: u64, node: NodeId },
     /// The node's clock skewed by this many ms.
     Skew(NodeId, i64),
+    /// These client hosts cut off from the node (which stays in the cluster).
+    Clients(NodeId, Vec<String>),
     /// The provider behaving as the named fault of the kit's menu (its JSON form).
     Provider(&'static str, serde_json::Value),
     /// The provider cut off from every node.
@@ -89,7 +92,7 @@ fn draw(world: &World, rng: &mut StdRng) -> Fault {
     };
     // Power losses weigh most: they are what storage and recovery bugs need. A run with a
     // provider also draws its faults.
-    let menu = if world.paysim.is_some() { 19 } else { 16 };
+    let menu = if world.paysim.is_some() { 20 } else { 17 };
     match rng.gen_range(0..menu) {
         0 | 1 => Fault::Isolate(leader(world, group).unwrap_or(node)),
         2 => {
@@ -110,15 +113,27 @@ fn draw(world: &World, rng: &mut StdRng) -> Fault {
         11 => Fault::Loss(rng.gen_range(0.005..0.05)),
         12 => Fault::Transfer { group },
         13 => Fault::Membership { group: rng.gen_range(1..=crate::world::DATA_GROUPS), node },
-        16 | 17 => {
-            let (name, behaviour) = testkit::provider::draw_fault(rng);
-            Fault::Provider(name, behaviour)
-        }
-        18 => Fault::ProviderCut,
-        _ => {
+        14 | 15 => {
             let skew = rng.gen_range(-30_000..=30_000);
             Fault::Skew(leader(world, group).unwrap_or(node), skew)
         }
+        16 => {
+            // The buyers' hosts (the provider's is listed among the clients too).
+            let clients: Vec<String> = crate::world::lock(&world.clients)
+                .iter()
+                .filter(|host| host.starts_with("client-"))
+                .cloned()
+                .collect();
+            let mut cut: Vec<String> =
+                clients.choose_multiple(rng, clients.len().div_ceil(2)).cloned().collect();
+            cut.sort_unstable();
+            Fault::Clients(leader(world, group).unwrap_or(node), cut)
+        }
+        17 | 18 => {
+            let (name, behaviour) = testkit::provider::draw_fault(rng);
+            Fault::Provider(name, behaviour)
+        }
+        _ => Fault::ProviderCut,
     }
 }
 
@@ -163,6 +178,11 @@ async fn install(world: &World, admin: &client::Client, fault: &Fault) {
             world.trace.push(format!("nemesis: remove {node} from group {group}: {}", ok(&answer)));
         }
         Fault::Skew(node, skew) => world.set_skew(*node, *skew),
+        Fault::Clients(node, clients) => {
+            for client in clients {
+                turmoil::partition(net::host(*node), client.as_str());
+            }
+        }
         Fault::Provider(name, behaviour) => {
             world.trace.push(format!("nemesis: provider behaves as {name}"));
             set_provider(world, behaviour.clone());
@@ -190,6 +210,14 @@ async fn heal(world: &World, admin: &client::Client, fault: &Fault) {
         Fault::Transfer { .. } => {}
         Fault::Membership { group, node } => readmit(world, admin, *group, *node).await,
         Fault::Skew(node, _) => world.set_skew(*node, 0),
+        Fault::Clients(node, clients) => {
+            // A crashed node stays cut off until its restart repairs its links.
+            if !world.down().contains(node) {
+                for client in clients {
+                    turmoil::repair(net::host(*node), client.as_str());
+                }
+            }
+        }
         Fault::Provider(..) => set_provider(world, testkit::provider::baseline()),
         Fault::ProviderCut => {
             let down = world.down();

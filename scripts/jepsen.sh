@@ -10,6 +10,9 @@
 # Usage: bash scripts/jepsen.sh [--time-limit S] [--seeds "1 2"] [--workloads "holds ..."]
 #          [--nemeses "kill-one ..."] [--out DIR] [--budget MIN] [--test-timeout S]
 #          [--port-base P]  (two matrices may run at once on port bases 1,500 apart)
+#          [--soak S]  (the soak: the combined nemesis over every workload, S seconds in all,
+#                       snapshots every 1,000 entries, each run judged with --soak: memory,
+#                       data folder and snapshot size must stop growing; seed 1 unless --seeds)
 # Exit: 0 all valid, 1 something invalid, 2 something unknown or not run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,20 +25,34 @@ out="jepsen-reports/matrix-$(date -u +%Y%m%dT%H%M%SZ)"
 budget=240
 test_timeout=""
 port_base=7600
+soak=""
+seeds_given=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --time-limit) time_limit="$2"; shift 2 ;;
-    --seeds) seeds="$2"; shift 2 ;;
+    --seeds) seeds="$2"; seeds_given=yes; shift 2 ;;
     --workloads) workloads="$2"; shift 2 ;;
     --nemeses) nemeses="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --budget) budget="$2"; shift 2 ;;
     --test-timeout) test_timeout="$2"; shift 2 ;;
     --port-base) port_base="$2"; shift 2 ;;
-    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+    --soak) soak="$2"; shift 2 ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+soak_args=()
+if [ -n "$soak" ]; then
+  count=$(wc -w <<<"$workloads")
+  time_limit=$(( soak / count ))
+  [ "$time_limit" -ge 60 ] || time_limit=60
+  nemeses="combined"
+  [ -n "$seeds_given" ] || seeds="1"
+  soak_args=(--soak --snapshot-logs 1000 --check-time 600)
+  test_timeout="${test_timeout:-$((time_limit + 900))}"
+  out="${out/matrix-/soak-}"
+fi
 test_timeout="${test_timeout:-$((time_limit + 240))}"
 
 bash scripts/setup.sh >/dev/null
@@ -69,7 +86,8 @@ for seed in $seeds; do
       status=0
       timeout --signal=INT --kill-after=30 "$test_timeout" "$jepsen" test --nodes "$nodes" \
         --workload "$workload" --nemesis "$nemesis" --time-limit "$time_limit" --seed "$seed" \
-        --port-base "$port" --report "$out/$name" "${extra[@]}" >"$out/$name.log" 2>&1 || status=$?
+        --port-base "$port" --report "$out/$name" "${extra[@]}" "${soak_args[@]}" \
+        >"$out/$name.log" 2>&1 || status=$?
       case "$status" in
         0) verdict="valid" ;;
         1) verdict="**INVALID**"; worst=1 ;;

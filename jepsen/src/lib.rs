@@ -29,5 +29,6 @@ pub mod nemesis;
 pub mod onsale;
 pub mod payments;
 pub mod report;
+pub mod resources;
 pub mod runner;
 pub mod workload;

@@ -91,6 +91,14 @@ struct TestArgs {
     /// duplicate, late and out-of-order webhooks, timeouts), beside the node nemesis.
     #[arg(long)]
     provider_faults: bool,
+    /// Judge the run as a soak: each node's memory, data folder and snapshot size (sampled every
+    /// 5 s into resources.jsonl in every run) must stop growing by the middle of the run.
+    #[arg(long)]
+    soak: bool,
+    /// Take a snapshot of each group every this many log entries (the nodes'
+    /// `--snapshot-logs`; their default if not given), so that a run sees many.
+    #[arg(long)]
+    snapshot_logs: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -214,10 +222,13 @@ async fn test(args: TestArgs) -> ExitCode {
         .clone()
         .or_else(|| temporary.as_ref().map(|dir| dir.path().to_path_buf()))
         .unwrap_or_default();
-    let (binary, node_args) = match args.inject {
+    let (binary, mut node_args) = match args.inject {
         Some(bug) => ("bookingd-unsafe".to_owned(), vec!["--inject".to_owned(), bug.to_string()]),
         None => ("bookingd".to_owned(), Vec::new()),
     };
+    if let Some(entries) = args.snapshot_logs {
+        node_args.extend(["--snapshot-logs".to_owned(), entries.to_string()]);
+    }
     let options = TestOptions {
         nodes: args.nodes,
         workload: args.workload,
@@ -234,10 +245,11 @@ async fn test(args: TestArgs) -> ExitCode {
         port_base: args.port_base,
         check_time: Duration::from_secs(args.check_time),
         provider_faults: args.provider_faults,
+        soak: args.soak,
     };
     let reproduce = format!(
         "cargo run -p jepsen --release -- test --nodes {} --workload {} --nemesis {} \
-         --time-limit {} --rate {} --concurrency {} --seed {}{}{}",
+         --time-limit {} --rate {} --concurrency {} --seed {}{}{}{}{}",
         args.nodes,
         args.workload,
         args.nemesis,
@@ -246,7 +258,9 @@ async fn test(args: TestArgs) -> ExitCode {
         args.concurrency,
         args.seed,
         if args.provider_faults { " --provider-faults" } else { "" },
-        args.inject.map(|bug| format!(" --inject {bug}")).unwrap_or_default()
+        args.inject.map(|bug| format!(" --inject {bug}")).unwrap_or_default(),
+        if args.soak { " --soak" } else { "" },
+        args.snapshot_logs.map(|entries| format!(" --snapshot-logs {entries}")).unwrap_or_default()
     );
     // On Ctrl-C (or the matrix script's timeout) the test's future is dropped, and with it the
     // cluster, which kills the processes it started.
@@ -281,12 +295,14 @@ async fn test(args: TestArgs) -> ExitCode {
             let unknown = operations["by_completion"]["info"].as_u64().unwrap_or(0);
             let total = operations["total"].as_u64().unwrap_or(0);
             println!(
-                "{name}: {} (linearizability {}, booking {}, convergence {}{ledger}; {total} \
-                 operations, {unknown} of unknown outcome); report: {}",
+                "{name}: {} (linearizability {}, booking {}, convergence {}{ledger}, resources {}{}; \
+                 {total} operations, {unknown} of unknown outcome); report: {}",
                 verdict_name(verdict),
                 result.results["linearizability"]["verdict"],
                 result.results["booking"]["verdict"],
                 result.results["convergence"]["verdict"],
+                result.results["resources"]["verdict"],
+                if args.soak { "" } else { " (not judged: no --soak)" },
                 result.report_dir.join("timeline.html").display()
             );
             if verdict != Verdict::Valid {

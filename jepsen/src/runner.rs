@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use crate::nemesis::{self, Nemesis, NemesisEvent, Schedule};
 use crate::payments;
 use crate::report::{self, OpOutcome, Report, TimelineOp};
+use crate::resources;
 use crate::workload::{self, Context, Workload};
 
 /// What one test does.
@@ -60,6 +61,9 @@ pub struct TestOptions {
     pub check_time: Duration,
     /// Run the provider nemesis beside the node nemesis (the `payments` workload only).
     pub provider_faults: bool,
+    /// Judge the nodes' resources as a soak: memory, data folder and snapshots must stop
+    /// growing ([`crate::resources::judge`]). They are sampled in every run.
+    pub soak: bool,
 }
 
 /// How a test ended.
@@ -215,8 +219,9 @@ async fn run_on(
             None => Vec::new(),
         }
     };
-    let (timeline, provider_timeline): (Vec<NemesisEvent>, _) =
-        tokio::join!(node_faults, provider_faults);
+    let sampling = resources::run(cluster, &context.http, origin, tokio::time::sleep(time_limit));
+    let (timeline, provider_timeline, samples): (Vec<NemesisEvent>, _, _) =
+        tokio::join!(node_faults, provider_faults, sampling);
     stop_clients.send_replace(true);
 
     // Recovery: every group elects a leader and the replicas converge; then the final reads.
@@ -285,10 +290,19 @@ async fn run_on(
         .collect();
     let stayed_up = if crashes.is_empty() { Verdict::Valid } else { Verdict::Invalid };
     let ledger_verdict = judged.as_ref().map(|judged| judged.verdict);
+    let (bounded, resources) = resources::judge(&samples, options.time_limit);
+    let soak_verdict = options.soak.then_some(bounded);
     let verdict = Verdict::combine(
-        [linearizable, Some(booking), Some(converged), Some(stayed_up), ledger_verdict]
-            .into_iter()
-            .flatten(),
+        [
+            linearizable,
+            Some(booking),
+            Some(converged),
+            Some(stayed_up),
+            ledger_verdict,
+            soak_verdict,
+        ]
+        .into_iter()
+        .flatten(),
     );
     let linearizability = match linearizable {
         Some(verdict) => json!({ "verdict": verdict, "shows": linearizability }),
@@ -308,6 +322,8 @@ async fn run_on(
         "convergence": { "verdict": converged, "groups": convergence },
         "recovery": recovery,
         "unexpected_exits": crashes,
+        "resources": resources,
+        "soak": options.soak,
     });
     if let Some(judged) = &judged {
         results["ledger"] = judged.results.clone();
@@ -337,6 +353,9 @@ async fn run_on(
     if let Some(judged) = &judged {
         write_payments_files(&options.report_dir, judged, &provider_timeline)?;
     }
+    let samples: Vec<String> =
+        samples.iter().map(|sample| serde_json::to_string(sample).unwrap_or_default()).collect();
+    std::fs::write(options.report_dir.join("resources.jsonl"), samples.join("\n") + "\n")?;
     Ok(TestResult { verdict, results, report_dir: options.report_dir.clone() })
 }
 

@@ -11,7 +11,7 @@
 #          [--nemeses "kill-one ..."] [--out DIR] [--budget MIN] [--test-timeout S]
 #          [--port-base P]  (two matrices may run at once on port bases 1,500 apart)
 #          [--soak S]  (the soak: the combined nemesis over every workload, S seconds in all,
-#                       snapshots every 1,000 entries, each run judged with --soak: memory,
+#                       snapshots every 250 entries, each run judged with --soak: memory,
 #                       data folder and snapshot size must stop growing; seed 1 unless --seeds)
 # Exit: 0 all valid, 1 something invalid, 2 something unknown or not run.
 set -euo pipefail
@@ -49,7 +49,7 @@ if [ -n "$soak" ]; then
   [ "$time_limit" -ge 60 ] || time_limit=60
   nemeses="combined"
   [ -n "$seeds_given" ] || seeds="1"
-  soak_args=(--soak --snapshot-logs 1000 --check-time 600)
+  soak_args=(--soak --snapshot-logs 250 --check-time 600)
   test_timeout="${test_timeout:-$((time_limit + 900))}"
   out="${out/matrix-/soak-}"
 fi

@@ -118,6 +118,14 @@ impl Engine {
         }
     }
 
+    /// The bytes the disk has room for, if known.
+    pub(crate) fn free_bytes(&self) -> Option<u64> {
+        match self {
+            Engine::Rocks(engine) => engine.free_bytes(),
+            Engine::Sim(engine) => engine.free_bytes(),
+        }
+    }
+
     /// Syncs done since this engine was opened.
     pub(crate) fn sync_count(&self) -> u64 {
         match self {

@@ -61,6 +61,14 @@ pub enum StoreError {
     /// it: this storage belongs to a process that no longer exists, and may not touch the disk.
     #[error("the simulated disk was crashed or reopened since this storage was opened")]
     Fenced,
+    /// An earlier write or sync of this storage failed, so it refuses every write and sync
+    /// (fail-stop: see `failure.rs`); the node must be restarted.
+    #[error("the storage failed earlier and refuses writes until the node restarts: {0}")]
+    Failed(String),
+    /// The disk has no room for the write, which changed nothing (the simulated disk's full
+    /// disk; RocksDB reports its own as `Rocks`).
+    #[error("no space left on the disk")]
+    NoSpace,
     /// An operating-system error (starting the flusher thread, a failed sync).
     #[error("io: {0}")]
     Io(#[from] io::Error),

@@ -11,7 +11,9 @@
 //!
 //! Must never complete a callback before a sync that started after its write, and never drop a
 //! callback without completing it (openraft would wait forever): on shutdown it drains the queue
-//! with a last sync; a callback submitted after shutdown fails at once.
+//! with a last sync; a callback submitted after shutdown fails at once. A failed sync is
+//! recorded as the storage's failure (`failure.rs`), and every callback after it fails at once:
+//! a later sync that succeeds would not vouch for the writes the failed one lost.
 
 use std::io;
 use std::mem;
@@ -23,6 +25,7 @@ use openraft::storage::IOFlushed;
 use rocksdb::DB;
 
 use crate::error::StoreError;
+use crate::failure::Failure;
 use crate::types::TypeConfig;
 
 /// The flusher of one database. Dropping it stops the thread after a last sync.
@@ -39,6 +42,8 @@ struct Shared {
     syncs: AtomicU64,
     /// Callbacks completed so far.
     completed: AtomicU64,
+    /// The storage's first failure: after it, no sync is believed.
+    failure: Failure,
 }
 
 #[derive(Default)]
@@ -61,12 +66,13 @@ impl Flusher {
     /// # Errors
     ///
     /// `Io` if the thread cannot be started.
-    pub(crate) fn start(db: Arc<DB>) -> Result<Flusher, StoreError> {
+    pub(crate) fn start(db: Arc<DB>, failure: Failure) -> Result<Flusher, StoreError> {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
             syncs: AtomicU64::new(0),
             completed: AtomicU64::new(0),
+            failure,
         });
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -78,6 +84,10 @@ impl Flusher {
     /// Queues `callback` to be completed after the next WAL sync. The caller must have written
     /// its data before calling this, so that the sync covers it.
     pub(crate) fn submit(&self, callback: IOFlushed<TypeConfig>) {
+        if let Err(failed) = self.shared.failure.check() {
+            callback.io_completed(Err(io::Error::other(failed)));
+            return;
+        }
         let mut queue = self.shared.lock();
         if queue.closed {
             drop(queue);
@@ -126,17 +136,21 @@ fn run(db: &DB, shared: &Shared) {
             }
             mem::take(&mut queue.pending)
         };
-        let result = db.flush_wal(true);
-        shared.syncs.fetch_add(1, Ordering::Relaxed);
-        if let Err(error) = &result {
-            tracing::error!(%error, callbacks = batch.len(), "WAL sync failed");
-        }
+        // After a failure nothing is synced again: the batch fails with it.
+        let result = shared.failure.check().and_then(|()| {
+            shared.syncs.fetch_add(1, Ordering::Relaxed);
+            db.flush_wal(true).map_err(|error| {
+                tracing::error!(%error, callbacks = batch.len(), "WAL sync failed");
+                shared.failure.record(format_args!("WAL sync failed: {error}"));
+                StoreError::Rocks(error)
+            })
+        });
         // Counted before completing, so that whoever sees a completion also sees it counted.
         shared.completed.fetch_add(batch.len() as u64, Ordering::Relaxed);
         for callback in batch {
             let outcome = match &result {
                 Ok(()) => Ok(()),
-                Err(error) => Err(io::Error::other(error.clone())),
+                Err(error) => Err(io::Error::other(error.to_string())),
             };
             callback.io_completed(outcome);
         }

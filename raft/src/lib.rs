@@ -39,6 +39,7 @@ mod clock;
 mod codec;
 mod engine;
 mod error;
+mod failure;
 mod flusher;
 mod founding;
 mod log_store;

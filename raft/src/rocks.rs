@@ -16,6 +16,7 @@ use rocksdb::{
 
 use crate::codec::ColumnFamily;
 use crate::error::StoreError;
+use crate::failure::Failure;
 use crate::flusher::Flusher;
 use crate::types::TypeConfig;
 
@@ -24,6 +25,8 @@ pub(crate) struct RocksEngine {
     // Declared first so that it is dropped first: its last sync needs the database open.
     flusher: Flusher,
     db: Arc<DB>,
+    /// The first failed write or sync; after it every write is refused.
+    failure: Failure,
 }
 
 impl RocksEngine {
@@ -34,7 +37,7 @@ impl RocksEngine {
     ///
     /// `Rocks` if RocksDB cannot open the directory (for instance another process holds it),
     /// `Io` if the flusher thread cannot start.
-    pub(crate) fn open(path: &Path) -> Result<RocksEngine, StoreError> {
+    pub(crate) fn open(path: &Path, failure: Failure) -> Result<RocksEngine, StoreError> {
         let mut options = Options::default();
         options.create_if_missing(true);
         options.create_missing_column_families(true);
@@ -55,8 +58,8 @@ impl RocksEngine {
                 return Err(StoreError::MissingColumnFamily(family.name()));
             }
         }
-        let flusher = Flusher::start(Arc::clone(&db))?;
-        Ok(RocksEngine { flusher, db })
+        let flusher = Flusher::start(Arc::clone(&db), failure.clone())?;
+        Ok(RocksEngine { flusher, db, failure })
     }
 
     /// The handle of a column family created on open.
@@ -136,6 +139,13 @@ impl RocksEngine {
         self.flusher.submit(callback);
     }
 
+    /// The bytes the file system of the database's directory has free for an unprivileged
+    /// user; `None` if it cannot be asked.
+    pub(crate) fn free_bytes(&self) -> Option<u64> {
+        let stats = rustix::fs::statvfs(self.db.path()).ok()?;
+        Some(stats.f_bavail.saturating_mul(stats.f_frsize))
+    }
+
     /// Syncs done since this engine was opened.
     pub(crate) fn sync_count(&self) -> u64 {
         self.flusher.sync_count()
@@ -173,6 +183,12 @@ impl RocksBatch<'_> {
 
     /// Writes the batch to the memtable and the WAL, unsynced.
     pub(crate) fn write(self) -> Result<(), StoreError> {
-        Ok(self.engine.db.write(self.batch)?)
+        self.engine.failure.check()?;
+        self.engine.db.write(self.batch).map_err(|error| {
+            // RocksDB itself stops taking writes after a failed WAL write (its background error);
+            // the failure makes the node stop too, rather than answer with half its groups.
+            self.engine.failure.record(format_args!("write failed: {error}"));
+            StoreError::Rocks(error)
+        })
     }
 }

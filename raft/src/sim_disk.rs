@@ -33,6 +33,18 @@
 //! - One process at a time: opening a `Storage`, or crashing the disk, fences off the storage
 //!   opened before. Its reads, writes and syncs fail with `Fenced`, so a stale task of a dead
 //!   process can neither change the disk nor learn that a write is durable.
+//!
+//! The disk can also break, as the simulator's nemesis asks ([`SimDisk::fail_syncs`],
+//! [`SimDisk::fail_writes`], [`SimDisk::set_capacity`]):
+//!
+//! - A failed sync is Linux's after a writeback error: the writes it should have made durable
+//!   may already be gone, and a later sync succeeds without bringing them back ("fsyncgate").
+//!   The disk models the worst of it: after a failed sync, the next crash or open discards
+//!   every batch not synced before the failure, and every batch written after it, synced or
+//!   not (still a prefix of the write order). Only a storage that stops at the first failed
+//!   sync (`failure.rs`) never acknowledged any of them.
+//! - A failed write, and a write the disk has no room for, change nothing and fail. RocksDB
+//!   stops taking writes after either (its background error), and so does the storage.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -44,8 +56,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use openraft::storage::IOFlushed;
 
+use statemachine::inject::{self, Bug};
+
 use crate::codec::ColumnFamily;
 use crate::error::StoreError;
+use crate::failure::Failure;
 use crate::types::TypeConfig;
 
 /// One column family of the simulated disk. Values are shared with readers, so a read copies
@@ -82,6 +97,17 @@ struct Disk {
     sync_latency: std::time::Duration,
     /// A deliberately injected bug: report writes durable before their sync.
     ack_before_sync: bool,
+    /// Every sync fails while set.
+    fail_syncs: bool,
+    /// Every write fails while set.
+    fail_writes: bool,
+    /// The most bytes (keys and values) the disk holds; `None`: no limit.
+    capacity: Option<u64>,
+    /// The bytes of every key and value on the disk now.
+    used: u64,
+    /// A sync failed since the last crash or open: the batches in `unsynced`, and every later
+    /// one, are lost at the next crash or open, whatever later syncs say.
+    doomed: bool,
 }
 
 /// How to take back one change of a batch.
@@ -107,7 +133,8 @@ impl SimDisk {
     /// Returns how many batches were discarded.
     pub fn crash(&self, keep_unsynced: usize) -> usize {
         let mut disk = self.lock();
-        let keep = keep_unsynced.min(disk.unsynced.len());
+        let keep = if disk.doomed { 0 } else { keep_unsynced.min(disk.unsynced.len()) };
+        disk.doomed = false;
         let discarded = disk.unsynced.split_off(keep);
         let lost = discarded.len();
         // Newest first, and within a batch last change first: each undo then sees the disk as
@@ -136,6 +163,35 @@ impl SimDisk {
     /// majority can lose an acknowledged write. Never set outside such a test.
     pub fn inject_ack_before_sync(&self, inject: bool) {
         self.lock().ack_before_sync = inject;
+    }
+
+    /// Breaks (or, with `false`, mends) the disk's syncs: while broken, every sync fails, and
+    /// the writes it should have made durable are lost at the next crash or open (see the module
+    /// documentation of `sim_disk.rs`).
+    pub fn fail_syncs(&self, fail: bool) {
+        self.lock().fail_syncs = fail;
+    }
+
+    /// Breaks (or mends) the disk's writes: while broken, every write fails and changes nothing.
+    pub fn fail_writes(&self, fail: bool) {
+        self.lock().fail_writes = fail;
+    }
+
+    /// Limits the bytes (keys and values) the disk holds: a write that would go beyond fails
+    /// and changes nothing. `None` lifts the limit.
+    pub fn set_capacity(&self, capacity: Option<u64>) {
+        self.lock().capacity = capacity;
+    }
+
+    /// The bytes of every key and value on the disk now.
+    pub fn used_bytes(&self) -> u64 {
+        self.lock().used
+    }
+
+    /// The room left under the disk's capacity; `None` without a limit.
+    pub fn free_bytes(&self) -> Option<u64> {
+        let disk = self.lock();
+        disk.capacity.map(|capacity| capacity.saturating_sub(disk.used))
     }
 
     /// How many write batches a crash now could discard: those written since the last sync or
@@ -168,6 +224,16 @@ impl SimDisk {
     /// opened before is fenced off. Returns the new storage's generation.
     fn recover(&self) -> u64 {
         let mut disk = self.lock();
+        if disk.doomed {
+            // What the failed sync lost, and every later write with it: as a crash keeping none.
+            let lost = mem::take(&mut disk.unsynced);
+            for batch in lost.into_iter().rev() {
+                for undo in batch.into_iter().rev() {
+                    disk.undo(undo);
+                }
+            }
+            disk.doomed = false;
+        }
         disk.unsynced.clear();
         disk.generation += 1;
         disk.generation
@@ -201,21 +267,27 @@ impl Disk {
     fn apply(&mut self, operation: Operation) -> Undo {
         match operation {
             Operation::Put { family, key, value } => {
+                self.used += size(&key, &value);
                 let previous = self.family_mut(family).insert(key.clone(), Arc::new(value));
+                self.forget(&key, previous.as_deref());
                 Undo::Restore { family, key, previous }
             }
             Operation::Delete { family, key } => {
                 let previous = self.family_mut(family).remove(&key);
+                self.forget(&key, previous.as_deref());
                 Undo::Restore { family, key, previous }
             }
             Operation::DeleteRange { family, start, end } => {
                 let map = self.family_mut(family);
                 let keys: Vec<Vec<u8>> =
                     range(map, &start, &end).map(|(key, _)| key.clone()).collect();
-                let pairs = keys
+                let pairs: Vec<(Vec<u8>, Arc<Vec<u8>>)> = keys
                     .into_iter()
                     .filter_map(|key| map.remove(&key).map(|value| (key, value)))
                     .collect();
+                for (key, value) in &pairs {
+                    self.forget(key, Some(value));
+                }
                 Undo::Reinsert { family, pairs }
             }
         }
@@ -223,13 +295,29 @@ impl Disk {
 
     fn undo(&mut self, undo: Undo) {
         match undo {
-            Undo::Restore { family, key, previous: Some(previous) } => {
-                self.family_mut(family).insert(key, previous);
+            Undo::Restore { family, key, previous } => {
+                let now = match previous {
+                    Some(previous) => {
+                        self.used += size(&key, &previous);
+                        self.family_mut(family).insert(key.clone(), previous)
+                    }
+                    None => self.family_mut(family).remove(&key),
+                };
+                self.forget(&key, now.as_deref());
             }
-            Undo::Restore { family, key, previous: None } => {
-                self.family_mut(family).remove(&key);
+            Undo::Reinsert { family, pairs } => {
+                for (key, value) in pairs {
+                    self.used += size(&key, &value);
+                    self.family_mut(family).insert(key, value);
+                }
             }
-            Undo::Reinsert { family, pairs } => self.family_mut(family).extend(pairs),
+        }
+    }
+
+    /// Takes a pair that left the disk off `used`.
+    fn forget(&mut self, key: &[u8], value: Option<&Vec<u8>>) {
+        if let Some(value) = value {
+            self.used -= size(key, value);
         }
     }
 }
@@ -243,6 +331,11 @@ fn range<'a>(
 ) -> impl DoubleEndedIterator<Item = (&'a Vec<u8>, &'a Arc<Vec<u8>>)> {
     let bounds = (start < end).then_some((Bound::Included(start), Bound::Excluded(end)));
     bounds.into_iter().flat_map(move |bounds| map.range::<[u8], _>(bounds))
+}
+
+/// The bytes a pair takes on the simulated disk.
+fn size(key: &[u8], value: &[u8]) -> u64 {
+    (key.len() + value.len()) as u64
 }
 
 /// One change of a simulated batch.
@@ -267,6 +360,8 @@ struct SimShared {
     syncs: AtomicU64,
     /// Callbacks completed so far.
     completed: AtomicU64,
+    /// The storage's first failure: after it, nothing is written or synced.
+    failure: Failure,
 }
 
 /// Callbacks waiting for the next sync.
@@ -281,7 +376,7 @@ struct FlushQueue {
 impl SimEngine {
     /// Opens `disk`: recovers it (everything on it becomes durable) and fences off the engine
     /// opened on it before.
-    pub(crate) fn open(disk: SimDisk) -> SimEngine {
+    pub(crate) fn open(disk: SimDisk, failure: Failure) -> SimEngine {
         let generation = disk.recover();
         let shared = SimShared {
             disk,
@@ -289,12 +384,29 @@ impl SimEngine {
             queue: Mutex::new(FlushQueue::default()),
             syncs: AtomicU64::new(0),
             completed: AtomicU64::new(0),
+            failure,
         };
         SimEngine { shared: Arc::new(shared) }
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Disk>, StoreError> {
         self.shared.disk.lock_for(self.shared.generation)
+    }
+
+    /// A second engine on the disk of `engine`, at the same generation and without the
+    /// recovery an open does: a process that carries on after a failure with a fresh record of
+    /// failures (for a test of what the disk does then).
+    #[cfg(test)]
+    fn open_without_recovery(engine: &SimEngine, failure: Failure) -> SimEngine {
+        let shared = SimShared {
+            disk: engine.shared.disk.clone(),
+            generation: engine.shared.generation,
+            queue: Mutex::new(FlushQueue::default()),
+            syncs: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            failure,
+        };
+        SimEngine { shared: Arc::new(shared) }
     }
 
     /// An empty batch.
@@ -348,6 +460,11 @@ impl SimEngine {
     /// discard the write, as on a real disk, and every callback queued meanwhile shares the
     /// sync (group commit).
     pub(crate) fn on_durable(&self, callback: IOFlushed<TypeConfig>) {
+        if let Err(failed) = self.shared.failure.check() {
+            self.shared.completed.fetch_add(1, Ordering::Relaxed);
+            callback.io_completed(Err(io::Error::other(failed)));
+            return;
+        }
         let callback = if self.shared.disk.lock().ack_before_sync {
             self.shared.completed.fetch_add(1, Ordering::Relaxed);
             callback.io_completed(Ok(()));
@@ -380,6 +497,11 @@ impl SimEngine {
         }
     }
 
+    /// See [`SimDisk::free_bytes`].
+    pub(crate) fn free_bytes(&self) -> Option<u64> {
+        self.shared.disk.free_bytes()
+    }
+
     /// Syncs done since this engine was opened.
     pub(crate) fn sync_count(&self) -> u64 {
         self.shared.syncs.load(Ordering::Relaxed)
@@ -410,32 +532,41 @@ impl SimShared {
                 }
                 mem::take(&mut queue.pending)
             };
-            let synced = self.maybe_sync();
-            self.syncs.fetch_add(1, Ordering::Relaxed);
+            let synced = self.failure.check().and_then(|()| self.sync());
             let callbacks: Vec<_> = callbacks.into_iter().flatten().collect();
             // Counted before completing, so that whoever sees a completion also sees it counted.
             self.completed.fetch_add(callbacks.len() as u64, Ordering::Relaxed);
             for callback in callbacks {
-                callback.io_completed(if synced {
-                    Ok(())
-                } else {
-                    Err(io::Error::other(StoreError::Fenced))
+                callback.io_completed(match &synced {
+                    Ok(()) => Ok(()),
+                    Err(error) => Err(io::Error::other(error.to_string())),
                 });
             }
         }
     }
 
-    /// Makes everything written so far durable, and says whether it did: not if this engine
-    /// was fenced off, since whatever it wrote may be gone and its callbacks must not hear
-    /// otherwise.
-    fn maybe_sync(&self) -> bool {
-        match self.disk.lock_for(self.generation) {
-            Ok(mut disk) => {
-                disk.unsynced.clear();
-                true
+    /// Makes everything written so far durable, or says why not: this engine was fenced off
+    /// (whatever it wrote may be gone and its callbacks must not hear otherwise), or the disk's
+    /// sync failed, which is the storage's failure from now on.
+    fn sync(&self) -> Result<(), StoreError> {
+        let mut disk = self.disk.lock_for(self.generation)?;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        if disk.fail_syncs {
+            disk.doomed = true;
+            drop(disk);
+            let error = StoreError::Io(io::Error::other("simulated sync failure (EIO)"));
+            // The planted bug: fail this sync's waiters only, and believe the next sync.
+            if !inject::on(Bug::IgnoreFailedSync) {
+                self.failure.record(format_args!("sync failed: {error}"));
             }
-            Err(_) => false,
+            return Err(error);
         }
+        // After a failed sync the disk reports success again, as Linux does, but what the failed
+        // one lost stays lost, and so does everything after it: nothing becomes durable.
+        if !disk.doomed {
+            disk.unsynced.clear();
+        }
+        Ok(())
     }
 
     /// Completes every queued callback with an error, without a sync.
@@ -503,9 +634,30 @@ impl SimBatch<'_> {
     /// Applies every change under one lock (atomic for readers), and records the batch as
     /// unsynced. An empty batch records nothing, as it would write nothing to a WAL.
     pub(crate) fn write(self) -> Result<(), StoreError> {
+        let failure = &self.engine.shared.failure;
+        failure.check()?;
         let mut disk = self.engine.lock()?;
         if self.operations.is_empty() {
             return Ok(());
+        }
+        if disk.fail_writes {
+            drop(disk);
+            let error = StoreError::Io(io::Error::other("simulated write failure (EIO)"));
+            failure.record(format_args!("write failed: {error}"));
+            return Err(error);
+        }
+        let incoming: u64 = self
+            .operations
+            .iter()
+            .map(|operation| match operation {
+                Operation::Put { key, value, .. } => size(key, value),
+                Operation::Delete { .. } | Operation::DeleteRange { .. } => 0,
+            })
+            .sum();
+        if disk.capacity.is_some_and(|capacity| disk.used + incoming > capacity) {
+            drop(disk);
+            failure.record(StoreError::NoSpace);
+            return Err(StoreError::NoSpace);
         }
         let undo = self.operations.into_iter().map(|operation| disk.apply(operation)).collect();
         disk.unsynced.push(undo);
@@ -542,14 +694,14 @@ mod tests {
     /// (delete a..d), (b=20).
     fn disk_with_three_unsynced_batches() -> Result<(SimDisk, SimEngine), StoreError> {
         let disk = SimDisk::new();
-        let first = SimEngine::open(disk.clone());
+        let first = SimEngine::open(disk.clone(), Failure::new());
         let mut batch = first.batch();
         for (key, value) in [("a", "1"), ("b", "2"), ("c", "3")] {
             batch.put(LOGS, key.as_bytes(), value.as_bytes().to_vec());
         }
         batch.write()?;
         // Opening again recovers the disk: the three pairs are durable.
-        let engine = SimEngine::open(disk.clone());
+        let engine = SimEngine::open(disk.clone(), Failure::new());
         let mut batch = engine.batch();
         batch.put(LOGS, b"a", b"10".to_vec());
         batch.put(LOGS, b"a", b"11".to_vec());
@@ -580,12 +732,12 @@ mod tests {
             assert_eq!(disk.unsynced_batches(), 3, "an empty batch is no batch");
             assert_eq!(disk.crash(keep), 3 - keep);
             assert!(matches!(engine.get(LOGS, b"b"), Err(StoreError::Fenced)));
-            let recovered = SimEngine::open(disk);
+            let recovered = SimEngine::open(disk, Failure::new());
             assert_eq!(&contents(&recovered), expected, "keep {keep}");
         }
         let (disk, _engine) = disk_with_three_unsynced_batches()?;
         assert_eq!(disk.crash(usize::MAX), 0);
-        assert_eq!(contents(&SimEngine::open(disk)), pairs(&[("b", "20")]));
+        assert_eq!(contents(&SimEngine::open(disk, Failure::new())), pairs(&[("b", "20")]));
         Ok(())
     }
 
@@ -616,7 +768,116 @@ mod tests {
         assert!(matches!(runtime.block_on(receiver), Ok(Ok(()))));
         assert_eq!((engine.sync_count(), engine.completed_count()), (1, 1));
         assert_eq!(disk.crash(0), 0);
-        assert_eq!(contents(&SimEngine::open(disk)), pairs(&[("b", "20")]));
+        assert_eq!(contents(&SimEngine::open(disk, Failure::new())), pairs(&[("b", "20")]));
+        Ok(())
+    }
+
+    /// Waits for one durability callback of `engine` and returns its outcome.
+    fn durable(engine: &SimEngine) -> Result<(), String> {
+        let (sender, receiver) = TypeConfig::oneshot();
+        engine.on_durable(IOFlushed::signal(sender));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|error| error.to_string())?;
+        match runtime.block_on(receiver) {
+            Ok(result) => result.map_err(|error| error.to_string()),
+            Err(_) => Err("the callback was dropped".to_owned()),
+        }
+    }
+
+    fn put(engine: &SimEngine, key: &str, value: &str) -> Result<(), StoreError> {
+        let mut batch = engine.batch();
+        batch.put(LOGS, key.as_bytes(), value.as_bytes().to_vec());
+        batch.write()
+    }
+
+    #[test]
+    fn a_failed_sync_stops_the_storage_and_loses_what_it_did_not_sync() -> Result<(), StoreError> {
+        let disk = SimDisk::new();
+        let failure = Failure::new();
+        let engine = SimEngine::open(disk.clone(), failure.clone());
+        put(&engine, "a", "1")?;
+        assert_eq!(durable(&engine), Ok(()));
+        put(&engine, "b", "2")?;
+        disk.fail_syncs(true);
+        let error = durable(&engine).expect_err("the sync fails");
+        assert!(error.contains("sync failure"), "{error}");
+        assert!(failure.get().is_some_and(|reason| reason.contains("sync failed")));
+        // The disk works again, but the storage does not carry on: every write and durability
+        // wait is refused.
+        disk.fail_syncs(false);
+        assert!(matches!(put(&engine, "c", "3"), Err(StoreError::Failed(_))));
+        let error = durable(&engine).expect_err("refused after the failure");
+        assert!(error.contains("failed earlier"), "{error}");
+        // Readers still see the unsynced write, as the page cache would...
+        assert_eq!(contents(&engine), pairs(&[("a", "1"), ("b", "2")]));
+        // ...but the restarted node does not: the failed sync lost it.
+        let restarted = SimEngine::open(disk.clone(), Failure::new());
+        assert_eq!(contents(&restarted), pairs(&[("a", "1")]));
+        assert_eq!(disk.used_bytes(), 2, "what is left: a=1");
+        Ok(())
+    }
+
+    #[test]
+    fn after_a_failed_sync_a_later_sync_that_succeeds_vouches_for_nothing() -> Result<(), StoreError>
+    {
+        // A storage that ignored the failure (the planted bug's behaviour, done here by hand
+        // with a fresh failure record) hears `Ok` from the next sync; the disk still loses
+        // everything from the failed sync on, which is why the storage must stop.
+        let disk = SimDisk::new();
+        let engine = SimEngine::open(disk.clone(), Failure::new());
+        put(&engine, "a", "1")?;
+        disk.fail_syncs(true);
+        assert!(durable(&engine).is_err());
+        disk.fail_syncs(false);
+        let carrying_on = SimEngine::open_without_recovery(&engine, Failure::new());
+        put(&carrying_on, "b", "2")?;
+        assert_eq!(durable(&carrying_on), Ok(()), "Linux reports the retried sync as done");
+        assert_eq!(disk.crash(usize::MAX), 2, "a and b are lost all the same");
+        assert_eq!(contents(&SimEngine::open(disk, Failure::new())), pairs(&[]));
+        Ok(())
+    }
+
+    #[test]
+    fn a_failed_or_full_write_changes_nothing_and_stops_the_storage() -> Result<(), StoreError> {
+        let disk = SimDisk::new();
+        let engine = SimEngine::open(disk.clone(), Failure::new());
+        put(&engine, "a", "1")?;
+        disk.fail_writes(true);
+        assert!(matches!(put(&engine, "b", "2"), Err(StoreError::Io(_))));
+        disk.fail_writes(false);
+        assert!(matches!(put(&engine, "b", "2"), Err(StoreError::Failed(_))));
+        assert_eq!(contents(&engine), pairs(&[("a", "1")]));
+
+        let engine = SimEngine::open(disk.clone(), Failure::new());
+        disk.set_capacity(Some(disk.used_bytes() + 3));
+        assert_eq!(disk.free_bytes(), Some(3));
+        put(&engine, "b", "2")?;
+        assert_eq!(disk.free_bytes(), Some(1));
+        assert!(matches!(put(&engine, "c", "3"), Err(StoreError::NoSpace)));
+        assert_eq!(contents(&engine), pairs(&[("a", "1"), ("b", "2")]));
+        // Room again: a restarted storage writes; the failed one stays stopped.
+        disk.set_capacity(None);
+        assert!(matches!(put(&engine, "c", "3"), Err(StoreError::Failed(_))));
+        let restarted = SimEngine::open(disk.clone(), Failure::new());
+        put(&restarted, "c", "3")?;
+        assert_eq!(contents(&restarted), pairs(&[("a", "1"), ("b", "2"), ("c", "3")]));
+        Ok(())
+    }
+
+    #[test]
+    fn used_bytes_follow_writes_deletes_and_crashes() -> Result<(), StoreError> {
+        let (disk, engine) = disk_with_three_unsynced_batches()?;
+        let sum = |engine: &SimEngine| -> u64 {
+            contents(engine).iter().map(|(key, value)| (key.len() + value.len()) as u64).sum()
+        };
+        assert_eq!(disk.used_bytes(), sum(&engine));
+        for keep in 0..=3 {
+            let (disk, _engine) = disk_with_three_unsynced_batches()?;
+            disk.crash(keep);
+            let recovered = SimEngine::open(disk.clone(), Failure::new());
+            assert_eq!(disk.used_bytes(), sum(&recovered), "keep {keep}");
+        }
         Ok(())
     }
 }

@@ -16,6 +16,7 @@ use openraft::type_config::TypeConfigExt;
 use crate::archive::ArchiveDir;
 use crate::engine::Engine;
 use crate::error::StoreError;
+use crate::failure::Failure;
 use crate::log_store::LogStore;
 use crate::rocks::RocksEngine;
 use crate::sim_disk::{SimDisk, SimEngine};
@@ -32,6 +33,8 @@ use crate::types::{GroupId, TypeConfig};
 pub struct Storage {
     engine: Arc<Engine>,
     archives: Option<ArchiveDir>,
+    /// The first failed write or sync (see `failure.rs`).
+    failure: Failure,
 }
 
 impl Storage {
@@ -43,8 +46,9 @@ impl Storage {
     /// `Rocks` if RocksDB cannot open the directory (for instance another process holds it),
     /// `Io` if the flusher thread cannot start.
     pub fn open(path: impl AsRef<Path>) -> Result<Storage, StoreError> {
-        let engine = RocksEngine::open(path.as_ref())?;
-        Ok(Storage { engine: Arc::new(Engine::Rocks(engine)), archives: None })
+        let failure = Failure::new();
+        let engine = RocksEngine::open(path.as_ref(), failure.clone())?;
+        Ok(Storage { engine: Arc::new(Engine::Rocks(engine)), archives: None, failure })
     }
 
     /// Opens a storage on a simulated disk, as a restarted node's process opens its database:
@@ -54,7 +58,9 @@ impl Storage {
     /// Uses no thread and no clock: syncs run in a task spawned on the caller's tokio runtime
     /// when a write first waits for durability (see [`SimDisk`] for the crash model).
     pub fn simulated(disk: SimDisk) -> Storage {
-        Storage { engine: Arc::new(Engine::Sim(SimEngine::open(disk))), archives: None }
+        let failure = Failure::new();
+        let engine = Engine::Sim(SimEngine::open(disk, failure.clone()));
+        Storage { engine: Arc::new(engine), archives: None, failure }
     }
 
     /// The same storage, with every group's archived shows written to `archives` as their
@@ -94,6 +100,23 @@ impl Storage {
     /// Durability waits (appends, votes, truncations, purges, snapshots) completed so far.
     pub fn flush_completed_count(&self) -> u64 {
         self.engine.completed_count()
+    }
+
+    /// Why the storage failed, if it did: its first failed write or sync. After it the storage
+    /// refuses every write and sync, and the node must stop (see `failure.rs`).
+    pub fn failed(&self) -> Option<String> {
+        self.failure.get()
+    }
+
+    /// Waits until the storage fails, and says why; never returns on a storage that works.
+    pub async fn failure(&self) -> String {
+        self.failure.wait().await
+    }
+
+    /// The bytes the disk under the storage still has room for (for an unprivileged user, as
+    /// `df` shows them); `None` if unknown or unlimited (a simulated disk without a capacity).
+    pub fn free_bytes(&self) -> Option<u64> {
+        self.engine.free_bytes()
     }
 
     /// The engine the stores read and write.

@@ -27,12 +27,22 @@ pub enum Bug {
     /// Serving the waitlist offers the seats of a new offer to the next waiter as well: two
     /// open offers for one seat.
     TwoOffers,
+    /// A failed sync fails only the writes waiting on it, and the storage carries on: the next
+    /// sync succeeds and is believed, though the writes before it may be gone (PostgreSQL's
+    /// "fsyncgate"). Simulator only: a real disk's sync cannot be made to fail on demand.
+    IgnoreFailedSync,
 }
 
 impl Bug {
     /// Every bug, in the order `--list-injections` prints them.
-    pub const ALL: [Bug; 5] =
-        [Bug::AckBeforeSync, Bug::AckBeforeCommit, Bug::StaleRead, Bug::FifoSkip, Bug::TwoOffers];
+    pub const ALL: [Bug; 6] = [
+        Bug::AckBeforeSync,
+        Bug::AckBeforeCommit,
+        Bug::StaleRead,
+        Bug::FifoSkip,
+        Bug::TwoOffers,
+        Bug::IgnoreFailedSync,
+    ];
 
     /// Its command-line name.
     pub const fn name(self) -> &'static str {
@@ -42,13 +52,14 @@ impl Bug {
             Bug::StaleRead => "stale-read",
             Bug::FifoSkip => "fifo-skip",
             Bug::TwoOffers => "two-offers",
+            Bug::IgnoreFailedSync => "ignore-failed-sync",
         }
     }
 
     /// Whether real processes can have it (`bookingd-unsafe --inject`); the others exist only
     /// in the simulator.
     pub const fn in_processes(self) -> bool {
-        !matches!(self, Bug::AckBeforeSync)
+        !matches!(self, Bug::AckBeforeSync | Bug::IgnoreFailedSync)
     }
 
     const fn bit(self) -> u32 {

@@ -262,6 +262,13 @@ pub struct Args {
     /// group at a time).
     #[arg(long, value_name = "BYTES")]
     pub snapshot_max_bytes: Option<u64>,
+    /// Free space the data directory's file system keeps in reserve, in bytes (default 64 MiB):
+    /// while it has less, client writes are refused with 507 / RESOURCE_EXHAUSTED `disk_full`
+    /// (nothing changed) and reads still served, so that Raft's own traffic, expiries and
+    /// snapshots still have room. Writes are taken again as soon as there is room. 0: never
+    /// refuse (a node whose disk really fills stops, losing nothing acknowledged).
+    #[arg(long, value_name = "BYTES")]
+    pub disk_reserve_bytes: Option<u64>,
     /// Client connections served at once (default 10,000); a connection past the cap is closed
     /// as soon as it is accepted.
     #[arg(long, value_name = "N")]
@@ -462,6 +469,8 @@ pub struct Config {
     pub rate_new_sessions_per_address: u32,
     /// The largest snapshot accepted from a leader (`--snapshot-max-bytes`).
     pub snapshot_max_bytes: u64,
+    /// The free space below which client writes are refused (`--disk-reserve-bytes`).
+    pub disk_reserve_bytes: u64,
     /// The classes of routes with a rate of their own (`--route-rate`), requests per second.
     pub route_rates: BTreeMap<crate::limits::RouteClass, u32>,
     /// Client connections served at once.
@@ -727,6 +736,10 @@ impl Config {
                 .unwrap_or(10_000),
             rate_per_session: args.rate_per_session.or(file.rate_per_session).unwrap_or(50).max(1),
             snapshot_max_bytes,
+            disk_reserve_bytes: args
+                .disk_reserve_bytes
+                .or(file.disk_reserve_bytes)
+                .unwrap_or(crate::disk::RESERVE_BYTES_DEFAULT),
             route_rates: if args.route_rate.is_empty() { file.route_rate } else { args.route_rate }
                 .into_iter()
                 .collect(),

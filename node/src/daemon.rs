@@ -28,6 +28,18 @@ fn fail_stop_on_panic() {
     }));
 }
 
+/// The exit code of a node whose storage failed (BSD's `EX_IOERR`).
+pub const EXIT_STORAGE_FAILED: u8 = 74;
+
+/// Ends the process at once after a failed write or sync: it may not acknowledge anything more
+/// (the storage already refuses to), and a clean stop would try to write. Everything it did
+/// acknowledge was synced before; the restarted node recovers it, once the disk works again.
+fn fail_stop_on_storage(reason: &str) -> ! {
+    tracing::error!(%reason, "storage failed: stopping now; restart the node once the disk works");
+    eprintln!("bookingd: stopping: storage failed: {reason}");
+    std::process::exit(i32::from(EXIT_STORAGE_FAILED));
+}
+
 /// The log filter unless `RUST_LOG` says otherwise: the daemon's events, and only openraft's
 /// warnings.
 const LOG_FILTER_DEFAULT: &str = "info,openraft=warn";
@@ -37,7 +49,7 @@ const LOG_FILTER_DEFAULT: &str = "info,openraft=warn";
 /// for that line).
 ///
 /// Returns exit code 2 for an unusable configuration, 1 when the node cannot start, and 0
-/// after a clean stop.
+/// after a clean stop; exits with [`EXIT_STORAGE_FAILED`] at once when its storage fails.
 pub async fn run(config: Result<Config, ConfigError>) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -69,7 +81,10 @@ pub async fn run(config: Result<Config, ConfigError>) -> ExitCode {
         }
     };
     println!("bookingd node={id} listening={}", node.address());
-    wait_for_signal().await;
+    tokio::select! {
+        () = wait_for_signal() => {}
+        reason = node.storage_failure() => fail_stop_on_storage(&reason),
+    }
     tracing::info!("stopping");
     node.shutdown().await;
     ExitCode::SUCCESS

@@ -85,6 +85,10 @@ pub enum ApiError {
         /// When to retry, in seconds.
         retry_after_s: u64,
     },
+    /// The node's disk is nearly full: it refuses writes (nothing changed) until there is
+    /// room again.
+    #[error("{0}")]
+    DiskFull(String),
     /// A bug or a failed store on this node.
     #[error("internal error: {0}")]
     Internal(String),
@@ -114,6 +118,7 @@ impl ApiError {
             ApiError::Forbidden(_) => ErrorCode::Forbidden,
             ApiError::RateLimited { .. } => ErrorCode::RateLimited,
             ApiError::Overloaded { .. } => ErrorCode::Overloaded,
+            ApiError::DiskFull(_) => ErrorCode::DiskFull,
             ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -189,7 +194,7 @@ pub fn grpc_code(code: ErrorCode) -> Code {
         | BookingNotFound | EntryNotFound | OfferNotFound | SinkNotFound | DeadLetterNotFound
         | CatalogNotFound | ShowArchived => Code::NotFound,
         MethodNotAllowed => Code::Unimplemented,
-        PayloadTooLarge | RateLimited | GroupFull | QueueFull => Code::ResourceExhausted,
+        PayloadTooLarge | RateLimited | GroupFull | QueueFull | DiskFull => Code::ResourceExhausted,
         NotLeader | NoLeader | Unavailable | Overloaded | ShowMoving | ShowMoved => {
             Code::Unavailable
         }
@@ -229,7 +234,7 @@ pub fn grpc_code(code: ErrorCode) -> Code {
 
 /// The HTTP status of an error code: the gRPC code's, in HTTP's words, except where HTTP has a
 /// more precise one (410 Gone for an expired hold, grant or offer and an archived show; the
-/// framework's 405, 413, 415).
+/// framework's 405, 413, 415; 507 Insufficient Storage for a node whose disk is nearly full).
 pub fn http_status(code: ErrorCode) -> u16 {
     match code {
         ErrorCode::HoldExpired
@@ -239,6 +244,7 @@ pub fn http_status(code: ErrorCode) -> u16 {
         ErrorCode::MethodNotAllowed => 405,
         ErrorCode::PayloadTooLarge => 413,
         ErrorCode::UnsupportedMediaType => 415,
+        ErrorCode::DiskFull => 507,
         other => match grpc_code(other) {
             Code::InvalidArgument | Code::OutOfRange => 400,
             Code::Unauthenticated => 401,
@@ -465,6 +471,7 @@ mod tests {
             (ErrorCode::NoLeader, Code::Unavailable, 503),
             (ErrorCode::ShowMoving, Code::Unavailable, 503),
             (ErrorCode::ShowMoved, Code::Unavailable, 503),
+            (ErrorCode::DiskFull, Code::ResourceExhausted, 507),
         ];
         for (code, grpc, http) in table {
             assert_eq!((grpc_code(code), http_status(code)), (grpc, http), "{code:?}");

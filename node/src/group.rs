@@ -16,6 +16,7 @@ use raft::{Clock, GroupId, GroupReader, GrpcTransport, NodeId, ProposeError, Pro
 use statemachine::{Answer, ClientCommand, Command, Group, Rejection};
 use tokio::task::JoinHandle;
 
+use crate::disk::DiskGuard;
 use crate::error::{ApiError, LeaderHint};
 use crate::workers::{self, WorkerSettings};
 
@@ -40,6 +41,8 @@ pub struct HostedGroup {
     workers: Arc<Mutex<Option<JoinHandle<()>>>>,
     /// The peer network, for asking the leader its read index.
     transport: GrpcTransport,
+    /// Refuses client writes while the node's disk is nearly full (shared by every group).
+    disk: Arc<DiskGuard>,
 }
 
 impl HostedGroup {
@@ -54,6 +57,7 @@ impl HostedGroup {
         workers: WorkerSettings,
         clock: Clock,
         transport: GrpcTransport,
+        disk: Arc<DiskGuard>,
     ) -> HostedGroup {
         let settings = workers;
         let proposer =
@@ -89,7 +93,16 @@ impl HostedGroup {
             }
         };
         let leadership = raft.on_leader_change(on_start, on_stop);
-        HostedGroup { id, raft, proposer, reader, _leadership: leadership, workers, transport }
+        HostedGroup {
+            id,
+            raft,
+            proposer,
+            reader,
+            _leadership: leadership,
+            workers,
+            transport,
+            disk,
+        }
     }
 
     /// Whether the leader-only workers run on this node now.
@@ -126,8 +139,13 @@ impl HostedGroup {
     /// # Errors
     ///
     /// `NotLeader` when the command was not appended (retry on the leader); `Unavailable` when
-    /// its outcome is unknown (retry with the same idempotency key).
+    /// its outcome is unknown (retry with the same idempotency key); `DiskFull` while the node's
+    /// disk is under its reserve (nothing proposed).
     pub async fn propose(&self, command: Command) -> Result<Answer, ApiError> {
+        // Only a leader refuses: a follower's answer is where the leader is.
+        if self.is_leader() {
+            self.disk.check_write()?;
+        }
         match tokio::time::timeout(WRITE_TIMEOUT, self.proposer.propose(command)).await {
             Err(_elapsed) => Err(ApiError::Unavailable(format!(
                 "group {}: no commit within {WRITE_TIMEOUT:?}",

@@ -39,6 +39,7 @@ pub mod api;
 pub mod auditor;
 pub mod config;
 pub mod daemon;
+pub mod disk;
 pub mod dispatch;
 pub mod environment;
 pub mod error;

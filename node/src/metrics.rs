@@ -64,6 +64,10 @@
 //!   `booking_raft_last_log_index`, `booking_raft_committed_index` and
 //!   `booking_raft_applied_index`.
 //!
+//! The node's disk: `booking_disk_free_bytes` (free on the data directory's file system; absent
+//! where the storage cannot say) and `booking_disk_reserve_bytes` (under it, client writes are
+//! refused: `crate::disk`).
+//!
 //! The alert rules that ship with the project (`node/prometheus/alerts.yml`) read these names;
 //! a process test checks that every name they use is served.
 //!
@@ -445,9 +449,11 @@ impl Metrics {
     pub fn render(&self, service: &Service) -> Result<String, ApiError> {
         let shared = service.shared();
         let scraped = scrape_groups(shared.groups.values(), &shared.audits.snapshot())?;
+        let disk = scrape_disk(&shared.disk, shared.config.disk_reserve_bytes);
         let mut text = String::new();
         let encoded = encode_registry(&mut text, &self.inner.registry)
             .and_then(|()| encode_registry(&mut text, &scraped))
+            .and_then(|()| encode_registry(&mut text, &disk))
             .and_then(|()| encode_eof(&mut text));
         encoded.map_err(|error| ApiError::Internal(format!("metrics: {error}")))?;
         Ok(text)
@@ -462,6 +468,29 @@ fn status_class(status: u16) -> &'static str {
         400..=499 => "4xx",
         _ => "5xx",
     }
+}
+
+/// A registry of the node's disk: its free space (when the storage can say) and its reserve.
+fn scrape_disk(disk: &crate::disk::DiskGuard, reserve_bytes: u64) -> Registry {
+    let mut registry = Registry::default();
+    let gauge = |bytes: u64| {
+        let gauge = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+        gauge.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        gauge
+    };
+    if let Some(free) = disk.free_bytes() {
+        registry.register(
+            "booking_disk_free_bytes",
+            "Bytes free on the data directory's file system",
+            gauge(free),
+        );
+    }
+    registry.register(
+        "booking_disk_reserve_bytes",
+        "Free bytes under which client writes are refused (--disk-reserve-bytes)",
+        gauge(reserve_bytes),
+    );
+    registry
 }
 
 /// A registry of the groups' state right now, and of what the auditor found.

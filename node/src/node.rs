@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use crate::api::{AdminApi, BookingApi};
 use crate::auditor::{self, Audits};
 use crate::config::{Config, ConfigError, initial_voters};
+use crate::disk::DiskGuard;
 use crate::dispatch::DispatchSettings;
 use crate::environment::{Environment, Incoming};
 use crate::group::HostedGroup;
@@ -114,6 +115,10 @@ pub struct Shared {
     pub search: SearchIndex,
     /// Where this node's replicas write the archives of archived shows (none in a simulator).
     pub archives: Option<raft::ArchiveDir>,
+    /// The node's storage (its free space and its failure are exported and watched).
+    pub storage: raft::Storage,
+    /// Refuses client writes while the disk is nearly full.
+    pub disk: Arc<DiskGuard>,
 }
 
 impl Shared {
@@ -183,6 +188,7 @@ impl Node {
         };
         let metrics = Metrics::new();
         let dispatch = Some(Arc::new(dispatch_settings(&config, network.dialer.as_ref())?));
+        let disk = Arc::new(DiskGuard::new(storage.clone(), config.disk_reserve_bytes));
         for group in config.group_ids() {
             let state_machine = storage.state_machine(group)?;
             let reader = state_machine.reader();
@@ -212,8 +218,15 @@ impl Node {
                 retention: (config.retention_s > 0)
                     .then(|| Duration::from_secs(config.retention_s)),
             };
-            let hosted =
-                HostedGroup::new(group, raft, reader, workers, clock.clone(), transport.clone());
+            let hosted = HostedGroup::new(
+                group,
+                raft,
+                reader,
+                workers,
+                clock.clone(),
+                transport.clone(),
+                Arc::clone(&disk),
+            );
             groups.insert(group, Arc::new(hosted));
         }
         if !config.bootstrap {
@@ -270,6 +283,8 @@ impl Node {
             audits,
             search,
             archives,
+            storage,
+            disk,
         });
         // The index is derived from the replica as it was recovered, before serving.
         if let Err(error) = Service::new(shared.clone()).sync_search() {
@@ -324,6 +339,13 @@ impl Node {
     /// What the API handlers share.
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
+    }
+
+    /// Waits until the node's storage fails (a write or a sync did), and says why. From then on
+    /// every write and sync is refused and the groups go fatal: the node must stop, not carry on
+    /// (fail-stop; `bookingd` exits, see `daemon.rs`). Never returns while the storage works.
+    pub async fn storage_failure(&self) -> String {
+        self.shared.storage.failure().await
     }
 
     /// Stops serving and shuts every group down.

@@ -37,6 +37,7 @@ mod browser;
 mod client;
 mod client_tls;
 mod convergence;
+mod disk_full;
 mod failover;
 mod fuzz;
 mod membership;

@@ -173,6 +173,7 @@ impl Client {
         let client = self.clone();
         tokio::spawn(async move {
             let HoldJob { show_id, metadata, message, reply, .. } = job;
+            let metadata = if unknown { metadata.maybe_applied() } else { metadata };
             let result = client
                 .booking_call(
                     Route::Show(show_id),
@@ -183,26 +184,6 @@ impl Client {
                 )
                 .await
                 .map(|(held, _)| held);
-            let result = match result {
-                Err(Error::Unavailable {
-                    attempts,
-                    elapsed,
-                    status,
-                    booking_code,
-                    message,
-                    outcome_unknown,
-                    idempotency_key,
-                }) => Err(Error::Unavailable {
-                    attempts,
-                    elapsed,
-                    status,
-                    booking_code,
-                    message,
-                    outcome_unknown: outcome_unknown || unknown,
-                    idempotency_key,
-                }),
-                other => other,
-            };
             let _ = reply.send(result);
         });
     }

@@ -491,7 +491,18 @@ impl Client {
         let mut target = self.routes().first_target(route);
         let mut attempts: u32 = 0;
         let mut hints_in_a_row: u32 = 0;
-        let mut outcome_unknown = false;
+        let mut outcome_unknown = kind.is_mutation() && metadata.is_maybe_applied();
+        // The call's failure, after its last attempt ended with `status`.
+        let unavailable =
+            |status: &Status, attempts: u32, outcome_unknown: bool| Error::Unavailable {
+                attempts,
+                elapsed: started.elapsed(),
+                status: status.code(),
+                booking_code: error::booking_code(status).map(str::to_owned),
+                message: error::describe(status),
+                outcome_unknown,
+                idempotency_key: metadata.key().map(str::to_owned),
+            };
         // Addresses this call could not connect to: a hint to one of them (a node that has not
         // yet noticed its leader died) is not followed, else two nodes could be tried forever.
         let mut unreachable: Vec<String> = Vec::new();
@@ -516,6 +527,13 @@ impl Client {
                 Err(_) => Status::deadline_exceeded(format!("no answer within {timeout:?}")),
             };
             let (hint, delivery) = match error::classify(&status) {
+                // An attempt before may have been applied, and this answer is a refusal made
+                // before the rules saw the call (a full disk, a rate limit, ...): it says
+                // nothing about that attempt, so the outcome stays unknown. Any other final
+                // answer stands: under the same key a command applied before answers as it did.
+                Verdict::Final if outcome_unknown && error::refused_before_rules(&status) => {
+                    return Err(unavailable(&status, attempts, outcome_unknown));
+                }
                 Verdict::Final => return Err(Error::rejected(&status)),
                 Verdict::Retry { hint, delivery } => (hint, delivery),
             };
@@ -564,15 +582,7 @@ impl Client {
                 }
             };
             if Instant::now() + wait >= deadline {
-                return Err(Error::Unavailable {
-                    attempts,
-                    elapsed: started.elapsed(),
-                    status: status.code(),
-                    booking_code: error::booking_code(&status).map(str::to_owned),
-                    message: error::describe(&status),
-                    outcome_unknown,
-                    idempotency_key: metadata.key().map(str::to_owned),
-                });
+                return Err(unavailable(&status, attempts, outcome_unknown));
             }
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;

@@ -171,6 +171,29 @@ pub(crate) enum Delivery {
     Unknown,
 }
 
+/// Whether a final status is a node's refusal made before its rules judged the call: a full
+/// disk, a rate limit, credentials, a route or a body the node would not take, an internal
+/// error, or a status no node's error table made. Such an answer says nothing about an earlier
+/// attempt of the same call.
+pub(crate) fn refused_before_rules(status: &Status) -> bool {
+    match booking_code(status) {
+        None => true,
+        Some(code) => matches!(
+            ErrorCode::from_name(code),
+            ErrorCode::DiskFull
+                | ErrorCode::RateLimited
+                | ErrorCode::Unauthenticated
+                | ErrorCode::Forbidden
+                | ErrorCode::NotFound
+                | ErrorCode::MethodNotAllowed
+                | ErrorCode::PayloadTooLarge
+                | ErrorCode::UnsupportedMediaType
+                | ErrorCode::Internal
+                | ErrorCode::Unspecified
+        ),
+    }
+}
+
 /// Decides whether a failed attempt is retried.
 ///
 /// A status carrying a `booking-code` is the node's answer: only `UNAVAILABLE` is retried. A

@@ -74,6 +74,8 @@ pub(crate) struct CallMetadata {
     key: Option<(String, AsciiMetadataValue)>,
     /// `Bearer <token>`, for booking calls.
     authorization: Option<AsciiMetadataValue>,
+    /// An attempt made before this call (a `HoldMany` batch) may already have applied it.
+    maybe_applied: bool,
 }
 
 impl CallMetadata {
@@ -87,7 +89,7 @@ impl CallMetadata {
             None => generate_key(),
         };
         let value = ascii(&key, "idempotency key")?;
-        Ok(CallMetadata { key: Some((key, value)), authorization: None })
+        Ok(CallMetadata { key: Some((key, value)), authorization: None, maybe_applied: false })
     }
 
     /// Adds `authorization: Bearer <token>`.
@@ -102,6 +104,17 @@ impl CallMetadata {
             self.authorization = Some(ascii(&format!("Bearer {token}"), "session token")?);
         }
         Ok(self)
+    }
+
+    /// The same metadata for a call that an earlier attempt outside it may already have
+    /// applied: its outcome is unknown unless a node answers it by the rules.
+    pub(crate) fn maybe_applied(self) -> CallMetadata {
+        CallMetadata { maybe_applied: true, ..self }
+    }
+
+    /// Whether an attempt made before this call may already have applied it.
+    pub(crate) fn is_maybe_applied(&self) -> bool {
+        self.maybe_applied
     }
 
     /// The idempotency key, if this is a mutation.

@@ -966,6 +966,25 @@ async fn a_hang_makes_the_outcome_unknown() {
 }
 
 #[tokio::test]
+async fn a_refusal_after_an_attempt_that_hung_leaves_the_outcome_unknown() {
+    // Node 1 hangs (it may have applied the hold); node 2 refuses before its rules see it.
+    let hung = Fake::start(1, Answer::Hang(Duration::from_secs(5))).await;
+    let full = Fake::start(2, Answer::Reject(Code::ResourceExhausted, "disk_full")).await;
+    let client = client(&[&hung, &full], 5_000);
+
+    let error = client.hold("tok", 7, &[1], 1, Some("k")).await.unwrap_err();
+    assert!(error.is_outcome_unknown(), "{error:?}");
+    assert_eq!(error.booking_code(), Some("disk_full"), "{error:?}");
+    assert_eq!((hung.calls("hold").len(), full.calls("hold").len()), (1, 1));
+    // Alone, the same refusal is final and certain: nothing was applied.
+    let error = self::client(&[&full], 5_000).hold("tok", 7, &[1], 1, None).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::Rejected { code: client::ErrorCode::DiskFull, .. }),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
 async fn unreachable_nodes_exhaust_the_budget_without_unknown_outcome() {
     let client = Client::with_config(vec![closed_address().to_string()], config(300)).unwrap();
     let error = client.hold("tok", 7, &[1], 1, None).await.unwrap_err();

@@ -191,5 +191,6 @@ pub fn is_refusal(code: &str) -> bool {
             | "no_leader"
             | "unavailable"
             | "internal"
+            | "disk_full"
     )
 }

@@ -6,7 +6,10 @@
 //! node (every message to and from it held, then delivered late), message loss on every link,
 //! a leader transfer, a voter removed and added back, a skewed clock on the node that leads
 //! (its stamps jump by up to 30 s either way), and buyers cut off from the node that leads
-//! (half of the client processes, while the node stays in the cluster). With a provider: its faults (the kit's menu,
+//! (half of the client processes, while the node stays in the cluster), and a broken disk under
+//! the node that leads (every sync fails, every write fails, or the disk is full: a node whose
+//! write or sync failed stops itself, and its supervisor restarts it a second later, failing
+//! again while the disk stays broken). With a provider: its faults (the kit's menu,
 //! shared with the Jepsen suite: an outage, slowness past the nodes' call timeout, duplicate,
 //! late and out-of-order webhooks, charges that time out, webhooks before the charge call
 //! returns), and the provider cut off from every node. Message delay and reordering come from
@@ -49,10 +52,24 @@ enum Fault {
     Skew(NodeId, i64),
     /// These client hosts cut off from the node (which stays in the cluster).
     Clients(NodeId, Vec<String>),
+    /// The node's disk broken.
+    Disk(NodeId, DiskFault),
     /// The provider behaving as the named fault of the kit's menu (its JSON form).
     Provider(&'static str, serde_json::Value),
     /// The provider cut off from every node.
     ProviderCut,
+}
+
+/// How a disk is broken.
+#[derive(Clone, Copy, Debug)]
+enum DiskFault {
+    /// Every sync fails (and what it should have made durable is lost at the next restart).
+    Sync,
+    /// Every write fails.
+    Write,
+    /// The disk holds only this many bytes more than it does now: under the nodes' reserve
+    /// client writes are refused, and a write beyond it fails.
+    Full(u64),
 }
 
 /// Runs faults until `window` of simulated time has passed since the call, then heals.
@@ -92,7 +109,7 @@ fn draw(world: &World, rng: &mut StdRng) -> Fault {
     };
     // Power losses weigh most: they are what storage and recovery bugs need. A run with a
     // provider also draws its faults.
-    let menu = if world.paysim.is_some() { 20 } else { 17 };
+    let menu = if world.paysim.is_some() { 23 } else { 20 };
     match rng.gen_range(0..menu) {
         0 | 1 => Fault::Isolate(leader(world, group).unwrap_or(node)),
         2 => {
@@ -129,7 +146,15 @@ fn draw(world: &World, rng: &mut StdRng) -> Fault {
             cut.sort_unstable();
             Fault::Clients(leader(world, group).unwrap_or(node), cut)
         }
-        17 | 18 => {
+        17..=19 => {
+            let fault = match rng.gen_range(0..3) {
+                0 => DiskFault::Sync,
+                1 => DiskFault::Write,
+                _ => DiskFault::Full(rng.gen_range(0..4 * crate::world::SIM_DISK_RESERVE_BYTES)),
+            };
+            Fault::Disk(leader(world, group).unwrap_or(node), fault)
+        }
+        20 | 21 => {
             let (name, behaviour) = testkit::provider::draw_fault(rng);
             Fault::Provider(name, behaviour)
         }
@@ -183,6 +208,14 @@ async fn install(world: &World, admin: &client::Client, fault: &Fault) {
                 turmoil::partition(net::host(*node), client.as_str());
             }
         }
+        Fault::Disk(node, fault) => {
+            let disk = world.disk(*node);
+            match fault {
+                DiskFault::Sync => disk.fail_syncs(true),
+                DiskFault::Write => disk.fail_writes(true),
+                DiskFault::Full(room) => disk.set_capacity(Some(disk.used_bytes() + room)),
+            }
+        }
         Fault::Provider(name, behaviour) => {
             world.trace.push(format!("nemesis: provider behaves as {name}"));
             set_provider(world, behaviour.clone());
@@ -210,6 +243,8 @@ async fn heal(world: &World, admin: &client::Client, fault: &Fault) {
         Fault::Transfer { .. } => {}
         Fault::Membership { group, node } => readmit(world, admin, *group, *node).await,
         Fault::Skew(node, _) => world.set_skew(*node, 0),
+        // A node that stopped meanwhile is restarted by its supervisor.
+        Fault::Disk(node, _) => mend_disk(world, *node),
         Fault::Clients(node, clients) => {
             // A crashed node stays cut off until its restart repairs its links.
             if !world.down().contains(node) {
@@ -227,6 +262,14 @@ async fn heal(world: &World, admin: &client::Client, fault: &Fault) {
             }
         }
     }
+}
+
+/// Node `node`'s disk works again, with no limit.
+pub fn mend_disk(world: &World, node: NodeId) {
+    let disk = world.disk(node);
+    disk.fail_syncs(false);
+    disk.fail_writes(false);
+    disk.set_capacity(None);
 }
 
 /// paysim's behaviour from its JSON form (the kit's menu).

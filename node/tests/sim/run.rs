@@ -465,6 +465,10 @@ async fn judge_ledger(
 ///
 /// If a restarted node is not running within the recovery bound.
 async fn heal_all(world: &World, admin: &client::Client) -> Result<(), String> {
+    // Disks first, so that no node stops itself after the restarts below.
+    for id in world.ids() {
+        crate::nemesis::mend_disk(world, id);
+    }
     let down: Vec<_> = world.down().into_iter().collect();
     if !down.is_empty() {
         world.act(world::Action::Restart(down));

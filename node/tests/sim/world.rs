@@ -84,6 +84,9 @@ pub enum Action {
     Crash(Vec<NodeId>),
     /// Restart of these crashed nodes on what their disks kept.
     Restart(Vec<NodeId>),
+    /// The node stopped itself (its storage failed): its process ends, without a power loss,
+    /// and its supervisor restarts it [`SUPERVISOR_RESTART`] later, as `systemd` would.
+    Stop(NodeId),
     /// Turns message loss on every link to this rate (0 turns it off).
     Loss(f64),
 }
@@ -124,6 +127,9 @@ pub struct World {
     running: Mutex<BTreeMap<NodeId, Arc<Shared>>>,
     /// Nodes crashed and not yet restarted.
     down: Mutex<BTreeSet<NodeId>>,
+    /// Nodes that stopped themselves, each with when its supervisor restarts it (simulated
+    /// time since the start); a power loss meanwhile leaves the restart to the nemesis.
+    stopped: Mutex<BTreeMap<NodeId, Duration>>,
     /// Actions for the step loop.
     actions: Mutex<VecDeque<Action>>,
     /// The step loop's randomness (what a power loss keeps).
@@ -178,6 +184,7 @@ impl World {
             disks,
             running: Mutex::default(),
             down: Mutex::default(),
+            stopped: Mutex::default(),
             actions: Mutex::default(),
             rng: Mutex::new(rng),
             clients: Mutex::default(),
@@ -207,7 +214,12 @@ impl World {
 
     /// Queues `action` for the step loop.
     pub fn act(&self, action: Action) {
-        if let Action::Crash(ids) = &action {
+        let ids = match &action {
+            Action::Crash(ids) => ids.as_slice(),
+            Action::Stop(id) => std::slice::from_ref(id),
+            Action::Restart(_) | Action::Loss(_) => &[],
+        };
+        if !ids.is_empty() {
             let mut running = lock(&self.running);
             let mut down = lock(&self.down);
             for id in ids {
@@ -218,13 +230,38 @@ impl World {
         lock(&self.actions).push_back(action);
     }
 
+    /// Node `id`'s disk.
+    pub fn disk(&self, id: NodeId) -> &SimDisk {
+        &self.disks[&id]
+    }
+
     /// Carries out the queued actions (called by the step loop between steps).
     pub fn perform(&self, sim: &mut turmoil::Sim<'_>) {
+        // The supervisor: a node that stopped itself restarts when its time comes.
+        let due: Vec<NodeId> = lock(&self.stopped)
+            .iter()
+            .filter(|(_, at)| **at <= sim.elapsed())
+            .map(|(id, _)| *id)
+            .collect();
+        if !due.is_empty() {
+            lock(&self.actions).push_back(Action::Restart(due));
+        }
         loop {
             let Some(action) = lock(&self.actions).pop_front() else { return };
             match action {
+                Action::Stop(id) => {
+                    // It sends nothing more: cut off first, as for a power loss.
+                    for other in self.hosts_but(id) {
+                        sim.partition(net::host(id), other);
+                    }
+                    sim.crash(net::host(id));
+                    lock(&self.stopped).insert(id, sim.elapsed() + SUPERVISOR_RESTART);
+                    self.trace.push_at(sim.elapsed(), format!("node {id} stopped"));
+                }
                 Action::Crash(ids) => {
                     for id in ids {
+                        // A power loss of a stopped node: the nemesis restarts it.
+                        lock(&self.stopped).remove(&id);
                         // A machine that loses power sends nothing: cut it off first, so that
                         // the sockets the crash drops (in an order that depends on tokio's
                         // process-global task ids) never reach the network or draw from
@@ -251,6 +288,11 @@ impl World {
                 }
                 Action::Restart(ids) => {
                     for id in ids {
+                        lock(&self.stopped).remove(&id);
+                        // Restarted already (by its supervisor, or an earlier restart).
+                        if !lock(&self.down).contains(&id) {
+                            continue;
+                        }
                         for other in self.hosts_but(id) {
                             sim.repair(net::host(id), other);
                         }
@@ -315,8 +357,9 @@ impl World {
         };
         let skew_ms = Arc::clone(&self.skews[&id]);
         let entropy = Mutex::new(StdRng::seed_from_u64(mix(self.options.seed ^ 0xE17, id, boot)));
+        let storage = Storage::simulated(self.disks[&id].clone());
         let environment = Environment {
-            storage: Storage::simulated(self.disks[&id].clone()),
+            storage: storage.clone(),
             network,
             clock: Clock::new(SimClock { skew_ms }),
             entropy: Entropy::new(move |bytes: &mut [u8]| {
@@ -325,7 +368,14 @@ impl World {
             }),
             incoming: Some(net::incoming().await?),
         };
-        let node = Node::start_with(config, environment).await?;
+        let node = match Node::start_with(config, environment).await {
+            Ok(node) => node,
+            // A disk that fails at start-up stops the node as it would a running one.
+            Err(error) => match storage.failed() {
+                Some(reason) => return self.stop(id, &reason).await,
+                None => return Err(error.into()),
+            },
+        };
         let shared = Arc::clone(node.shared());
         self.trace.push(format!("node {id} booted (boot {boot})"));
         // Always, not only with --trace: the watchers are tasks of the node's runtime, and a
@@ -334,8 +384,16 @@ impl World {
             watch_metrics(&self.trace, id, *group, hosted.raft.clone());
         }
         lock(&self.running).insert(id, shared);
-        // The node runs in tasks of this host's runtime; keep it until the host is crashed.
-        let _node = node;
+        // The node runs in tasks of this host's runtime; keep it until the host is crashed, or
+        // until its storage fails and it stops itself (fail-stop, as `bookingd` exits).
+        let reason = node.storage_failure().await;
+        self.stop(id, &reason).await
+    }
+
+    /// Node `id` stops itself because its storage failed: the step loop ends its process.
+    async fn stop(&self, id: NodeId, reason: &str) -> turmoil::Result {
+        self.trace.push(format!("node {id} stops: storage failed: {reason}"));
+        self.act(Action::Stop(id));
         std::future::pending::<()>().await;
         Ok(())
     }
@@ -391,6 +449,8 @@ impl World {
             rate_new_sessions_per_address: Some(1_000_000),
             route_rate: Vec::new(),
             snapshot_max_bytes: None,
+            // The simulated disk is small: a full-disk fault leaves a few KiB.
+            disk_reserve_bytes: Some(SIM_DISK_RESERVE_BYTES),
             max_connections: None,
             max_in_flight: None,
             max_streams_per_connection: None,
@@ -416,6 +476,12 @@ impl World {
         Config::load_with(args, &secrets)
     }
 }
+
+/// How long after a node stopped itself its supervisor restarts it.
+pub const SUPERVISOR_RESTART: Duration = Duration::from_secs(1);
+
+/// The free space under which a simulated node refuses client writes.
+pub const SIM_DISK_RESERVE_BYTES: u64 = 16 * 1024;
 
 /// Data groups of the simulated cluster (plus the metadata group 0).
 pub const DATA_GROUPS: u64 = 2;

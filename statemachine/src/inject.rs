@@ -31,17 +31,21 @@ pub enum Bug {
     /// sync succeeds and is believed, though the writes before it may be gone (PostgreSQL's
     /// "fsyncgate"). Simulator only: a real disk's sync cannot be made to fail on demand.
     IgnoreFailedSync,
+    /// A successful payment confirms its hold though the payment deadline passed, as long as no
+    /// tick swept the hold yet (the check of the deadline forgotten, the hold's state trusted).
+    ConfirmLate,
 }
 
 impl Bug {
     /// Every bug, in the order `--list-injections` prints them.
-    pub const ALL: [Bug; 6] = [
+    pub const ALL: [Bug; 7] = [
         Bug::AckBeforeSync,
         Bug::AckBeforeCommit,
         Bug::StaleRead,
         Bug::FifoSkip,
         Bug::TwoOffers,
         Bug::IgnoreFailedSync,
+        Bug::ConfirmLate,
     ];
 
     /// Its command-line name.
@@ -53,6 +57,7 @@ impl Bug {
             Bug::FifoSkip => "fifo-skip",
             Bug::TwoOffers => "two-offers",
             Bug::IgnoreFailedSync => "ignore-failed-sync",
+            Bug::ConfirmLate => "confirm-late",
         }
     }
 

@@ -86,13 +86,24 @@ impl Builder {
             value: None,
             error: None,
             time_ns: invoke,
+            clock: None,
         });
         let (kind, value) = match outcome {
             Outcome::Ok(value) => (EventKind::Ok, Some(value)),
             Outcome::Fail => (EventKind::Fail, None),
             Outcome::Info => (EventKind::Info, None),
         };
-        self.events.push(Event { op, process, kind, f, call, value, error: None, time_ns: end });
+        self.events.push(Event {
+            op,
+            process,
+            kind,
+            f,
+            call,
+            value,
+            error: None,
+            time_ns: end,
+            clock: None,
+        });
     }
 
     fn history(mut self) -> History {

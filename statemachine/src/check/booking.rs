@@ -37,7 +37,7 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
-    fn new(check: &str, examined: u64, problems: Vec<String>) -> CheckReport {
+    pub(crate) fn new(check: &str, examined: u64, problems: Vec<String>) -> CheckReport {
         let verdict = if problems.is_empty() { Verdict::Valid } else { Verdict::Invalid };
         CheckReport { check: check.to_owned(), verdict, examined, problems }
     }

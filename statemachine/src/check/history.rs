@@ -264,6 +264,28 @@ pub struct Event {
     pub error: Option<String>,
     /// Nanoseconds since the test began, from a monotonic clock.
     pub time_ns: u64,
+    /// For an `ok` completion whose answer came from a log entry: where in the log and when in
+    /// log time it was true, and the deadline it named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<Clock>,
+}
+
+/// When an answer was true by the log: the position and the log time it reflects (the API's
+/// `as_of` labels), and what it said of time. Kept out of [`Observed`], which the model (it has
+/// no clock) must reproduce; the deadline checks read it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Clock {
+    /// The log index the answer reflects: a write's deciding entry, a read's applied index.
+    pub log_index: u64,
+    /// The group's log time at that index (ms since the Unix epoch).
+    pub log_time_ms: u64,
+    /// The deadline the answer names: a live hold's (its hold deadline while held, its payment
+    /// deadline while processing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
+    /// The entity's state by log time, where the value leaves it out (a hold answer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<StateName>,
 }
 
 /// How an operation ended.
@@ -275,6 +297,8 @@ pub enum Completion {
         time_ns: u64,
         /// What.
         value: Observed,
+        /// When by the log, if the answer said.
+        clock: Option<Clock>,
     },
     /// Certainly not applied.
     Fail {
@@ -306,6 +330,14 @@ impl Operation {
     pub fn value(&self) -> Option<&Observed> {
         match &self.completion {
             Completion::Ok { value, .. } => Some(value),
+            _ => None,
+        }
+    }
+
+    /// When by the log the answer was true, if it was answered and said.
+    pub fn clock(&self) -> Option<&Clock> {
+        match &self.completion {
+            Completion::Ok { clock, .. } => clock.as_ref(),
             _ => None,
         }
     }
@@ -380,9 +412,11 @@ impl History {
                         )));
                     }
                     operations[index].completion = match (kind, &event.value) {
-                        (EventKind::Ok, Some(value)) => {
-                            Completion::Ok { time_ns: event.time_ns, value: value.clone() }
-                        }
+                        (EventKind::Ok, Some(value)) => Completion::Ok {
+                            time_ns: event.time_ns,
+                            value: value.clone(),
+                            clock: event.clock.clone(),
+                        },
                         (EventKind::Ok, None) => {
                             return Err(HistoryError::Malformed(format!(
                                 "op {} is ok without a value",

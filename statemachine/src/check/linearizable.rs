@@ -143,7 +143,7 @@ pub fn check_show(
     for operation in &operations {
         let (expected, return_at) = match &operation.completion {
             Completion::Fail { .. } => continue,
-            Completion::Ok { time_ns, value } => (Some(value), (*time_ns, 1)),
+            Completion::Ok { time_ns, value, .. } => (Some(value), (*time_ns, 1)),
             Completion::Unknown => (None, (u64::MAX, 2)),
         };
         let index = ops.len();

@@ -3,13 +3,14 @@
 //!
 //! Owns the history format (`history.rs`), the model (`model.rs`: this crate's state machine),
 //! the linearizability checker (`linearizable.rs`), the model-free booking checks
-//! (`booking.rs`), the money checker that judges the payment provider's ledger against the
+//! (`booking.rs`), the checks of time the model cannot make (`deadlines.rs`), the money checker that judges the payment provider's ledger against the
 //! cluster's final state (`ledger.rs`), the recorder clients write a history with
 //! (`recorder.rs`) and what the workloads of both share (`workload.rs`). Pure like the
 //! rest of the crate: no clock, no I/O; a caller that wants a time limit passes a `keep_going`
 //! callback, and a recorder is given its clock.
 
 pub mod booking;
+pub mod deadlines;
 pub mod history;
 pub mod ledger;
 pub mod linearizable;

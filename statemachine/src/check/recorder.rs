@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use super::history::{Call, Event, EventKind, History, Observed};
+use super::history::{Call, Clock, Event, EventKind, History, Observed};
 
 /// Nanoseconds since the start of a test, as the recorder's owner measures them.
 pub type TestClock = Box<dyn Fn() -> u64 + Send + Sync>;
@@ -75,23 +75,29 @@ impl Recorder {
             value: None,
             error: None,
             time_ns: self.now_ns(),
+            clock: None,
         });
         Pending { op, process, call }
     }
 
     /// Records that the cluster answered `value`.
     pub fn ok(&self, pending: Pending, value: Observed) {
-        self.complete(pending, EventKind::Ok, Some(value), None);
+        self.complete(pending, EventKind::Ok, Some(value), None, None);
+    }
+
+    /// Records that the cluster answered `value`, true by the log as `clock` says.
+    pub fn ok_at(&self, pending: Pending, value: Observed, clock: Option<Clock>) {
+        self.complete(pending, EventKind::Ok, Some(value), None, clock);
     }
 
     /// Records that the operation certainly did not happen.
     pub fn fail(&self, pending: Pending, error: String) {
-        self.complete(pending, EventKind::Fail, None, Some(error));
+        self.complete(pending, EventKind::Fail, None, Some(error), None);
     }
 
     /// Records that the outcome is unknown.
     pub fn info(&self, pending: Pending, error: String) {
-        self.complete(pending, EventKind::Info, None, Some(error));
+        self.complete(pending, EventKind::Info, None, Some(error), None);
     }
 
     fn complete(
@@ -100,6 +106,7 @@ impl Recorder {
         kind: EventKind,
         value: Option<Observed>,
         error: Option<String>,
+        clock: Option<Clock>,
     ) {
         let Pending { op, process, call } = pending;
         self.push(Event {
@@ -111,6 +118,7 @@ impl Recorder {
             value,
             error,
             time_ns: self.now_ns(),
+            clock,
         });
     }
 

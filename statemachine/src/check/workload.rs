@@ -31,6 +31,23 @@ pub fn test_policy() -> ShowPolicy {
     }
 }
 
+/// A short-deadline show's hold deadline: a few of a buyer's operations on the show, so that
+/// holds expire while buyers still use them (the shortest deadline a show may have is 1 s).
+pub const SHORT_HOLD_TTL_MS: u64 = 1_500;
+/// A short-deadline show's payment grace: payments race it.
+pub const SHORT_PAYMENT_GRACE_MS: u64 = 1_000;
+
+/// The policy of a show whose deadlines race its buyers (judged by the deadline checks, never by
+/// the model, which has no clock): the hold and payment deadlines are short, the others as
+/// [`test_policy`]'s.
+pub fn short_deadline_policy() -> ShowPolicy {
+    ShowPolicy {
+        hold_ttl_ms: SHORT_HOLD_TTL_MS,
+        payment_grace_ms: SHORT_PAYMENT_GRACE_MS,
+        ..test_policy()
+    }
+}
+
 /// The commands that set the model up as the cluster creates a test show of `seats` seats,
 /// with an admission lane of `admission_window` if given and a waitlist if `waitlist`, on sale.
 pub fn show_setup(

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 time_limit=60
 seeds="1 2"
-workloads="holds admission waitlist register payments"
+workloads="holds admission waitlist register payments deadlines"
 nemeses="none kill-one kill-minority kill-leader kill-all pause-one pause-leader partition-leader partition-halves partition-bridge partition-ring partition-clients transfer-leader membership clock-skew move-show two-faults combined"
 out="jepsen-reports/matrix-$(date -u +%Y%m%dT%H%M%SZ)"
 budget=240

@@ -137,7 +137,14 @@ fn check(args: &CheckArgs) -> ExitCode {
     };
     let history = statemachine::check::history::History { events };
     let began = std::time::Instant::now();
-    let checked = runner::check(&history, workload, seed, Duration::from_secs(args.check_time));
+    let trails = (workload == Workload::Deadlines).then(|| {
+        read(runner::TRAILS_FILE)
+            .map_err(|error| format!("{}: {error}", runner::TRAILS_FILE))
+            .and_then(|text| serde_json::from_str(&text).map_err(|error| error.to_string()))
+    });
+    let trails = trails.as_ref().map(|trails| trails.as_ref().map_err(String::as_str));
+    let check_time = Duration::from_secs(args.check_time);
+    let checked = runner::check(&history, workload, seed, check_time, trails);
     match checked.linearizable {
         Some(verdict) => println!(
             "linearizability {} ({:.1} s): {}",

@@ -16,9 +16,12 @@ use client::{Client, Config};
 use serde_json::json;
 use statemachine::check::Verdict;
 use statemachine::check::booking::check_bookings;
+use statemachine::check::deadlines::{Step, check_deadlines};
 use statemachine::check::history::{Completion, History};
 use statemachine::check::linearizable::{Budget, check_history};
 use statemachine::check::recorder::Recorder;
+use statemachine::check::workload::short_deadline_policy;
+use statemachine::{HoldId, ShowId};
 use testkit::{Addressing, Cluster, ClusterOptions};
 use tokio::sync::watch;
 
@@ -105,6 +108,11 @@ pub async fn run(options: &TestOptions) -> Result<TestResult, HarnessError> {
     // Each process dials from an address of its own through the nodes' doors, so that the
     // `partition-clients` nemesis can cut processes off from a node.
     cluster_options.client_doors = true;
+    if options.workload == Workload::Deadlines {
+        // The expiry sweep lags deadlines by up to a second, as it would behind a busy or new
+        // leader: a command must judge a deadline itself, never trust that the sweep ran.
+        cluster_options.tick_ms = Some(DEADLINES_TICK_MS);
+    }
     let payments = options.workload == Workload::Payments;
     if options.provider_faults && !payments {
         return Err(HarnessError::Setup("--provider-faults needs --workload payments".into()));
@@ -250,6 +258,21 @@ async fn run_on(
     };
     let history = recorder.history();
 
+    // The deadlines: every hold's audit trail, which the deadline checks judge the answers by.
+    let trails = if options.workload == Workload::Deadlines {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let show = shows.first().map_or(0, |show| show.show);
+        let trails = testkit::workload::audit_trails(&client, show, &history, deadline).await;
+        if let Ok(trails) = &trails {
+            let text = serde_json::to_string_pretty(trails).unwrap_or_default();
+            std::fs::create_dir_all(&options.report_dir)?;
+            std::fs::write(options.report_dir.join(TRAILS_FILE), text + "\n")?;
+        }
+        Some(trails)
+    } else {
+        None
+    };
+
     // The money: once the payments settle, the provider's ledger against the cluster's state.
     let judged = match paysim {
         Some(paysim) => {
@@ -280,7 +303,8 @@ async fn run_on(
         }
     }
 
-    let checked = check(&history, options.workload, options.seed, options.check_time);
+    let trails = trails.as_ref().map(|trails| trails.as_ref().map_err(String::as_str));
+    let checked = check(&history, options.workload, options.seed, options.check_time, trails);
     let Checked { linearizable, linearizability, booking, bookings } = checked;
     // A node that exited by itself (a panic on a broken invariant, say) is a finding too.
     let crashes: Vec<_> = cluster
@@ -418,10 +442,48 @@ pub struct Checked {
     pub bookings: serde_json::Value,
 }
 
+/// The tick worker's period (`--tick-ms`) of the `deadlines` workload's nodes: ten times the
+/// default, so that the sweep of overdue holds lags their deadlines by up to a second.
+pub const DEADLINES_TICK_MS: u64 = 1_000;
+
+/// The `deadlines` workload's holds' audit trails as read at the end of a test, in its report
+/// folder (`jepsen check` judges them again).
+pub const TRAILS_FILE: &str = "audit-trails.json";
+
+/// The holds' audit trails of a `deadlines` test, or why they could not be read.
+pub type Trails<'a> = Result<&'a BTreeMap<HoldId, Vec<Step>>, &'a str>;
+
 /// Runs the linearizability checker (for at most `check_time`) and the booking checks on the
-/// history of a test of `workload` with `seed`.
-pub fn check(history: &History, workload: Workload, seed: u64, check_time: Duration) -> Checked {
+/// history of a test of `workload` with `seed`; for the `deadlines` workload, the deadline
+/// checks with its holds' audit `trails` instead (the model has no clock, and the booking
+/// checks assume no deadline passes).
+pub fn check(
+    history: &History,
+    workload: Workload,
+    seed: u64,
+    check_time: Duration,
+    trails: Option<Trails<'_>>,
+) -> Checked {
     let shows = workload::shows_of(workload, first_show(seed));
+    if workload == Workload::Deadlines {
+        let reason = "the show's holds and payments expire within seconds and the model has no \
+                      clock; the deadline checks judge it";
+        let show = ShowId(shows.first().map_or(0, |show| show.show));
+        let (booking, bookings) = match trails {
+            Some(Ok(trails)) => {
+                match check_deadlines(history, show, &short_deadline_policy(), trails) {
+                    Ok(reports) => {
+                        let verdict = Verdict::combine(reports.iter().map(|report| report.verdict));
+                        (verdict, serde_json::to_value(&reports).unwrap_or_default())
+                    }
+                    Err(error) => (Verdict::Unknown, json!({ "error": error.to_string() })),
+                }
+            }
+            Some(Err(error)) => (Verdict::Unknown, json!({ "error": error })),
+            None => (Verdict::Unknown, json!({ "error": "no audit trails" })),
+        };
+        return Checked { linearizable: None, linearizability: json!(reason), booking, bookings };
+    }
     let setups = shows.iter().map(|show| (statemachine::ShowId(show.show), show.model_setup()));
     let setups: BTreeMap<_, _> = setups.collect();
     let deadline = Instant::now() + check_time;

@@ -8,15 +8,18 @@
 //! seat-map reads, the purest linearizability test; half its processes only read) and
 //! `payments` (holds, checkouts the cluster's own payment worker charges through the real
 //! provider, reads of checked-out holds that find the bookings, and cancelled bookings that
-//! the refund worker refunds; judged against the provider's ledger, see `payments.rs`): which
+//! the refund worker refunds; judged against the provider's ledger, see `payments.rs`) and
+//! `deadlines` (holds, checkouts, payment webhooks, cancels and reads of a show whose holds
+//! expire in 1.5 s and payments in 1 s, so that expiry races them; judged by the deadline checks
+//! over the answers' log times and the holds' audit trails, not by the model): which
 //! operation each client process draws from the seed, its deliberate idempotent retries, and
 //! how the payment provider's webhook reaches a node (plain HTTP to a random one, once). The
 //! SDK calls themselves, what a process knows, and how an answer becomes a history completion
 //! are the kit's ([`testkit::workload::Buyer`]), shared with the simulator. Never judges: the
 //! checkers do.
 //!
-//! Every show is created with deadlines of an hour, beyond any test, because the model has no
-//! clock (see `statemachine::check::model`).
+//! Every show but the `deadlines` workload's is created with deadlines of an hour, beyond any
+//! test, because the model has no clock (see `statemachine::check::model`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -50,16 +53,20 @@ pub enum Workload {
     /// Holds, checkouts paid by the cluster's payment worker through the provider, cancelled
     /// bookings refunded by its refund worker.
     Payments,
+    /// Holds, checkouts, payment webhooks, cancels and reads of a show whose holds and
+    /// payments expire within seconds, judged by the deadline checks.
+    Deadlines,
 }
 
 impl Workload {
     /// Every workload.
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::Holds,
         Workload::Admission,
         Workload::Waitlist,
         Workload::Register,
         Workload::Payments,
+        Workload::Deadlines,
     ];
 
     fn name(self) -> &'static str {
@@ -69,6 +76,7 @@ impl Workload {
             Workload::Waitlist => "waitlist",
             Workload::Register => "register",
             Workload::Payments => "payments",
+            Workload::Deadlines => "deadlines",
         }
     }
 }
@@ -97,6 +105,7 @@ pub fn shows_of(workload: Workload, first_show: u64) -> Vec<TestShow> {
         seats,
         admission_window,
         waitlist,
+        short_deadlines: workload == Workload::Deadlines,
     };
     match workload {
         Workload::Holds => vec![show(0, 8, None, false), show(1, 8, None, false)],
@@ -104,6 +113,7 @@ pub fn shows_of(workload: Workload, first_show: u64) -> Vec<TestShow> {
         Workload::Waitlist => vec![show(0, 4, None, true)],
         Workload::Register => vec![show(0, 3, None, false)],
         Workload::Payments => vec![show(0, 16, None, false), show(1, 16, None, false)],
+        Workload::Deadlines => vec![show(0, 4, None, false)],
     }
 }
 
@@ -261,6 +271,11 @@ async fn step(context: &Context, process: &mut Process) {
         }
         Workload::Payments => {
             process.buyer.payments_step(show, seats, roll, &mut process.rng).await;
+        }
+        Workload::Deadlines => {
+            if process.buyer.deadlines_step(show, seats, roll, &mut process.rng).await {
+                pay(context, process, show).await;
+            }
         }
         Workload::Admission => {
             process.buyer.admission_step(show, seats, roll, &mut process.rng).await;

@@ -68,7 +68,7 @@ fn last_lines(text: &str) -> String {
 #[test]
 fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
     let reports = tempfile::tempdir().expect("a temporary folder");
-    let runs: [(&str, &[&str], i32); 12] = [
+    let runs: [(&str, &[&str], i32); 14] = [
         (
             "holds under kill-leader",
             &[
@@ -215,6 +215,40 @@ fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
                 "8020",
             ],
             0,
+        ),
+        (
+            "deadlines under clock-skew",
+            &[
+                "--workload",
+                "deadlines",
+                "--nemesis",
+                "clock-skew",
+                "--time-limit",
+                "12",
+                "--seed",
+                "23",
+                "--port-base",
+                "8040",
+            ],
+            0,
+        ),
+        (
+            "deadlines on bookingd-unsafe --inject confirm-late",
+            &[
+                "--workload",
+                "deadlines",
+                "--nemesis",
+                "none",
+                "--time-limit",
+                "10",
+                "--seed",
+                "24",
+                "--port-base",
+                "8060",
+                "--inject",
+                "confirm-late",
+            ],
+            1,
         ),
         (
             "register on bookingd-unsafe --inject ack-before-commit",

@@ -19,13 +19,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use client::{Client, Error, NewShow, SeatStatus as WireSeatStatus, ShowPolicy as WirePolicy};
+use client::{
+    Client, Error, HoldReply, NewShow, SeatStatus as WireSeatStatus, ShowPolicy as WirePolicy,
+};
 use rand::Rng;
 use rand::seq::SliceRandom;
-use statemachine::check::history::{Call, Observed, Read};
+use statemachine::check::deadlines::Step;
+use statemachine::check::history::{Call, Clock, History, Observed, Read};
 use statemachine::check::recorder::{Pending, Recorder};
 use statemachine::check::workload::{
-    CURRENCY, Mutation, PRICE_MINOR, is_refusal, show_setup, test_policy,
+    CURRENCY, Mutation, PRICE_MINOR, is_refusal, short_deadline_policy, show_setup, test_policy,
 };
 use statemachine::{
     BookingId, Command, Currency, EntryId, HoldId, OfferId, PaymentId, PaymentOutcome,
@@ -47,12 +50,15 @@ pub struct TestShow {
     pub admission_window: Option<u32>,
     /// Whether the waitlist is on.
     pub waitlist: bool,
+    /// Whether its holds and payments have the short deadlines of
+    /// [`short_deadline_policy`] (the deadline checks judge it, not the model).
+    pub short_deadlines: bool,
 }
 
 impl TestShow {
     /// The SDK request creating the show with the model's policy, on sale at once.
     pub fn new_show(&self) -> NewShow {
-        let policy = test_policy();
+        let policy = if self.short_deadlines { short_deadline_policy() } else { test_policy() };
         let mut show = NewShow::uniform(self.show, self.seats, PRICE_MINOR, CURRENCY);
         show.hold_ttl_ms = policy.hold_ttl_ms;
         show.policy = wire_policy(&policy);
@@ -102,6 +108,70 @@ pub fn seat_status(status: WireSeatStatus) -> SeatStatus {
         WireSeatStatus::Reserved => SeatStatus::Reserved,
         _ => SeatStatus::Free,
     }
+}
+
+/// What a hold answer (a write's or a read's) says of time: its `as_of`, its deadline while it
+/// is live, and its state.
+pub fn hold_clock(reply: &HoldReply) -> Clock {
+    let state = StateName::from_wire(&reply.state);
+    let live = matches!(state, Some(StateName::Held | StateName::Processing));
+    Clock {
+        log_index: reply.as_of_log_index,
+        log_time_ms: reply.as_of_log_time_ms,
+        deadline_ms: live.then_some(reply.deadline_ms),
+        state,
+    }
+}
+
+/// The audit trail of every hold of `show` that a write in `history` was answered with, read
+/// through `operator` (a client with the operator token) until `deadline`: what the deadline
+/// checks (`statemachine::check::deadlines`) judge the answers against.
+///
+/// # Errors
+///
+/// A trail that could not be read by `deadline`, or one naming a state the checks do not know.
+pub async fn audit_trails(
+    operator: &Client,
+    show: u64,
+    history: &History,
+    deadline: tokio::time::Instant,
+) -> Result<BTreeMap<HoldId, Vec<Step>>, String> {
+    let holds: BTreeSet<HoldId> = history
+        .events
+        .iter()
+        .filter(|event| {
+            matches!(&event.call, Call::Write(_)) && event.call.show() == Some(ShowId(show))
+        })
+        .filter_map(|event| match &event.value {
+            Some(Observed::Held { hold, .. }) => Some(*hold),
+            _ => None,
+        })
+        .collect();
+    let mut trails = BTreeMap::new();
+    for hold in holds {
+        let reply = loop {
+            match operator.get_audit(show, "hold", hold.0).await {
+                Ok(reply) => break reply,
+                Err(error) if tokio::time::Instant::now() > deadline => {
+                    return Err(format!("deadlines: the audit of hold {}: {error}", hold.0));
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        };
+        let state = |name: &str| {
+            StateName::from_wire(name)
+                .ok_or_else(|| format!("deadlines: hold {}'s audit names {name:?}", hold.0))
+        };
+        let mut steps = Vec::new();
+        for record in reply.records {
+            let from = if record.from.is_empty() { None } else { Some(state(&record.from)?) };
+            let (log_index, log_time_ms) = (record.log_index, record.log_time_ms);
+            let (to, reason) = (state(&record.to)?, record.reason);
+            steps.push(Step { from, to, reason, log_index, log_time_ms });
+        }
+        trails.insert(hold, steps);
+    }
+    Ok(trails)
 }
 
 /// Records an SDK error: a business rejection is an answer (`ok`); anything the state machine
@@ -372,6 +442,19 @@ impl Buyer {
         }
     }
 
+    /// The draw both [`Buyer::payments_step`] and [`Buyer::deadlines_step`] begin with: below 35,
+    /// hold 1-2 adjacent seats of `show` (of `seats` seats); else check a live hold out.
+    async fn hold_or_check_out(&mut self, show: u64, seats: u32, roll: u32, rng: &mut impl Rng) {
+        if roll < 35 {
+            let count = rng.gen_range(1..=2).min(seats);
+            let start = rng.gen_range(0..=seats - count);
+            let wanted = (start..start + count).collect();
+            self.mutate_fresh(Mutation::Hold { show, seats: wanted, grant: None }).await;
+        } else if let Some(hold) = self.known.live_hold(show, rng) {
+            self.mutate_fresh(Mutation::Checkout { show, hold }).await;
+        }
+    }
+
     /// One operation on `show` (of `seats` seats) whose payments the cluster's own payment
     /// worker makes through a real provider, drawn from `roll` (0..100) and `rng` as both suites
     /// draw it: hold 1-2 seats (35%), check a live hold out (20%: nobody in the history pays),
@@ -379,15 +462,8 @@ impl Buyer {
     /// payment gave it back), cancel one of its bookings (10%: the refund worker gives the money
     /// back), cancel a live hold (7%), else read the seat map.
     pub async fn payments_step(&mut self, show: u64, seats: u32, roll: u32, rng: &mut impl Rng) {
-        if roll < 35 {
-            let count = rng.gen_range(1..=2).min(seats);
-            let start = rng.gen_range(0..=seats - count);
-            let wanted = (start..start + count).collect();
-            self.mutate_fresh(Mutation::Hold { show, seats: wanted, grant: None }).await;
-        } else if roll < 55 {
-            if let Some(hold) = self.known.live_hold(show, rng) {
-                self.mutate_fresh(Mutation::Checkout { show, hold }).await;
-            }
+        if roll < 55 {
+            self.hold_or_check_out(show, seats, roll, rng).await;
         } else if roll < 75 {
             if let Some(hold) = self.known.checked_out_hold(show, rng) {
                 self.read_checked_out_hold(show, hold).await;
@@ -403,6 +479,39 @@ impl Buyer {
         } else {
             self.read(Read::SeatMap { show: ShowId(show) }).await;
         }
+    }
+
+    /// One operation on `show` (of `seats` seats), a show with short deadlines, drawn from
+    /// `roll` (0..100) and `rng` as both suites draw it: hold 1-2 seats (35%), check a live hold
+    /// out (20%), pay one of its checkouts (20%: returns `true`, and the caller delivers the
+    /// provider's webhook its own way, [`Buyer::payment`]; with the cluster's own payment
+    /// workers, it does nothing), cancel a live hold (5%), read one of its holds (10%), else
+    /// read the seat map. Its holds expire within seconds, so the checkouts, payments and
+    /// cancels race their deadlines.
+    pub async fn deadlines_step(
+        &mut self,
+        show: u64,
+        seats: u32,
+        roll: u32,
+        rng: &mut impl Rng,
+    ) -> bool {
+        if roll < 55 {
+            self.hold_or_check_out(show, seats, roll, rng).await;
+        } else if roll < 75 {
+            return true;
+        } else if roll < 80 {
+            if let Some(hold) = self.known.live_hold(show, rng) {
+                self.mutate_fresh(Mutation::CancelHold { show, hold }).await;
+            }
+        } else if roll < 90 {
+            if let Some(hold) = self.known.any_hold(show, rng) {
+                let (show, session, hold) = (ShowId(show), self.session, HoldId(hold));
+                self.read(Read::Hold { show, session, hold }).await;
+            }
+        } else {
+            self.read(Read::SeatMap { show: ShowId(show) }).await;
+        }
+        false
     }
 
     /// As [`Buyer::mutate`], under a fresh key.
@@ -421,11 +530,14 @@ impl Buyer {
         let (client, token) = (self.client.clone(), self.token.clone());
         let (token, key_ref, version) = (token.as_str(), Some(key.as_str()), self.price_version);
         let known = &mut self.known;
+        // What a hold answer says of time (the other answers' clocks are not checked).
+        let mut clock = None;
         let answer: Result<Observed, Error> = match mutation.clone() {
             Mutation::Hold { show, seats, grant } => client
                 .hold_with_grant(token, show, &seats, version, grant.unwrap_or(0), key_ref)
                 .await
                 .map(|reply| {
+                    clock = Some(hold_clock(&reply));
                     known.holds.insert((show, reply.hold_id), true);
                     if let Some(ticket) = grant {
                         known.tickets.remove(&(show, ticket));
@@ -434,7 +546,8 @@ impl Buyer {
                     Observed::Held { hold: HoldId(reply.hold_id), seats: reply.seats }
                 }),
             Mutation::CancelHold { show, hold } => {
-                client.cancel_hold(token, show, hold, key_ref).await.map(|_| {
+                client.cancel_hold(token, show, hold, key_ref).await.map(|reply| {
+                    clock = Some(hold_clock(&reply));
                     known.holds.insert((show, hold), false);
                     Observed::Done
                 })
@@ -477,6 +590,7 @@ impl Buyer {
             }
             Mutation::AcceptOffer { show, offer } => {
                 client.accept_offer(token, show, offer, key_ref).await.map(|reply| {
+                    clock = Some(hold_clock(&reply));
                     known.holds.insert((show, reply.hold_id), true);
                     known.offers.insert((show, offer));
                     known.entries.retain(|k, o| !(k.0 == show && *o == Some(offer)));
@@ -493,7 +607,7 @@ impl Buyer {
         };
         let unknown = match answer {
             Ok(value) => {
-                self.recorder.ok(pending, value);
+                self.recorder.ok_at(pending, value, clock);
                 false
             }
             Err(error) => complete_error(&self.recorder, pending, &error, true),
@@ -517,15 +631,23 @@ impl Buyer {
                 .unwrap_or_else(|| Observed::rejected(format!("unknown_state:{state}")))
         };
         let known = &mut self.known;
+        let mut clock = None;
         let answer: Result<Observed, Error> = match what {
-            Read::SeatMap { show } => client
-                .get_seat_map_linearizable(show.0)
-                .await
-                .map(|map| Observed::Seats { seats: map.seats().map(seat_status).collect() }),
-            Read::Hold { show, hold, .. } => client
-                .get_hold(token, show.0, hold.0)
-                .await
-                .map(|reply| entity(&reply.state, reply.seats, None)),
+            Read::SeatMap { show } => client.get_seat_map_linearizable(show.0).await.map(|map| {
+                clock = Some(Clock {
+                    log_index: map.as_of_log_index,
+                    log_time_ms: map.as_of_log_time_ms,
+                    deadline_ms: None,
+                    state: None,
+                });
+                Observed::Seats { seats: map.seats().map(seat_status).collect() }
+            }),
+            Read::Hold { show, hold, .. } => {
+                client.get_hold(token, show.0, hold.0).await.map(|reply| {
+                    clock = Some(hold_clock(&reply));
+                    entity(&reply.state, reply.seats, None)
+                })
+            }
             Read::Booking { show, booking, .. } => client
                 .get_booking(token, show.0, booking.0)
                 .await
@@ -556,7 +678,7 @@ impl Buyer {
                 .map(|reply| entity(&reply.state, reply.seats, None)),
         };
         match answer {
-            Ok(value) => self.recorder.ok(pending, value),
+            Ok(value) => self.recorder.ok_at(pending, value, clock),
             Err(error) => {
                 complete_error(&self.recorder, pending, &error, false);
             }
@@ -578,12 +700,13 @@ impl Buyer {
                 if reply.state == "held" {
                     self.known.holds.insert((show, hold), true);
                 }
+                let clock = hold_clock(&reply);
                 let observed = StateName::from_wire(&reply.state)
                     .map(|state| Observed::Entity { state, seats: reply.seats, offer: None })
                     .unwrap_or_else(|| {
                         Observed::rejected(format!("unknown_state:{}", reply.state))
                     });
-                self.recorder.ok(pending, observed);
+                self.recorder.ok_at(pending, observed, Some(clock));
             }
             Err(error) => {
                 complete_error(&self.recorder, pending, &error, false);
@@ -728,7 +851,13 @@ mod tests {
         assert_eq!(wire.idempotency_retention_ms, policy.idempotency_retention_ms);
         assert_eq!(wire.holds_per_session_max, policy.holds_per_session_max);
         assert_eq!(wire.booking_cancel_allowed, Some(policy.booking_cancel_allowed));
-        let show = TestShow { show: 7, seats: 4, admission_window: Some(2), waitlist: true };
+        let show = TestShow {
+            show: 7,
+            seats: 4,
+            admission_window: Some(2),
+            waitlist: true,
+            short_deadlines: false,
+        };
         let request = show.new_show();
         assert_eq!((request.show_id, request.admission_window), (7, Some(2)));
         assert!(request.waitlist && request.open_sales);

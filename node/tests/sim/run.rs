@@ -17,10 +17,14 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use statemachine::check::Verdict;
 use statemachine::check::booking::check_bookings;
+use statemachine::check::deadlines::{Step, check_deadlines};
 use statemachine::check::history::History;
 use statemachine::check::linearizable::{Budget, check_history};
 use statemachine::check::recorder::Recorder;
+use statemachine::check::workload::short_deadline_policy;
+use statemachine::{HoldId, ShowId};
 use testkit::ledger;
+use testkit::workload::audit_trails;
 use tokio::sync::watch;
 
 use crate::nemesis;
@@ -65,6 +69,8 @@ struct Facts {
     bookings: Vec<statemachine::check::ledger::ClusterBooking>,
     /// With a provider: the ledger checker's verdict.
     ledger: Option<ledger::Judged>,
+    /// The audit trail of every hold of the deadlines show, read after the processes read back.
+    trails: Option<BTreeMap<HoldId, Vec<Step>>>,
 }
 
 /// Runs `options.seed` to its verdict.
@@ -155,7 +161,7 @@ pub fn run(options: Options) -> Outcome {
                 // With a provider, the buyer reads its bookings once the payments settled.
                 let _ = settled.wait_for(|go| *go).await;
                 if provider {
-                    match ledger::buyer_bookings(done.buyer(), &[workload::PAYMENTS_SHOW]).await {
+                    match ledger::buyer_bookings(done.buyer(), &workload::LEDGER_SHOWS).await {
                         Ok(found) => lock(&facts).bookings.extend(found),
                         Err(error) => lock(&facts)
                             .problems
@@ -178,6 +184,7 @@ pub fn run(options: Options) -> Outcome {
     // The driver: set-up, the nemesis, the heal, then liveness and convergence.
     {
         let (world, facts) = (Arc::clone(&world), Arc::clone(&facts));
+        let recorder = Arc::clone(&recorder);
         let mut done = done.clone();
         sim.client(
             "driver",
@@ -210,6 +217,11 @@ pub fn run(options: Options) -> Outcome {
                     lock(&facts).problems.push(format!(
                         "liveness: processes not read back {RECOVERY_BOUND:?} after the heal"
                     ));
+                }
+                let show = workload::DEADLINES_SHOW;
+                match audit_trails(&admin, show, &recorder.history(), deadline).await {
+                    Ok(trails) => lock(&facts).trails = Some(trails),
+                    Err(problem) => lock(&facts).problems.push(problem),
                 }
                 let settle = match &world.paysim {
                     Some(paysim) => {
@@ -263,7 +275,8 @@ pub fn run(options: Options) -> Outcome {
     let history = recorder.history();
     let mut problems = std::mem::take(&mut lock(&facts).problems);
     let judged = lock(&facts).ledger.take();
-    let mut verdict = judge(&history, provider, &mut problems);
+    let trails = lock(&facts).trails.take();
+    let mut verdict = judge(&history, provider, trails.as_ref(), &mut problems);
     if provider {
         let ledger_verdict = judged.as_ref().map_or(Verdict::Invalid, |judged| judged.verdict);
         if ledger_verdict != Verdict::Valid {
@@ -312,11 +325,20 @@ pub fn run(options: Options) -> Outcome {
 /// provider, the model checks every show but the payments show: its payment outcomes and
 /// refunds are proposed by the cluster's own workers, so they are not in the history, and the
 /// model would keep its checked-out holds `processing` for ever (the ledger judges them; the
-/// model-free booking checks still read the whole history).
-fn judge(history: &History, provider: bool, problems: &mut Vec<String>) -> Verdict {
+/// model-free booking checks still read the whole history). The deadlines show is judged by
+/// the deadline checks alone, with the holds' audit `trails`: its holds expire, which neither the
+/// model nor the booking checks (both assume no deadline passes) can follow.
+fn judge(
+    history: &History,
+    provider: bool,
+    trails: Option<&BTreeMap<HoldId, Vec<Step>>>,
+    problems: &mut Vec<String>,
+) -> Verdict {
     let shows = workload::shows(provider);
-    let modelled: Vec<_> =
-        shows.iter().filter(|show| show.kind != workload::Kind::Payments).collect();
+    let modelled: Vec<_> = shows
+        .iter()
+        .filter(|show| !matches!(show.kind, workload::Kind::Payments | workload::Kind::Deadlines))
+        .collect();
     let setups: BTreeMap<_, _> =
         modelled.iter().map(|show| (statemachine::ShowId(show.show), show.model_setup())).collect();
     let modelled_history = History {
@@ -350,21 +372,38 @@ fn judge(history: &History, provider: bool, problems: &mut Vec<String>) -> Verdi
             verdicts.push(Verdict::Invalid);
         }
     }
-    match check_bookings(history) {
-        Ok(reports) => {
-            for report in reports {
-                if report.verdict != Verdict::Valid {
-                    problems.push(format!(
-                        "{}: {:?}: {:?}",
-                        report.check, report.verdict, report.problems
-                    ));
+    let deadlines = ShowId(workload::DEADLINES_SHOW);
+    let undated = History {
+        events: history
+            .events
+            .iter()
+            .filter(|event| event.call.show() != Some(deadlines))
+            .cloned()
+            .collect(),
+    };
+    let Some(trails) = trails else {
+        problems.push("deadlines: the holds' audit trails were never read".into());
+        return Verdict::Invalid;
+    };
+    let policy = short_deadline_policy();
+    for checked in [check_deadlines(history, deadlines, &policy, trails), check_bookings(&undated)]
+    {
+        match checked {
+            Ok(reports) => {
+                for report in reports {
+                    if report.verdict != Verdict::Valid {
+                        problems.push(format!(
+                            "{}: {:?}: {:?}",
+                            report.check, report.verdict, report.problems
+                        ));
+                    }
+                    verdicts.push(report.verdict);
                 }
-                verdicts.push(report.verdict);
             }
-        }
-        Err(error) => {
-            problems.push(format!("history: {error}"));
-            verdicts.push(Verdict::Invalid);
+            Err(error) => {
+                problems.push(format!("history: {error}"));
+                verdicts.push(Verdict::Invalid);
+            }
         }
     }
     Verdict::combine(verdicts)
@@ -416,7 +455,7 @@ async fn settle(
     admin: &client::Client,
     largest: BTreeMap<u64, u64>,
 ) -> Result<ledger::Settled, String> {
-    let shows = [workload::PAYMENTS_SHOW];
+    let shows = workload::LEDGER_SHOWS;
     let mut read = || std::future::ready(ledger_of(paysim));
     let settled = ledger::settle(&mut read, admin, &shows, largest, QUIESCE_MAX).await?;
     world.trace.push(format!(
@@ -437,7 +476,7 @@ async fn judge_ledger(
     settled: ledger::Settled,
     facts: &Mutex<Facts>,
 ) -> ledger::Judged {
-    let shows = [workload::PAYMENTS_SHOW];
+    let shows = workload::LEDGER_SHOWS;
     let seats = match ledger::booked_seats(admin, &shows).await {
         Ok(seats) => seats,
         Err(error) => return ledger::Judged::unreadable(error),

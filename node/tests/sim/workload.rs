@@ -11,7 +11,9 @@
 //! completion are the kit's ([`testkit::workload::Buyer`]), shared with the Jepsen suite. Never
 //! judges: the checks do.
 //!
-//! Every deadline of a show is an hour, beyond any run, because the model has no clock.
+//! Every deadline of a show is an hour, beyond any run, because the model has no clock, but
+//! those of the deadlines show ([`Kind::Deadlines`]): its holds expire in 1.5 s and its payments
+//! in 1 s, and the deadline checks judge it by the log times its answers and audit trails carry.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +45,10 @@ pub enum Kind {
     Waitlist,
     /// Single-seat holds and cancels against linearizable seat maps.
     Register,
+    /// Holds of 1-2 seats, checkouts, payments and reads of a show whose hold and payment
+    /// deadlines are shorter than a buyer's pace, so that expiry races them all: judged by the
+    /// deadline checks over log time, not by the model (which has no clock).
+    Deadlines,
     /// Holds, checkouts the cluster's payment workers charge through the provider host,
     /// cancelled bookings its refund workers refund, reads: judged against the provider's
     /// ledger, not by the model (which sees no payment outcome in the history).
@@ -68,6 +74,7 @@ impl SimShow {
             seats: self.seats,
             admission_window: (self.kind == Kind::Admission).then_some(2),
             waitlist: self.kind == Kind::Waitlist,
+            short_deadlines: self.kind == Kind::Deadlines,
         }
     }
 
@@ -84,6 +91,11 @@ impl SimShow {
 
 /// The show whose payments the provider makes, in a run with one.
 pub const PAYMENTS_SHOW: u64 = 1;
+/// The show whose deadlines race its buyers.
+pub const DEADLINES_SHOW: u64 = 5;
+/// With a provider: the shows whose checkouts the leaders' payment workers charge, judged by
+/// the ledger checker (the deadlines show's buyers then send no webhooks either).
+pub const LEDGER_SHOWS: [u64; 2] = [PAYMENTS_SHOW, DEADLINES_SHOW];
 
 /// The shows of a run: each kind of traffic once, spread over the data groups by id. With a
 /// provider, the first show's checkouts are paid by the cluster's own workers through it
@@ -95,6 +107,7 @@ pub fn shows(provider: bool) -> Vec<SimShow> {
         SimShow { show: 2, kind: Kind::Admission, seats: 12 },
         SimShow { show: 3, kind: Kind::Waitlist, seats: 3 },
         SimShow { show: 4, kind: Kind::Register, seats: 3 },
+        SimShow { show: DEADLINES_SHOW, kind: Kind::Deadlines, seats: 4 },
     ]
 }
 
@@ -135,6 +148,8 @@ pub struct Process {
     rng: StdRng,
     shows: Vec<SimShow>,
     nodes: u64,
+    /// Whether the provider host runs (its payments are then the leaders' workers' to make).
+    provider: bool,
 }
 
 impl Process {
@@ -158,6 +173,7 @@ impl Process {
             rng: StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(id)),
             shows: shows(provider),
             nodes,
+            provider,
         })
     }
 
@@ -222,6 +238,13 @@ impl Process {
                     }
                 } else {
                     self.buyer.read(Read::SeatMap { show: ShowId(id) }).await;
+                }
+            }
+            Kind::Deadlines => {
+                let pay = self.buyer.deadlines_step(id, seats, roll, &mut self.rng).await;
+                // With the provider host, the leaders' payment workers pay every checkout.
+                if pay && !self.provider {
+                    self.pay(id).await;
                 }
             }
             Kind::Payments => self.buyer.payments_step(id, seats, roll, &mut self.rng).await,

@@ -6,7 +6,8 @@
 //!
 //! A blocked link is a black hole: the connections it carried are closed, and new ones are
 //! accepted but never forwarded (nor answered) until the link is healed, when they are closed
-//! too so that the dialer reconnects. A cut source is the same black hole for the connections
+//! too so that the dialer reconnects; no byte sent after the block is forwarded, even one
+//! already on its way through a connection. A cut source is the same black hole for the connections
 //! that come from that one address. The proxy may dial the upstream from a given source
 //! address, or from the dialer's own, so that the upstream sees the connection come from the
 //! node (or the client) that dialed. Owns only its listener and connections: never starts,
@@ -17,7 +18,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -25,6 +26,9 @@ use tokio::task::JoinHandle;
 /// How long a connection to the upstream may take before the accepted connection is dropped
 /// (as an unreachable peer's would be).
 const UPSTREAM_CONNECT_MAX: Duration = Duration::from_secs(1);
+
+/// How many bytes a connection forwards per read, each way (as `tokio::io::copy`'s buffer).
+const FORWARD_BUFFER: usize = 8 * 1024;
 
 /// What a link does with its connections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,19 +249,62 @@ async fn handle(
             };
             let _ = client.set_nodelay(true);
             let _ = server.set_nodelay(true);
-            tokio::select! {
-                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {
-                    let _ = client.shutdown().await;
-                    let _ = server.shutdown().await;
-                }
-                _ = leaves(&mut state, dialer, Mode::Open) => {
-                    // Cut: both sides are reset when dropped, with nothing more delivered.
-                    let _ = client.set_zero_linger();
-                    let _ = server.set_zero_linger();
-                }
+            // Biased: a change of mode is seen before another byte is forwarded.
+            let checks = state.clone();
+            let cut = tokio::select! {
+                biased;
+                _ = leaves(&mut state, dialer, Mode::Open) => true,
+                _ = forward_both_ways(&mut client, &mut server, &checks, dialer) => false,
+            };
+            if cut {
+                // Both sides are reset when dropped, with nothing more delivered.
+                let _ = client.set_zero_linger();
+                let _ = server.set_zero_linger();
             }
         }
     }
+}
+
+/// Forwards `client` to `server` and back until both directions have ended.
+async fn forward_both_ways(
+    client: &mut TcpStream,
+    server: &mut TcpStream,
+    state: &watch::Receiver<State>,
+    dialer: IpAddr,
+) {
+    let (mut client_reads, mut client_writes) = client.split();
+    let (mut server_reads, mut server_writes) = server.split();
+    tokio::join!(
+        forward(&mut client_reads, &mut server_writes, state, dialer),
+        forward(&mut server_reads, &mut client_writes, state, dialer),
+    );
+}
+
+/// Copies what `from` reads to `to` until `from` ends (then shuts `to` down, as a closed
+/// connection's far side would see) or either fails. Bytes read after the link stopped
+/// forwarding `dialer`'s connections are dropped, not written: a cut or block takes effect for
+/// every byte sent after it, even one read in the same wake-up that brought the change.
+async fn forward<R, W>(from: &mut R, to: &mut W, state: &watch::Receiver<State>, dialer: IpAddr)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buffer = vec![0; FORWARD_BUFFER];
+    loop {
+        let read = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        let open = state.borrow().mode_for(dialer) == Mode::Open;
+        if !open {
+            // `leaves` ends the connection; nothing more is forwarded meanwhile.
+            return std::future::pending().await;
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
 }
 
 /// Waits until what the link does with `dialer`'s connections is no longer `mode` (or the
@@ -272,15 +319,17 @@ pub(crate) mod tests {
     //! The proxy alone, against an echo server: forwarding, the black hole, healing, and the
     //! source address; the helpers serve the mesh's tests too.
 
+    use std::collections::BTreeSet;
     use std::io;
     use std::net::{IpAddr, SocketAddr};
     use std::time::Duration;
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
+    use tokio::sync::watch;
     use tokio::task::JoinHandle;
 
-    use super::LinkProxy;
+    use super::{LinkProxy, Mode, State, forward};
 
     /// How long an echo that should come back may take.
     pub(crate) const ECHO_MAX: Duration = Duration::from_secs(5);
@@ -436,6 +485,33 @@ pub(crate) mod tests {
         let mut after = dial_from(cut, door.address()).await?;
         assert_eq!(round_trip(&mut after, b"ok", ECHO_MAX).await?.as_deref(), Some(&b"ok"[..]));
         Ok(())
+    }
+
+    #[tokio::test]
+    async fn bytes_read_once_a_link_stops_forwarding_are_dropped_not_written() {
+        // The change of mode and the bytes sent after it can reach a connection's task in the
+        // same wake-up, with the bytes read first: `forward` looks at the link before writing.
+        let dialer: IpAddr = "127.0.1.10".parse().expect("an IP address");
+        let cut = BTreeSet::from([dialer]);
+        let states = [
+            (State { mode: Mode::Open, cut: BTreeSet::new() }, true),
+            (State { mode: Mode::Blocked, cut: BTreeSet::new() }, false),
+            (State { mode: Mode::Open, cut }, false),
+        ];
+        for (state, forwards) in states {
+            let (_sender, receiver) = watch::channel(state.clone());
+            let mut from: &[u8] = b"after";
+            let mut to = Vec::new();
+            let forwarding = forward(&mut from, &mut to, &receiver, dialer);
+            let ended = tokio::time::timeout(SILENCE, forwarding).await.is_ok();
+            if forwards {
+                assert!(ended, "an open link's copy did not end with its reader");
+                assert_eq!(to, b"after", "an open link dropped bytes");
+            } else {
+                assert!(!ended, "{state:?}: the copy ended instead of waiting for the close");
+                assert!(to.is_empty(), "{state:?}: {to:?} was forwarded");
+            }
+        }
     }
 
     /// A connection to `to` from address `from` (any port).

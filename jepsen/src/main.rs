@@ -140,7 +140,7 @@ fn check(args: &CheckArgs) -> ExitCode {
     let trails = (workload == Workload::Deadlines).then(|| {
         read(runner::TRAILS_FILE)
             .map_err(|error| format!("{}: {error}", runner::TRAILS_FILE))
-            .and_then(|text| serde_json::from_str(&text).map_err(|error| error.to_string()))
+            .and_then(|text| runner::parse_trails(&text, runner::first_show(seed)))
     });
     let trails = trails.as_ref().map(|trails| trails.as_ref().map_err(String::as_str));
     let check_time = Duration::from_secs(args.check_time);

@@ -16,7 +16,7 @@ use client::{Client, Config};
 use serde_json::json;
 use statemachine::check::Verdict;
 use statemachine::check::booking::check_bookings;
-use statemachine::check::deadlines::{Step, check_deadlines};
+use statemachine::check::deadlines::{Step, Trails as ShowTrails, check_deadlines};
 use statemachine::check::history::{Completion, History};
 use statemachine::check::linearizable::{Budget, check_history};
 use statemachine::check::recorder::Recorder;
@@ -109,8 +109,8 @@ pub async fn run(options: &TestOptions) -> Result<TestResult, HarnessError> {
     // `partition-clients` nemesis can cut processes off from a node.
     cluster_options.client_doors = true;
     if options.workload == Workload::Deadlines {
-        // The expiry sweep lags deadlines by up to a second, as it would behind a busy or new
-        // leader: a command must judge a deadline itself, never trust that the sweep ran.
+        // The expiry sweep lags deadlines by up to 3 s, as it would behind a busy or new leader:
+        // a command must judge a deadline itself, never trust that the sweep ran.
         cluster_options.tick_ms = Some(DEADLINES_TICK_MS);
     }
     let payments = options.workload == Workload::Payments;
@@ -258,17 +258,25 @@ async fn run_on(
     };
     let history = recorder.history();
 
-    // The deadlines: every hold's audit trail, which the deadline checks judge the answers by.
+    // The deadlines: each show's holds' and tickets' audit trails, which the deadline checks
+    // judge the answers by.
     let trails = if options.workload == Workload::Deadlines {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        let show = shows.first().map_or(0, |show| show.show);
-        let trails = testkit::workload::audit_trails(&client, show, &history, deadline).await;
-        if let Ok(trails) = &trails {
+        let mut read = Ok(BTreeMap::new());
+        for show in &shows {
+            let trails = testkit::workload::audit_trails(&client, show.show, &history, deadline);
+            match (trails.await, &mut read) {
+                (Ok(trails), Ok(read)) => drop(read.insert(show.show, trails)),
+                (Err(error), _) => read = Err(error),
+                (Ok(_), Err(_)) => {}
+            }
+        }
+        if let Ok(trails) = &read {
             let text = serde_json::to_string_pretty(trails).unwrap_or_default();
             std::fs::create_dir_all(&options.report_dir)?;
             std::fs::write(options.report_dir.join(TRAILS_FILE), text + "\n")?;
         }
-        Some(trails)
+        Some(read)
     } else {
         None
     };
@@ -442,21 +450,37 @@ pub struct Checked {
     pub bookings: serde_json::Value,
 }
 
-/// The tick worker's period (`--tick-ms`) of the `deadlines` workload's nodes: ten times the
-/// default, so that the sweep of overdue holds lags their deadlines by up to a second.
-pub const DEADLINES_TICK_MS: u64 = 1_000;
+/// The tick worker's period (`--tick-ms`) of the `deadlines` workload's nodes: thirty times the
+/// default, so that the sweep of overdue holds and grants lags their deadlines by up to 3 s
+/// (twice the longest of them): most expiries are found by the command that meets them, and a
+/// payment that comes late has a wide window in which only the command itself can refuse it.
+pub const DEADLINES_TICK_MS: u64 = 10_000;
 
-/// The `deadlines` workload's holds' audit trails as read at the end of a test, in its report
-/// folder (`jepsen check` judges them again).
+/// The `deadlines` workload's audit trails (by show: its holds' and tickets') as read at the
+/// end of a test, in its report folder (`jepsen check` judges them again).
 pub const TRAILS_FILE: &str = "audit-trails.json";
 
-/// The holds' audit trails of a `deadlines` test, or why they could not be read.
-pub type Trails<'a> = Result<&'a BTreeMap<HoldId, Vec<Step>>, &'a str>;
+/// The audit trails of a `deadlines` test, by show, or why they could not be read.
+pub type Trails<'a> = Result<&'a BTreeMap<u64, ShowTrails>, &'a str>;
+
+/// The trails in a report's [`TRAILS_FILE`]: by show, or, as tests before the grant checks wrote
+/// them, the holds' trails of `first_show` alone.
+///
+/// # Errors
+///
+/// Text that is neither.
+pub fn parse_trails(text: &str, first_show: u64) -> Result<BTreeMap<u64, ShowTrails>, String> {
+    serde_json::from_str(text).or_else(|error| {
+        let holds: BTreeMap<HoldId, Vec<Step>> =
+            serde_json::from_str(text).map_err(|_| error.to_string())?;
+        Ok(BTreeMap::from([(first_show, ShowTrails { holds, ..ShowTrails::default() })]))
+    })
+}
 
 /// Runs the linearizability checker (for at most `check_time`) and the booking checks on the
 /// history of a test of `workload` with `seed`; for the `deadlines` workload, the deadline
-/// checks with its holds' audit `trails` instead (the model has no clock, and the booking
-/// checks assume no deadline passes).
+/// checks of each show with its audit `trails` (its holds' and tickets') instead (the model has
+/// no clock, and the booking checks assume no deadline passes).
 pub fn check(
     history: &History,
     workload: Workload,
@@ -466,18 +490,33 @@ pub fn check(
 ) -> Checked {
     let shows = workload::shows_of(workload, first_show(seed));
     if workload == Workload::Deadlines {
-        let reason = "the show's holds and payments expire within seconds and the model has no \
-                      clock; the deadline checks judge it";
-        let show = ShowId(shows.first().map_or(0, |show| show.show));
+        let reason = "the shows' holds, payments and grants expire within seconds and the model \
+                      has no clock; the deadline checks judge them";
         let (booking, bookings) = match trails {
             Some(Ok(trails)) => {
-                match check_deadlines(history, show, &short_deadline_policy(), trails) {
-                    Ok(reports) => {
-                        let verdict = Verdict::combine(reports.iter().map(|report| report.verdict));
-                        (verdict, serde_json::to_value(&reports).unwrap_or_default())
-                    }
-                    Err(error) => (Verdict::Unknown, json!({ "error": error.to_string() })),
+                let mut verdicts = Vec::new();
+                let mut by_show = serde_json::Map::new();
+                for show in &shows {
+                    let (id, window) = (ShowId(show.show), show.admission_window);
+                    let (verdict, reports) = match trails.get(&show.show) {
+                        None => (Verdict::Unknown, json!({ "error": "no audit trails" })),
+                        Some(trails) => {
+                            let policy = short_deadline_policy();
+                            match check_deadlines(history, id, &policy, window, trails) {
+                                Ok(reports) => (
+                                    Verdict::combine(reports.iter().map(|report| report.verdict)),
+                                    serde_json::to_value(&reports).unwrap_or_default(),
+                                ),
+                                Err(error) => {
+                                    (Verdict::Unknown, json!({ "error": error.to_string() }))
+                                }
+                            }
+                        }
+                    };
+                    verdicts.push(verdict);
+                    by_show.insert(format!("show {}", show.show), reports);
                 }
+                (Verdict::combine(verdicts), serde_json::Value::Object(by_show))
             }
             Some(Err(error)) => (Verdict::Unknown, json!({ "error": error })),
             None => (Verdict::Unknown, json!({ "error": "no audit trails" })),

@@ -9,9 +9,11 @@
 //! `payments` (holds, checkouts the cluster's own payment worker charges through the real
 //! provider, reads of checked-out holds that find the bookings, and cancelled bookings that
 //! the refund worker refunds; judged against the provider's ledger, see `payments.rs`) and
-//! `deadlines` (holds, checkouts, payment webhooks, cancels and reads of a show whose holds
-//! expire in 1.5 s and payments in 1 s, so that expiry races them; judged by the deadline checks
-//! over the answers' log times and the holds' audit trails, not by the model): which
+//! `deadlines` (holds, checkouts, payment webhooks, cancels and reads of two shows whose holds
+//! expire in 1.5 s and payments in 1 s, so that expiry races them, the second with its admission
+//! lane on, its grants expiring in 1.5 s and its tickets after 4 s of waiting; judged by the
+//! deadline checks over the answers' log times and the holds' and tickets' audit trails, not by
+//! the model): which
 //! operation each client process draws from the seed, its deliberate idempotent retries, and
 //! how the payment provider's webhook reaches a node (plain HTTP to a random one, once). The
 //! SDK calls themselves, what a process knows, and how an answer becomes a history completion
@@ -32,7 +34,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use statemachine::check::history::Read;
 use statemachine::check::recorder::Recorder;
-use statemachine::check::workload::Mutation;
+use statemachine::check::workload::{Mutation, SHORT_ADMISSION_WINDOW};
 use statemachine::{HoldId, ShowId};
 use testkit::webhook::{SIGNATURE_HEADER, sign, wall_clock_s};
 use testkit::workload::Buyer;
@@ -53,8 +55,10 @@ pub enum Workload {
     /// Holds, checkouts paid by the cluster's payment worker through the provider, cancelled
     /// bookings refunded by its refund worker.
     Payments,
-    /// Holds, checkouts, payment webhooks, cancels and reads of a show whose holds and
-    /// payments expire within seconds, judged by the deadline checks.
+    /// Holds, checkouts, payment webhooks, cancels and reads of two shows whose holds and
+    /// payments expire within seconds, the second with an admission lane whose grants and
+    /// waiting tickets do too (joins, holds with grants, leaves, ticket reads), judged by the
+    /// deadline checks.
     Deadlines,
 }
 
@@ -113,7 +117,9 @@ pub fn shows_of(workload: Workload, first_show: u64) -> Vec<TestShow> {
         Workload::Waitlist => vec![show(0, 4, None, true)],
         Workload::Register => vec![show(0, 3, None, false)],
         Workload::Payments => vec![show(0, 16, None, false), show(1, 16, None, false)],
-        Workload::Deadlines => vec![show(0, 4, None, false)],
+        Workload::Deadlines => {
+            vec![show(0, 4, None, false), show(1, 4, Some(SHORT_ADMISSION_WINDOW), false)]
+        }
     }
 }
 
@@ -273,7 +279,13 @@ async fn step(context: &Context, process: &mut Process) {
             process.buyer.payments_step(show, seats, roll, &mut process.rng).await;
         }
         Workload::Deadlines => {
-            if process.buyer.deadlines_step(show, seats, roll, &mut process.rng).await {
+            let lane = context.shows.iter().any(|s| s.show == show && s.admission_window.is_some());
+            let pay_now = if lane {
+                process.buyer.grants_step(show, seats, roll, &mut process.rng).await
+            } else {
+                process.buyer.deadlines_step(show, seats, roll, &mut process.rng).await
+            };
+            if pay_now {
                 pay(context, process, show).await;
             }
         }

@@ -240,7 +240,7 @@ fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
                 "--nemesis",
                 "none",
                 "--time-limit",
-                "10",
+                "15",
                 "--seed",
                 "24",
                 "--port-base",

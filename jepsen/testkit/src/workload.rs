@@ -21,10 +21,11 @@ use std::sync::Arc;
 
 use client::{
     Client, Error, HoldReply, NewShow, SeatStatus as WireSeatStatus, ShowPolicy as WirePolicy,
+    TicketReply,
 };
 use rand::Rng;
 use rand::seq::SliceRandom;
-use statemachine::check::deadlines::Step;
+use statemachine::check::deadlines::{Step, Trails};
 use statemachine::check::history::{Call, Clock, History, Observed, Read};
 use statemachine::check::recorder::{Pending, Recorder};
 use statemachine::check::workload::{
@@ -123,9 +124,28 @@ pub fn hold_clock(reply: &HoldReply) -> Clock {
     }
 }
 
-/// The audit trail of every hold of `show` that a write in `history` was answered with, read
-/// through `operator` (a client with the operator token) until `deadline`: what the deadline
-/// checks (`statemachine::check::deadlines`) judge the answers against.
+/// What a ticket answer (a join's, a leave's or a read's) says of time: its `as_of`, its grant's
+/// deadline while granted, and its state.
+pub fn ticket_clock(reply: &TicketReply) -> Clock {
+    let state = StateName::from_wire(&reply.state);
+    Clock {
+        log_index: reply.as_of_log_index,
+        log_time_ms: reply.as_of_log_time_ms,
+        deadline_ms: (state == Some(StateName::Granted)).then_some(reply.grant_deadline_ms),
+        state,
+    }
+}
+
+/// How far past the largest id an answer named [`audit_trails`] looks for tickets: a join
+/// whose answer was lost to a fault still made one (its retry with the same key finds it, but
+/// the ids after it may have gone to joins nobody heard back from).
+const TICKET_PROBE_AHEAD: u64 = 16;
+
+/// The audit trails of `show` that the deadline checks (`statemachine::check::deadlines`)
+/// judge the answers in `history` against, read through `operator` (a client with the
+/// operator token) until `deadline`: every hold a write was answered with, and, when the
+/// history joined the show's admission lane, every ticket: each id up to a little past the
+/// largest any answer named is tried, since the grant checks must see the whole line.
 ///
 /// # Errors
 ///
@@ -135,43 +155,90 @@ pub async fn audit_trails(
     show: u64,
     history: &History,
     deadline: tokio::time::Instant,
-) -> Result<BTreeMap<HoldId, Vec<Step>>, String> {
-    let holds: BTreeSet<HoldId> = history
-        .events
-        .iter()
-        .filter(|event| {
-            matches!(&event.call, Call::Write(_)) && event.call.show() == Some(ShowId(show))
-        })
-        .filter_map(|event| match &event.value {
-            Some(Observed::Held { hold, .. }) => Some(*hold),
+) -> Result<Trails, String> {
+    let answers = || {
+        history
+            .events
+            .iter()
+            .filter(|event| event.call.show() == Some(ShowId(show)))
+            .filter_map(|event| event.value.as_ref().map(|value| (&event.call, value)))
+    };
+    let holds: BTreeSet<HoldId> = answers()
+        .filter_map(|(call, value)| match (call, value) {
+            (Call::Write(_), Observed::Held { hold, .. }) => Some(*hold),
             _ => None,
         })
         .collect();
-    let mut trails = BTreeMap::new();
+    let joined = answers().any(|(_, value)| matches!(value, Observed::Queued { .. }));
+    let largest = answers()
+        .filter_map(|(_, value)| match value {
+            Observed::Held { hold, .. } => Some(hold.0),
+            Observed::Queued { ticket } => Some(ticket.0),
+            Observed::CheckoutStarted { payment, .. } => Some(payment.0),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let mut trails = Trails::default();
+    // Each read is linearizable on its own, and the sweeps go on: up to the earliest read's
+    // position, every trail is whole.
+    let mut complete_to = u64::MAX;
     for hold in holds {
-        let reply = loop {
-            match operator.get_audit(show, "hold", hold.0).await {
-                Ok(reply) => break reply,
-                Err(error) if tokio::time::Instant::now() > deadline => {
-                    return Err(format!("deadlines: the audit of hold {}: {error}", hold.0));
-                }
-                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
-            }
-        };
-        let state = |name: &str| {
-            StateName::from_wire(name)
-                .ok_or_else(|| format!("deadlines: hold {}'s audit names {name:?}", hold.0))
-        };
-        let mut steps = Vec::new();
-        for record in reply.records {
-            let from = if record.from.is_empty() { None } else { Some(state(&record.from)?) };
-            let (log_index, log_time_ms) = (record.log_index, record.log_time_ms);
-            let (to, reason) = (state(&record.to)?, record.reason);
-            steps.push(Step { from, to, reason, log_index, log_time_ms });
+        if let Some((steps, as_of)) = audit_trail(operator, show, "hold", hold.0, deadline).await? {
+            trails.holds.insert(hold, steps);
+            complete_to = complete_to.min(as_of);
         }
-        trails.insert(hold, steps);
     }
+    if joined {
+        for id in 1..=largest + TICKET_PROBE_AHEAD {
+            if trails.holds.contains_key(&HoldId(id)) {
+                continue;
+            }
+            let read = audit_trail(operator, show, "ticket", id, deadline).await?;
+            if let Some((steps, as_of)) = read {
+                trails.tickets.insert(TicketId(id), steps);
+                complete_to = complete_to.min(as_of);
+            }
+        }
+    }
+    trails.complete_to = (complete_to != u64::MAX).then_some(complete_to);
     Ok(trails)
+}
+
+/// One entity's audit trail, retried until `deadline`, with the log index it was read at; `None`
+/// when the show has no such entity (`ticket_not_found`, ...: the id is another kind's, or no
+/// one's).
+async fn audit_trail(
+    operator: &Client,
+    show: u64,
+    kind: &str,
+    id: u64,
+    deadline: tokio::time::Instant,
+) -> Result<Option<(Vec<Step>, u64)>, String> {
+    let reply = loop {
+        match operator.get_audit(show, kind, id).await {
+            Ok(reply) => break reply,
+            Err(Error::Rejected { code_name, .. }) if code_name == format!("{kind}_not_found") => {
+                return Ok(None);
+            }
+            Err(error) if tokio::time::Instant::now() > deadline => {
+                return Err(format!("deadlines: the audit of {kind} {id}: {error}"));
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    };
+    let state = |name: &str| {
+        StateName::from_wire(name)
+            .ok_or_else(|| format!("deadlines: {kind} {id}'s audit names {name:?}"))
+    };
+    let mut steps = Vec::new();
+    for record in reply.records {
+        let from = if record.from.is_empty() { None } else { Some(state(&record.from)?) };
+        let (log_index, log_time_ms) = (record.log_index, record.log_time_ms);
+        let (to, reason) = (state(&record.to)?, record.reason);
+        steps.push(Step { from, to, reason, log_index, log_time_ms });
+    }
+    Ok(Some((steps, reply.as_of_log_index)))
 }
 
 /// Records an SDK error: a business rejection is an answer (`ok`); anything the state machine
@@ -499,17 +566,73 @@ impl Buyer {
             self.hold_or_check_out(show, seats, roll, rng).await;
         } else if roll < 75 {
             return true;
-        } else if roll < 80 {
+        } else {
+            self.cancel_or_read(show, roll, (80, 90), rng).await;
+        }
+        false
+    }
+
+    /// The draw both [`Buyer::deadlines_step`] and [`Buyer::grants_step`] end with: below
+    /// `cancel`, cancel a live hold of `show`; below `read`, read one of its holds; else read the
+    /// seat map.
+    async fn cancel_or_read(
+        &mut self,
+        show: u64,
+        roll: u32,
+        (cancel, read): (u32, u32),
+        rng: &mut impl Rng,
+    ) {
+        if roll < cancel {
             if let Some(hold) = self.known.live_hold(show, rng) {
                 self.mutate_fresh(Mutation::CancelHold { show, hold }).await;
             }
-        } else if roll < 90 {
+        } else if roll < read {
             if let Some(hold) = self.known.any_hold(show, rng) {
                 let (show, session, hold) = (ShowId(show), self.session, HoldId(hold));
                 self.read(Read::Hold { show, session, hold }).await;
             }
         } else {
             self.read(Read::SeatMap { show: ShowId(show) }).await;
+        }
+    }
+
+    /// One operation on `show` (of `seats` seats), a show with short deadlines whose admission
+    /// lane is on, drawn from `roll` (0..100) and `rng` as both suites draw it: join the lane
+    /// while the process has no ticket; with one, read it (25%), hold 1-2 seats with its grant
+    /// if last seen granted (25%, else check a live hold out), leave (5%), check a live hold out
+    /// (10%), pay one of its checkouts (15%: returns `true`, as [`Buyer::deadlines_step`]),
+    /// cancel a live hold (5%), read one of its holds (8%), else read the seat map. Grants
+    /// expire within seconds and tickets wait a few seconds at most, so the holds, leaves and
+    /// reads race the lane's deadlines as the checkouts and payments race the holds'.
+    pub async fn grants_step(
+        &mut self,
+        show: u64,
+        seats: u32,
+        roll: u32,
+        rng: &mut impl Rng,
+    ) -> bool {
+        let Some((ticket, granted)) = self.known.last_ticket(show) else {
+            self.mutate_fresh(Mutation::JoinQueue { show }).await;
+            return false;
+        };
+        if roll < 25 {
+            let (show, session, ticket) = (ShowId(show), self.session, TicketId(ticket));
+            self.read(Read::Ticket { show, session, ticket }).await;
+        } else if roll < 50 && granted {
+            let count = rng.gen_range(1..=2).min(seats);
+            let start = rng.gen_range(0..=seats - count);
+            let wanted = (start..start + count).collect();
+            self.mutate_fresh(Mutation::Hold { show, seats: wanted, grant: Some(ticket) }).await;
+        } else if (50..55).contains(&roll) {
+            self.mutate_fresh(Mutation::LeaveQueue { show, ticket }).await;
+        } else if roll < 65 {
+            if let Some(hold) = self.known.live_hold(show, rng) {
+                self.mutate_fresh(Mutation::Checkout { show, hold }).await;
+            }
+        } else if roll < 80 {
+            return true;
+        } else {
+            self.cancel_or_read(show, roll, (85, 93), rng).await;
         }
         false
     }
@@ -530,21 +653,31 @@ impl Buyer {
         let (client, token) = (self.client.clone(), self.token.clone());
         let (token, key_ref, version) = (token.as_str(), Some(key.as_str()), self.price_version);
         let known = &mut self.known;
-        // What a hold answer says of time (the other answers' clocks are not checked).
+        // What a hold or ticket answer says of time (the other answers' clocks are not checked).
         let mut clock = None;
         let answer: Result<Observed, Error> = match mutation.clone() {
-            Mutation::Hold { show, seats, grant } => client
-                .hold_with_grant(token, show, &seats, version, grant.unwrap_or(0), key_ref)
-                .await
-                .map(|reply| {
+            Mutation::Hold { show, seats, grant } => {
+                let answer = client
+                    .hold_with_grant(token, show, &seats, version, grant.unwrap_or(0), key_ref)
+                    .await;
+                // Used, or lost (expired, left): the next step joins again.
+                let spent = match &answer {
+                    Ok(_) => true,
+                    Err(Error::Rejected { code_name, .. }) => {
+                        matches!(code_name.as_str(), "grant_expired" | "ticket_not_active")
+                    }
+                    Err(_) => false,
+                };
+                if let Some(ticket) = grant.filter(|_| spent) {
+                    known.tickets.remove(&(show, ticket));
+                    known.past_tickets.insert((show, ticket));
+                }
+                answer.map(|reply| {
                     clock = Some(hold_clock(&reply));
                     known.holds.insert((show, reply.hold_id), true);
-                    if let Some(ticket) = grant {
-                        known.tickets.remove(&(show, ticket));
-                        known.past_tickets.insert((show, ticket));
-                    }
                     Observed::Held { hold: HoldId(reply.hold_id), seats: reply.seats }
-                }),
+                })
+            }
             Mutation::CancelHold { show, hold } => {
                 client.cancel_hold(token, show, hold, key_ref).await.map(|reply| {
                     clock = Some(hold_clock(&reply));
@@ -569,6 +702,7 @@ impl Buyer {
             }
             Mutation::JoinQueue { show } => {
                 client.join_queue(token, show, key_ref).await.map(|reply| {
+                    clock = Some(ticket_clock(&reply));
                     known.tickets.insert((show, reply.ticket_id), reply.state == "granted");
                     Observed::Queued { ticket: TicketId(reply.ticket_id) }
                 })
@@ -580,7 +714,10 @@ impl Buyer {
                     known.tickets.remove(&(show, ticket));
                     known.past_tickets.insert((show, ticket));
                 }
-                answer.map(|_| Observed::Done)
+                answer.map(|reply| {
+                    clock = Some(ticket_clock(&reply));
+                    Observed::Done
+                })
             }
             Mutation::JoinWaitlist { show } => {
                 client.join_waitlist(token, show, 1, key_ref).await.map(|reply| {
@@ -654,8 +791,15 @@ impl Buyer {
                 .map(|reply| entity(&reply.state, reply.seats, None)),
             Read::Ticket { show, ticket, .. } => {
                 client.get_ticket(token, show.0, ticket.0).await.map(|reply| {
-                    if let Some(granted) = known.tickets.get_mut(&(show.0, ticket.0)) {
-                        *granted = reply.state == "granted";
+                    clock = Some(ticket_clock(&reply));
+                    let key = (show.0, ticket.0);
+                    if matches!(reply.state.as_str(), "waiting" | "granted") {
+                        if let Some(granted) = known.tickets.get_mut(&key) {
+                            *granted = reply.state == "granted";
+                        }
+                    } else if known.tickets.remove(&key).is_some() {
+                        // Used, left or expired: the next step joins again.
+                        known.past_tickets.insert(key);
                     }
                     entity(&reply.state, Vec::new(), None)
                 })

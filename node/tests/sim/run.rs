@@ -15,14 +15,14 @@ use std::time::Duration;
 use openraft::async_runtime::WatchReceiver;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use statemachine::ShowId;
 use statemachine::check::Verdict;
 use statemachine::check::booking::check_bookings;
-use statemachine::check::deadlines::{Step, check_deadlines};
+use statemachine::check::deadlines::{Trails, check_deadlines};
 use statemachine::check::history::History;
 use statemachine::check::linearizable::{Budget, check_history};
 use statemachine::check::recorder::Recorder;
 use statemachine::check::workload::short_deadline_policy;
-use statemachine::{HoldId, ShowId};
 use testkit::ledger;
 use testkit::workload::audit_trails;
 use tokio::sync::watch;
@@ -69,8 +69,9 @@ struct Facts {
     bookings: Vec<statemachine::check::ledger::ClusterBooking>,
     /// With a provider: the ledger checker's verdict.
     ledger: Option<ledger::Judged>,
-    /// The audit trail of every hold of the deadlines show, read after the processes read back.
-    trails: Option<BTreeMap<HoldId, Vec<Step>>>,
+    /// The audit trails of each dated show (its holds' and tickets'), read after the processes
+    /// read back.
+    trails: BTreeMap<u64, Trails>,
 }
 
 /// Runs `options.seed` to its verdict.
@@ -218,10 +219,11 @@ pub fn run(options: Options) -> Outcome {
                         "liveness: processes not read back {RECOVERY_BOUND:?} after the heal"
                     ));
                 }
-                let show = workload::DEADLINES_SHOW;
-                match audit_trails(&admin, show, &recorder.history(), deadline).await {
-                    Ok(trails) => lock(&facts).trails = Some(trails),
-                    Err(problem) => lock(&facts).problems.push(problem),
+                for show in workload::shows(provider).iter().filter(|show| show.is_dated()) {
+                    match audit_trails(&admin, show.show, &recorder.history(), deadline).await {
+                        Ok(trails) => drop(lock(&facts).trails.insert(show.show, trails)),
+                        Err(problem) => lock(&facts).problems.push(problem),
+                    }
                 }
                 let settle = match &world.paysim {
                     Some(paysim) => {
@@ -275,8 +277,8 @@ pub fn run(options: Options) -> Outcome {
     let history = recorder.history();
     let mut problems = std::mem::take(&mut lock(&facts).problems);
     let judged = lock(&facts).ledger.take();
-    let trails = lock(&facts).trails.take();
-    let mut verdict = judge(&history, provider, trails.as_ref(), &mut problems);
+    let trails = std::mem::take(&mut lock(&facts).trails);
+    let mut verdict = judge(&history, provider, &trails, &mut problems);
     if provider {
         let ledger_verdict = judged.as_ref().map_or(Verdict::Invalid, |judged| judged.verdict);
         if ledger_verdict != Verdict::Valid {
@@ -325,19 +327,19 @@ pub fn run(options: Options) -> Outcome {
 /// provider, the model checks every show but the payments show: its payment outcomes and
 /// refunds are proposed by the cluster's own workers, so they are not in the history, and the
 /// model would keep its checked-out holds `processing` for ever (the ledger judges them; the
-/// model-free booking checks still read the whole history). The deadlines show is judged by
-/// the deadline checks alone, with the holds' audit `trails`: its holds expire, which neither the
-/// model nor the booking checks (both assume no deadline passes) can follow.
+/// model-free booking checks still read the whole history). The dated shows are judged by the
+/// deadline checks alone, with their audit `trails` (by show): their holds and grants expire,
+/// which neither the model nor the booking checks (both assume no deadline passes) can follow.
 fn judge(
     history: &History,
     provider: bool,
-    trails: Option<&BTreeMap<HoldId, Vec<Step>>>,
+    trails: &BTreeMap<u64, Trails>,
     problems: &mut Vec<String>,
 ) -> Verdict {
     let shows = workload::shows(provider);
     let modelled: Vec<_> = shows
         .iter()
-        .filter(|show| !matches!(show.kind, workload::Kind::Payments | workload::Kind::Deadlines))
+        .filter(|show| show.kind != workload::Kind::Payments && !show.is_dated())
         .collect();
     let setups: BTreeMap<_, _> =
         modelled.iter().map(|show| (statemachine::ShowId(show.show), show.model_setup())).collect();
@@ -372,28 +374,35 @@ fn judge(
             verdicts.push(Verdict::Invalid);
         }
     }
-    let deadlines = ShowId(workload::DEADLINES_SHOW);
+    let dated: Vec<_> = shows.iter().filter(|show| show.is_dated()).collect();
     let undated = History {
         events: history
             .events
             .iter()
-            .filter(|event| event.call.show() != Some(deadlines))
+            .filter(|event| {
+                event.call.show().is_none_or(|id| dated.iter().all(|show| show.show != id.0))
+            })
             .cloned()
             .collect(),
     };
-    let Some(trails) = trails else {
-        problems.push("deadlines: the holds' audit trails were never read".into());
-        return Verdict::Invalid;
-    };
     let policy = short_deadline_policy();
-    for checked in [check_deadlines(history, deadlines, &policy, trails), check_bookings(&undated)]
-    {
+    let mut checks = vec![("booking checks".to_owned(), check_bookings(&undated))];
+    for show in dated {
+        let Some(trails) = trails.get(&show.show) else {
+            problems.push(format!("deadlines: show {}'s audit trails were never read", show.show));
+            return Verdict::Invalid;
+        };
+        let window = show.admission_window();
+        let checked = check_deadlines(history, ShowId(show.show), &policy, window, trails);
+        checks.push((format!("show {}", show.show), checked));
+    }
+    for (what, checked) in checks {
         match checked {
             Ok(reports) => {
                 for report in reports {
                     if report.verdict != Verdict::Valid {
                         problems.push(format!(
-                            "{}: {:?}: {:?}",
+                            "{what}: {}: {:?}: {:?}",
                             report.check, report.verdict, report.problems
                         ));
                     }

@@ -12,8 +12,10 @@
 //! judges: the checks do.
 //!
 //! Every deadline of a show is an hour, beyond any run, because the model has no clock, but
-//! those of the deadlines show ([`Kind::Deadlines`]): its holds expire in 1.5 s and its payments
-//! in 1 s, and the deadline checks judge it by the log times its answers and audit trails carry.
+//! those of the dated shows ([`Kind::Deadlines`], [`Kind::Grants`]): their holds expire in 1.5 s
+//! and their payments in 1 s, the grants show's grants in 1.5 s and its tickets after 4 s of
+//! waiting, and the deadline checks judge them by the log times their answers and audit trails
+//! carry.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +27,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use statemachine::check::history::Read;
 use statemachine::check::recorder::Recorder;
-use statemachine::check::workload::Mutation;
+use statemachine::check::workload::{Mutation, SHORT_ADMISSION_WINDOW};
 use statemachine::{Command, HoldId, ShowId};
 use testkit::webhook::{SIGNATURE_HEADER, sign};
 use testkit::workload::{Buyer, TestShow};
@@ -49,6 +51,10 @@ pub enum Kind {
     /// deadlines are shorter than a buyer's pace, so that expiry races them all: judged by the
     /// deadline checks over log time, not by the model (which has no clock).
     Deadlines,
+    /// As [`Kind::Deadlines`], on a show whose admission lane is on (a window of two) with
+    /// grants and waiting limits as short: joins, holds with grants, leaves, ticket reads race
+    /// the lane's deadlines, judged by the deadline checks' grant rules.
+    Grants,
     /// Holds, checkouts the cluster's payment workers charge through the provider host,
     /// cancelled bookings its refund workers refund, reads: judged against the provider's
     /// ledger, not by the model (which sees no payment outcome in the history).
@@ -72,10 +78,24 @@ impl SimShow {
         TestShow {
             show: self.show,
             seats: self.seats,
-            admission_window: (self.kind == Kind::Admission).then_some(2),
+            admission_window: self.admission_window(),
             waitlist: self.kind == Kind::Waitlist,
-            short_deadlines: self.kind == Kind::Deadlines,
+            short_deadlines: self.is_dated(),
         }
+    }
+
+    /// Its admission window, if its lane is on.
+    pub fn admission_window(&self) -> Option<u32> {
+        match self.kind {
+            Kind::Admission => Some(2),
+            Kind::Grants => Some(SHORT_ADMISSION_WINDOW),
+            _ => None,
+        }
+    }
+
+    /// Whether its deadlines are short: judged by the deadline checks, not the model.
+    pub fn is_dated(&self) -> bool {
+        matches!(self.kind, Kind::Deadlines | Kind::Grants)
     }
 
     /// The SDK request creating the show, on sale at once.
@@ -93,9 +113,11 @@ impl SimShow {
 pub const PAYMENTS_SHOW: u64 = 1;
 /// The show whose deadlines race its buyers.
 pub const DEADLINES_SHOW: u64 = 5;
+/// The show whose lane's deadlines race its buyers too.
+pub const GRANTS_SHOW: u64 = 6;
 /// With a provider: the shows whose checkouts the leaders' payment workers charge, judged by
-/// the ledger checker (the deadlines show's buyers then send no webhooks either).
-pub const LEDGER_SHOWS: [u64; 2] = [PAYMENTS_SHOW, DEADLINES_SHOW];
+/// the ledger checker (the dated shows' buyers then send no webhooks either).
+pub const LEDGER_SHOWS: [u64; 3] = [PAYMENTS_SHOW, DEADLINES_SHOW, GRANTS_SHOW];
 
 /// The shows of a run: each kind of traffic once, spread over the data groups by id. With a
 /// provider, the first show's checkouts are paid by the cluster's own workers through it
@@ -108,6 +130,7 @@ pub fn shows(provider: bool) -> Vec<SimShow> {
         SimShow { show: 3, kind: Kind::Waitlist, seats: 3 },
         SimShow { show: 4, kind: Kind::Register, seats: 3 },
         SimShow { show: DEADLINES_SHOW, kind: Kind::Deadlines, seats: 4 },
+        SimShow { show: GRANTS_SHOW, kind: Kind::Grants, seats: 4 },
     ]
 }
 
@@ -240,8 +263,12 @@ impl Process {
                     self.buyer.read(Read::SeatMap { show: ShowId(id) }).await;
                 }
             }
-            Kind::Deadlines => {
-                let pay = self.buyer.deadlines_step(id, seats, roll, &mut self.rng).await;
+            Kind::Deadlines | Kind::Grants => {
+                let pay = if show.kind == Kind::Grants {
+                    self.buyer.grants_step(id, seats, roll, &mut self.rng).await
+                } else {
+                    self.buyer.deadlines_step(id, seats, roll, &mut self.rng).await
+                };
                 // With the provider host, the leaders' payment workers pay every checkout.
                 if pay && !self.provider {
                     self.pay(id).await;

@@ -2,9 +2,10 @@
 //! show whose holds and payments have short deadlines, so that expiry races checkout and
 //! payment all the time.
 //!
-//! Owns four checks of one show, judged from the log times the answers carry (their `as_of`
-//! labels, [`Clock`]) and from each hold's audit trail read at the end of the run (every
-//! transition with the log index and log time of the entry that made it):
+//! Owns four checks of one show, and two more when its admission lane is on, judged from the log
+//! times the answers carry (their `as_of` labels, [`Clock`]) and from the audit trail of each
+//! hold and admission ticket, read at the end of the run (every transition with the log index
+//! and log time of the entry that made it, [`Trails`]):
 //!
 //! - `deadlines_kept`: no hold checked out, confirmed, given back by a declined payment or
 //!   cancelled at a log time at or past its deadline, and none expired before it. The
@@ -20,14 +21,27 @@
 //! - `seat_maps_follow_holds`: every seat of every linearizable seat map is what the holds'
 //!   audit trails make it at the map's position and log time: held by a live hold whose
 //!   deadline is ahead, booked by a confirmed one, free otherwise (so an expired hold's seats
-//!   are free, overdue or not yet swept), and never held by two holds at once.
+//!   are free, overdue or not yet swept), and never held by two holds at once. Ticket answers
+//!   and reads likewise: a grant answered or read at log time past its deadline reads
+//!   expired, and every ticket answer says what its trail makes it, with its grant deadline.
+//! - `grants_kept` (a show with a lane): no grant used by a hold, and no ticket granted or
+//!   left, at or past its deadline (the grant deadline, the waiting limit), none expired before
+//!   it; a hold made with a grant used it in the very entry that made the hold.
+//! - `grants_advance` (a show with a lane): after every entry that changed the lane, no more
+//!   grants are out than the window allows; while fewer are, nobody waits (a grant that ends,
+//!   by use, leave or expiry, passes to the next in line in the same entry); grants go in line
+//!   order (no ticket granted while an older one still waits); and no grant or waiting ticket
+//!   is still live past its deadline (an entry that touches the lane first expires everything
+//!   overdue in it: "checked in the claim, not by a sweeper").
 //!
-//! Sound under these assumptions: the show has no admission lane and no waitlist (nothing but
-//! holds and payments decides its seats), no booking of it is cancelled, and every hold made
-//! of it is known, its seats from an answer and its trail from the audit (a process that
-//! could not settle an unknown outcome fails the run's liveness anyway). Trusts the audit's
-//! log times no more than any answer's: the trail and the answers are checked against each
-//! other and against the policy.
+//! Sound under these assumptions: the show has no waitlist (nothing but holds, payments and the
+//! lane decides its seats), no booking of it is cancelled, its lane is never reconfigured during
+//! the run, the expiry sweeps are never cut short by their budget (a test show is small), and
+//! every hold made of it is known, its seats from an answer and its trail from the audit (a
+//! process that could not settle an unknown outcome fails the run's liveness anyway), and so is
+//! every ticket (the caller reads the trail of every id the show may have given one). Trusts the
+//! audit's log times no more than any answer's: the trails and the answers are checked against
+//! each other and against the policy.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,7 +49,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::StateName;
 use crate::command::{ClientRequest, Command, ShowPolicy};
-use crate::ids::{HoldId, SeatNo, ShowId};
+use crate::ids::{HoldId, SeatNo, ShowId, TicketId};
 use crate::read::SeatStatus;
 
 use super::booking::CheckReport;
@@ -56,23 +70,42 @@ pub struct Step {
     pub log_time_ms: u64,
 }
 
-/// A hold's state after a step of its trail, with the deadline that state runs to.
+/// A show's audit trails as read after a run: every hold's and every admission ticket's.
+///
+/// Each trail is read on its own, linearizably, while the leaders' sweeps still expire what
+/// comes due, so one trail may end at a later log position than another.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trails {
+    /// Each hold's transitions, oldest first.
+    pub holds: BTreeMap<HoldId, Vec<Step>>,
+    /// Each admission ticket's transitions, oldest first (none on a show without a lane).
+    #[serde(default)]
+    pub tickets: BTreeMap<TicketId, Vec<Step>>,
+    /// The log index every trail was read at or after (the earliest read's `as_of`): up to it,
+    /// the trails hold every transition of the show, so the checks that replay the lane as a
+    /// whole stop there. `None`: complete whatever the index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complete_to: Option<u64>,
+}
+
+/// A hold's or ticket's state after a step of its trail, with the deadline that state runs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Stage {
     log_index: u64,
     state: StateName,
-    /// For a live state (held, processing): its deadline.
+    /// For a live state (held, processing; waiting, granted): its deadline (a waiting
+    /// ticket's is its waiting limit).
     deadline_ms: Option<u64>,
 }
 
-/// A hold's life by its trail: its stages, oldest first.
+/// A hold's or ticket's life by its trail: its stages, oldest first.
 struct Life {
     stages: Vec<Stage>,
 }
 
 impl Life {
-    /// The hold's state as a reader at `log_index` and `log_time_ms` must see it, with its
-    /// deadline while live: `None` before it was made.
+    /// The state as a reader at `log_index` and `log_time_ms` must see it, with its deadline
+    /// while live: `None` before it was made. Overdue reads expired, swept or not.
     fn at(&self, log_index: u64, log_time_ms: u64) -> Option<(StateName, Option<u64>)> {
         let stage = self.stages.iter().take_while(|stage| stage.log_index <= log_index).last()?;
         match stage.deadline_ms {
@@ -82,8 +115,9 @@ impl Life {
     }
 }
 
-/// Runs the deadline checks on the operations of `show` in `history`, with the show's `policy`
-/// and the audit trail of each hold (`trails`, read after the run).
+/// Runs the deadline checks on the operations of `show` in `history`, with the show's `policy`,
+/// its admission window if its lane is on (the grant checks run only then), and the audit
+/// trails of its holds and tickets (`trails`, read after the run).
 ///
 /// # Errors
 ///
@@ -92,7 +126,8 @@ pub fn check_deadlines(
     history: &History,
     show: ShowId,
     policy: &ShowPolicy,
-    trails: &BTreeMap<HoldId, Vec<Step>>,
+    admission_window: Option<u32>,
+    trails: &Trails,
 ) -> Result<Vec<CheckReport>, HistoryError> {
     let operations: Vec<Operation> = history
         .operations()?
@@ -100,17 +135,31 @@ pub fn check_deadlines(
         .filter(|operation| operation.call.show() == Some(show))
         .collect();
     let mut kept = Vec::new();
-    let lives: BTreeMap<HoldId, Life> = trails
+    let holds: BTreeMap<HoldId, Life> = trails
+        .holds
         .iter()
         .map(|(&hold, steps)| (hold, replay(hold, steps, policy, &mut kept)))
         .collect();
-    let examined_steps = trails.values().map(Vec::len).sum::<usize>() as u64;
-    Ok(vec![
+    let mut grants_kept = Vec::new();
+    let tickets: BTreeMap<TicketId, Life> = trails
+        .tickets
+        .iter()
+        .map(|(&ticket, steps)| (ticket, replay_ticket(ticket, steps, policy, &mut grants_kept)))
+        .collect();
+    let examined_steps = trails.holds.values().map(Vec::len).sum::<usize>() as u64;
+    let mut reports = vec![
         CheckReport::new("deadlines_kept", examined_steps, kept),
         log_time_monotonic(&operations, trails),
-        reads_follow_deadlines(&operations, &lives),
-        seat_maps_follow_holds(&operations, &lives),
-    ])
+        reads_follow_deadlines(&operations, &holds, &tickets),
+        seat_maps_follow_holds(&operations, &holds),
+    ];
+    if let Some(window) = admission_window {
+        grants_kept.extend(grants_used_by_their_holds(&operations, trails));
+        let examined_steps = trails.tickets.values().map(Vec::len).sum::<usize>() as u64;
+        reports.push(CheckReport::new("grants_kept", examined_steps, grants_kept));
+        reports.push(grants_advance(trails, policy, window));
+    }
+    Ok(reports)
 }
 
 /// Replays one hold's trail by the policy: its stages, and in `problems` every transition made
@@ -184,11 +233,164 @@ fn replay(hold: HoldId, steps: &[Step], policy: &ShowPolicy, problems: &mut Vec<
     Life { stages }
 }
 
+/// Replays one admission ticket's trail by the policy: its stages (a waiting ticket's deadline
+/// is its waiting limit, a granted one's its grant deadline), and in `problems` every
+/// transition made at the wrong log time or not allowed at all.
+fn replay_ticket(
+    ticket: TicketId,
+    steps: &[Step],
+    policy: &ShowPolicy,
+    problems: &mut Vec<String>,
+) -> Life {
+    let mut stages: Vec<Stage> = Vec::new();
+    for step in steps {
+        let mut wrong = Vec::new();
+        let current = stages.last().copied();
+        if let Some(current) = current {
+            // Joined and granted at once: two steps of one entry.
+            if step.log_index < current.log_index {
+                wrong.push(format!("before the previous step's index {}", current.log_index));
+            }
+            if step.from != Some(current.state) {
+                wrong.push(format!("the ticket was {:?}", current.state));
+            }
+        }
+        let t = step.log_time_ms;
+        let due = current.and_then(|current| current.deadline_ms);
+        let late = |what: &str| {
+            due.filter(|&deadline_ms| deadline_ms <= t)
+                .map(|deadline_ms| format!("{what} at or past its deadline {deadline_ms}"))
+        };
+        let (deadline_ms, problem) = match (current.map(|stage| stage.state), step.to) {
+            (None, StateName::Waiting) => (Some(t + policy.ticket_wait_ms), None),
+            (Some(StateName::Waiting), StateName::Granted) => {
+                (Some(t + policy.grant_ttl_ms), late("granted"))
+            }
+            (Some(StateName::Granted), StateName::Consumed) => (None, late("used by a hold")),
+            (Some(StateName::Waiting | StateName::Granted), StateName::Left) => {
+                (None, late("left"))
+            }
+            // Turning the lane off ends every ticket, whatever its deadline.
+            (Some(StateName::Waiting | StateName::Granted), StateName::Expired) => (
+                None,
+                due.filter(|&deadline_ms| t < deadline_ms && step.reason != "lane_disabled")
+                    .map(|deadline_ms| format!("expired before its deadline {deadline_ms}")),
+            ),
+            (from, to) => (None, Some(format!("no such transition ({from:?} -> {to:?})"))),
+        };
+        wrong.extend(problem);
+        for what in wrong {
+            problems.push(format!(
+                "ticket {}: {:?} -> {:?} ({}) at log index {} and log time {t}: {what}",
+                ticket.0, step.from, step.to, step.reason, step.log_index
+            ));
+        }
+        stages.push(Stage { log_index: step.log_index, state: step.to, deadline_ms });
+    }
+    Life { stages }
+}
+
+/// Every hold answered as made with a grant used that grant in the entry that made it: the
+/// ticket's trail has it consumed at the log index the hold's trail has it made (an answer's own
+/// index is a retry's when the answer was replayed).
+fn grants_used_by_their_holds(operations: &[Operation], trails: &Trails) -> Vec<String> {
+    let mut problems = Vec::new();
+    for operation in operations {
+        let Call::Write(Command::Client(client)) = &operation.call else { continue };
+        let ClientRequest::Hold { grant: Some(ticket), .. } = client.request else { continue };
+        let Some(Observed::Held { hold, .. }) = operation.value() else { continue };
+        let index_of = |steps: Option<&Vec<Step>>, to: StateName| {
+            steps?.iter().find(|step| step.to == to).map(|step| step.log_index)
+        };
+        let made_at = index_of(trails.holds.get(hold), StateName::Held);
+        let used_at = index_of(trails.tickets.get(&ticket), StateName::Consumed);
+        if made_at.is_none() || used_at != made_at {
+            problems.push(format!(
+                "op {}: hold {} was made with grant {} at log index {made_at:?}; the ticket's \
+                 trail has it used at {used_at:?}",
+                operation.op, hold.0, ticket.0
+            ));
+        }
+    }
+    problems
+}
+
+/// The lane after every entry that changed it, up to the index the trails are complete to,
+/// replayed from the tickets' trails: within the window, passed on, in line order, and settled
+/// (see the module docs).
+fn grants_advance(trails: &Trails, policy: &ShowPolicy, window: u32) -> CheckReport {
+    // Every ticket step by entry; one ticket's steps of one entry stay in their order.
+    let mut entries: BTreeMap<u64, Vec<(TicketId, &Step)>> = BTreeMap::new();
+    for (&ticket, steps) in &trails.tickets {
+        let complete = |step: &&Step| trails.complete_to.is_none_or(|to| step.log_index <= to);
+        for step in steps.iter().filter(complete) {
+            entries.entry(step.log_index).or_default().push((ticket, step));
+        }
+    }
+    // The live tickets: waiting or granted, with their deadlines.
+    let mut live: BTreeMap<TicketId, (StateName, u64)> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (&index, steps) in &entries {
+        let time = steps.iter().map(|(_, step)| step.log_time_ms).max().unwrap_or(0);
+        let mut granted_here = Vec::new();
+        for &(ticket, step) in steps {
+            match step.to {
+                StateName::Waiting => {
+                    live.insert(ticket, (step.to, step.log_time_ms + policy.ticket_wait_ms));
+                }
+                StateName::Granted => {
+                    live.insert(ticket, (step.to, step.log_time_ms + policy.grant_ttl_ms));
+                    granted_here.push(ticket);
+                }
+                _ => {
+                    live.remove(&ticket);
+                }
+            }
+        }
+        let granted = live.values().filter(|(state, _)| *state == StateName::Granted).count();
+        let waiting: Vec<TicketId> = live
+            .iter()
+            .filter(|(_, (state, _))| *state == StateName::Waiting)
+            .map(|(&ticket, _)| ticket)
+            .collect();
+        if granted > window as usize {
+            problems.push(format!(
+                "{granted} grants out after log index {index}, the window is {window}"
+            ));
+        }
+        if let Some(first) = waiting.first()
+            && granted < window as usize
+        {
+            problems.push(format!(
+                "only {granted} grants out after log index {index} (window {window}) while \
+                 ticket {} waited",
+                first.0
+            ));
+        }
+        for ticket in granted_here {
+            if let Some(older) = waiting.iter().find(|waiter| **waiter < ticket) {
+                problems.push(format!(
+                    "ticket {} granted at log index {index} while the older ticket {} still \
+                     waited",
+                    ticket.0, older.0
+                ));
+            }
+        }
+        for (ticket, (state, deadline_ms)) in &live {
+            if *deadline_ms <= time {
+                problems.push(format!(
+                    "ticket {} still {state:?} after log index {index} at log time {time}, past \
+                     its deadline {deadline_ms}",
+                    ticket.0
+                ));
+            }
+        }
+    }
+    CheckReport::new("grants_advance", entries.len() as u64, problems)
+}
+
 /// Log time never moves backwards along the log, and answers follow real-time order.
-fn log_time_monotonic(
-    operations: &[Operation],
-    trails: &BTreeMap<HoldId, Vec<Step>>,
-) -> CheckReport {
+fn log_time_monotonic(operations: &[Operation], trails: &Trails) -> CheckReport {
     let mut problems = Vec::new();
     // Every (index, time) pair anyone reported, with who reported it.
     let mut positions: Vec<(u64, u64, String)> = Vec::new();
@@ -197,9 +399,15 @@ fn log_time_monotonic(
             positions.push((clock.log_index, clock.log_time_ms, format!("op {}", operation.op)));
         }
     }
-    for (hold, steps) in trails {
+    for (hold, steps) in &trails.holds {
         for step in steps {
             let who = format!("hold {}'s audit", hold.0);
+            positions.push((step.log_index, step.log_time_ms, who));
+        }
+    }
+    for (ticket, steps) in &trails.tickets {
+        for step in steps {
+            let who = format!("ticket {}'s audit", ticket.0);
             positions.push((step.log_index, step.log_time_ms, who));
         }
     }
@@ -263,40 +471,67 @@ fn hold_of(operation: &Operation) -> Option<HoldId> {
     }
 }
 
-/// Hold answers and reads say what the trails make the hold at their position and log time.
-fn reads_follow_deadlines(operations: &[Operation], lives: &BTreeMap<HoldId, Life>) -> CheckReport {
+/// The admission ticket an operation's answer is about, if it is a ticket answer or read.
+fn ticket_of(operation: &Operation) -> Option<TicketId> {
+    match (&operation.call, operation.value()?) {
+        (_, Observed::Queued { ticket }) => Some(*ticket),
+        (Call::Write(Command::Client(client)), Observed::Done) => match client.request {
+            ClientRequest::LeaveQueue { ticket } => Some(ticket),
+            _ => None,
+        },
+        (Call::Read(Read::Ticket { ticket, .. }), Observed::Entity { .. }) => Some(*ticket),
+        _ => None,
+    }
+}
+
+/// Hold and ticket answers and reads say what the trails make the hold or ticket at their
+/// position and log time.
+fn reads_follow_deadlines(
+    operations: &[Operation],
+    holds: &BTreeMap<HoldId, Life>,
+    tickets: &BTreeMap<TicketId, Life>,
+) -> CheckReport {
     let mut problems = Vec::new();
     let mut examined = 0;
     for operation in operations {
-        let (Some(hold), Some(clock)) = (hold_of(operation), operation.clock()) else { continue };
+        let Some(clock) = operation.clock() else { continue };
+        let (what, life, live) = if let Some(hold) = hold_of(operation) {
+            let live: &[StateName] = &[StateName::Held, StateName::Processing];
+            (format!("hold {}", hold.0), holds.get(&hold), live)
+        } else if let Some(ticket) = ticket_of(operation) {
+            (format!("ticket {}", ticket.0), tickets.get(&ticket), &[StateName::Granted][..])
+        } else {
+            continue;
+        };
         examined += 1;
         let said = match operation.value() {
             Some(Observed::Entity { state, .. }) => Some(*state),
             _ => clock.state,
         };
         let Some(said) = said else {
-            problems.push(format!("op {}: hold {} answered without a state", operation.op, hold.0));
+            problems.push(format!("op {}: {what} answered without a state", operation.op));
             continue;
         };
         let (index, time) = (clock.log_index, clock.log_time_ms);
-        if matches!(said, StateName::Held | StateName::Processing)
-            && clock.deadline_ms.is_none_or(|deadline_ms| deadline_ms <= time)
-        {
+        if live.contains(&said) && clock.deadline_ms.is_none_or(|deadline_ms| deadline_ms <= time) {
             problems.push(format!(
-                "op {}: hold {} reads {said:?} at log time {time} though its deadline {:?} passed",
-                operation.op, hold.0, clock.deadline_ms
+                "op {}: {what} reads {said:?} at log time {time} though its deadline {:?} passed",
+                operation.op, clock.deadline_ms
             ));
         }
-        let Some(life) = lives.get(&hold) else {
-            problems.push(format!("op {}: hold {} has no audit trail", operation.op, hold.0));
+        let Some(life) = life else {
+            problems.push(format!("op {}: {what} has no audit trail", operation.op));
             continue;
         };
-        let expected = life.at(index, time);
+        // A ticket's answer names a grant's deadline only (never a waiting ticket's limit).
+        let expected = life
+            .at(index, time)
+            .map(|(state, deadline_ms)| (state, deadline_ms.filter(|_| live.contains(&state))));
         if expected != Some((said, clock.deadline_ms)) {
             problems.push(format!(
-                "op {}: hold {} reads {said:?} (deadline {:?}) at log index {index} and log time \
+                "op {}: {what} reads {said:?} (deadline {:?}) at log index {index} and log time \
                  {time}; its trail makes it {expected:?}",
-                operation.op, hold.0, clock.deadline_ms
+                operation.op, clock.deadline_ms
             ));
         }
     }
@@ -370,6 +605,8 @@ mod tests {
     const HOLD: HoldId = HoldId(1);
     const TTL: u64 = crate::check::workload::SHORT_HOLD_TTL_MS;
     const GRACE: u64 = crate::check::workload::SHORT_PAYMENT_GRACE_MS;
+    const GRANT: u64 = crate::check::workload::SHORT_GRANT_TTL_MS;
+    const WINDOW: u32 = 1;
 
     /// A history built one operation at a time, each answered as given.
     #[derive(Default)]
@@ -431,6 +668,42 @@ mod tests {
             self.op(Call::Read(Read::SeatMap { show: SHOW }), span, value, clock)
         }
 
+        /// The join that made `ticket`, answered at `clock`.
+        fn join(&mut self, span: (u64, u64), ticket: u64, clock: Clock) -> &mut Self {
+            let call =
+                Call::Write(Mutation::JoinQueue { show: SHOW.0 }.command(SessionId(1), 1, 1));
+            self.op(call, span, Observed::Queued { ticket: TicketId(ticket) }, clock)
+        }
+
+        /// Hold `hold` of seat 0, made with the grant of `ticket` at `index` and log time
+        /// `time`.
+        fn hold_with(
+            &mut self,
+            span: (u64, u64),
+            ticket: u64,
+            hold: u64,
+            (index, time): (u64, u64),
+        ) -> &mut Self {
+            let mutation = Mutation::Hold { show: SHOW.0, seats: vec![0], grant: Some(ticket) };
+            let call = Call::Write(mutation.command(SessionId(1), 2, 1));
+            let value = Observed::Held { hold: HoldId(hold), seats: vec![0] };
+            self.op(call, span, value, clock(index, time, Some(time + TTL), StateName::Held))
+        }
+
+        /// `ticket` read at `index` and log time `time`, as `state` with `deadline`.
+        fn read_ticket(
+            &mut self,
+            span: (u64, u64),
+            ticket: u64,
+            (index, time): (u64, u64),
+            state: StateName,
+            deadline: Option<u64>,
+        ) -> &mut Self {
+            let read = Read::Ticket { show: SHOW, session: SessionId(1), ticket: TicketId(ticket) };
+            let value = Observed::Entity { state, seats: Vec::new(), offer: None };
+            self.op(Call::Read(read), span, value, clock(index, time, deadline, state))
+        }
+
         fn history(&self) -> History {
             let mut events = self.events.clone();
             events.sort_by_key(|event| event.time_ns);
@@ -448,15 +721,17 @@ mod tests {
     }
 
     /// Hold 1's trail: made at index 10 (log time 1,000), then `rest`.
-    fn trail(rest: &[(StateName, StateName, u64, u64)]) -> BTreeMap<HoldId, Vec<Step>> {
+    fn trail(rest: &[(StateName, StateName, u64, u64)]) -> Trails {
         let mut steps = vec![step(None, StateName::Held, 10, 1_000)];
         steps.extend(rest.iter().map(|&(from, to, index, time)| step(Some(from), to, index, time)));
-        BTreeMap::from([(HOLD, steps)])
+        Trails { holds: BTreeMap::from([(HOLD, steps)]), ..Trails::default() }
     }
 
-    /// The names of the checks that find `history` invalid with `trails`.
-    fn invalid(history: &History, trails: &BTreeMap<HoldId, Vec<Step>>) -> Vec<String> {
-        check_deadlines(history, SHOW, &short_deadline_policy(), trails)
+    /// The names of the checks that find `history` invalid with `trails` (the grant checks too,
+    /// with a window of [`WINDOW`], when there are tickets).
+    fn invalid(history: &History, trails: &Trails) -> Vec<String> {
+        let window = (!trails.tickets.is_empty()).then_some(WINDOW);
+        check_deadlines(history, SHOW, &short_deadline_policy(), window, trails)
             .unwrap()
             .into_iter()
             .filter(|report| report.verdict == Verdict::Invalid)
@@ -480,7 +755,8 @@ mod tests {
         let trails = trail(&[(StateName::Held, Expired, 20, 1_000 + TTL + 50)]);
         assert_eq!(invalid(&story.history(), &trails), Vec::<String>::new());
         let reports =
-            check_deadlines(&story.history(), SHOW, &short_deadline_policy(), &trails).unwrap();
+            check_deadlines(&story.history(), SHOW, &short_deadline_policy(), None, &trails)
+                .unwrap();
         assert!(reports.iter().all(|report| report.examined > 0), "{reports:?}");
     }
 
@@ -525,7 +801,7 @@ mod tests {
             let mut trails = trail(&[(StateName::Held, Processing, 11, 1_000 + TTL - 100)]);
             let mut step = step(Some(Processing), Expired, 12, time);
             step.reason = "payment_declined".into();
-            trails.get_mut(&HOLD).unwrap().push(step);
+            trails.holds.get_mut(&HOLD).unwrap().push(step);
             trails
         };
         // Past the hold deadline, though the payment deadline is still ahead: expired.
@@ -561,5 +837,132 @@ mod tests {
         let mut story = Story::default();
         story.hold().map((2, 3), (9, 1_000), [Free, Free, Free]);
         assert_eq!(invalid(&story.history(), &trails), ["log_time_monotonic"]);
+    }
+
+    fn ticket_step(from: Option<StateName>, to: StateName, reason: &str, at: (u64, u64)) -> Step {
+        Step { from, to, reason: reason.to_owned(), log_index: at.0, log_time_ms: at.1 }
+    }
+
+    use StateName::{Consumed, Granted, Left, Waiting};
+
+    /// A one-grant lane: ticket 2 joins and is granted at index 20 (log time 2,000), ticket 3
+    /// joins at 21 (2,100) and waits; at index 22 (log time `used`), hold 4 uses 2's grant,
+    /// which passes to 3.
+    fn lane(used: u64) -> Trails {
+        let mut trails = Trails::default();
+        trails.tickets.insert(
+            TicketId(2),
+            vec![
+                ticket_step(None, Waiting, "requested", (20, 2_000)),
+                ticket_step(Some(Waiting), Granted, "next_in_line", (20, 2_000)),
+                ticket_step(Some(Granted), Consumed, "grant_consumed", (22, used)),
+            ],
+        );
+        trails.tickets.insert(
+            TicketId(3),
+            vec![
+                ticket_step(None, Waiting, "requested", (21, 2_100)),
+                ticket_step(Some(Waiting), Granted, "next_in_line", (22, used)),
+            ],
+        );
+        trails.holds.insert(HoldId(4), vec![step(None, StateName::Held, 22, used)]);
+        trails
+    }
+
+    /// The answers of [`lane`]: the two joins, and the hold made with 2's grant.
+    fn lane_story(used: u64) -> Story {
+        let mut story = Story::default();
+        story
+            .join((0, 1), 2, clock(20, 2_000, Some(2_000 + GRANT), Granted))
+            .join((2, 3), 3, clock(21, 2_100, None, Waiting))
+            .hold_with((4, 5), 2, 4, (22, used));
+        story
+    }
+
+    #[test]
+    fn grants_used_in_time_and_passed_on_in_line_are_valid() {
+        let mut story = lane_story(2_200);
+        story
+            .read_ticket((6, 7), 3, (25, 3_000), Granted, Some(2_200 + GRANT))
+            // Overdue before the sweep: reads expired.
+            .read_ticket((8, 9), 3, (26, 2_200 + GRANT), StateName::Expired, None);
+        let mut trails = lane(2_200);
+        let swept = (30, 2_200 + GRANT + 100);
+        let expired = ticket_step(Some(Granted), StateName::Expired, "deadline_passed", swept);
+        trails.tickets.get_mut(&TicketId(3)).unwrap().push(expired);
+        assert_eq!(invalid(&story.history(), &trails), Vec::<String>::new());
+        let policy = short_deadline_policy();
+        let reports =
+            check_deadlines(&story.history(), SHOW, &policy, Some(WINDOW), &trails).unwrap();
+        for check in ["grants_kept", "grants_advance", "reads_follow_deadlines"] {
+            let examined = reports.iter().find(|report| report.check == check).unwrap().examined;
+            assert!(examined > 0, "{check}: {reports:?}");
+        }
+    }
+
+    #[test]
+    fn a_grant_used_at_its_deadline_is_caught() {
+        let used = 2_000 + GRANT;
+        assert_eq!(invalid(&lane_story(used).history(), &lane(used)), ["grants_kept"]);
+        // A hold answered as made with a grant its trail never used.
+        let mut story = Story::default();
+        story.hold_with((0, 1), 3, 4, (22, 2_200));
+        assert_eq!(invalid(&story.history(), &lane(2_200)), ["grants_kept"]);
+    }
+
+    #[test]
+    fn an_overdue_grant_read_as_granted_is_caught() {
+        let mut story = lane_story(2_200);
+        story.read_ticket((6, 7), 3, (26, 2_200 + GRANT), Granted, Some(2_200 + GRANT));
+        assert_eq!(invalid(&story.history(), &lane(2_200)), ["reads_follow_deadlines"]);
+    }
+
+    #[test]
+    fn a_grant_out_of_line_past_the_window_or_never_expired_is_caught() {
+        let history = Story::default().history();
+        // Ticket 5 joins at index 23; ticket 2 leaves at 24, and its grant goes to `granted`.
+        let passed_to = |granted: u64| {
+            let mut trails = lane(2_200);
+            let tickets = &mut trails.tickets;
+            tickets.get_mut(&TicketId(3)).unwrap().pop();
+            tickets.get_mut(&TicketId(2)).unwrap()[2] =
+                ticket_step(Some(Granted), Left, "requested", (24, 2_400));
+            let joined = ticket_step(None, Waiting, "requested", (23, 2_300));
+            tickets.insert(TicketId(5), vec![joined]);
+            let grant = ticket_step(Some(Waiting), Granted, "next_in_line", (24, 2_400));
+            tickets.get_mut(&TicketId(granted)).unwrap().push(grant);
+            trails.holds.clear();
+            trails
+        };
+        assert_eq!(invalid(&history, &passed_to(3)), Vec::<String>::new());
+        // To 5, while the older 3 still waits.
+        assert_eq!(invalid(&history, &passed_to(5)), ["grants_advance"]);
+        // Both granted by index 21 with a window of one.
+        let mut wide = lane(2_200);
+        wide.tickets.get_mut(&TicketId(3)).unwrap()[1] =
+            ticket_step(Some(Waiting), Granted, "next_in_line", (21, 2_100));
+        wide.tickets.get_mut(&TicketId(2)).unwrap().pop();
+        wide.holds.clear();
+        assert_eq!(invalid(&history, &wide), ["grants_advance"]);
+        // Ticket 2's grant still out when ticket 5 joins past its deadline (3 waiting).
+        let mut stuck = lane(2_200);
+        stuck.tickets.get_mut(&TicketId(2)).unwrap().pop();
+        stuck.tickets.get_mut(&TicketId(3)).unwrap().pop();
+        stuck.holds.clear();
+        let late = (40, 2_000 + GRANT);
+        stuck.tickets.insert(TicketId(5), vec![ticket_step(None, Waiting, "requested", late)]);
+        assert_eq!(invalid(&history, &stuck), ["grants_advance"]);
+        // The same join, with the grant expired and passed to 3 in its entry, is valid.
+        let expired = ticket_step(Some(Granted), StateName::Expired, "deadline_passed", late);
+        stuck.tickets.get_mut(&TicketId(2)).unwrap().push(expired);
+        let granted = ticket_step(Some(Waiting), Granted, "next_in_line", late);
+        stuck.tickets.get_mut(&TicketId(3)).unwrap().push(granted);
+        assert_eq!(invalid(&history, &stuck), Vec::<String>::new());
+        // Ticket 2's trail read before that entry, 3's and 5's after: judged only up to the
+        // earliest read, the lane is whole.
+        stuck.tickets.get_mut(&TicketId(2)).unwrap().pop();
+        assert_eq!(invalid(&history, &stuck), ["grants_advance"]);
+        stuck.complete_to = Some(39);
+        assert_eq!(invalid(&history, &stuck), Vec::<String>::new());
     }
 }

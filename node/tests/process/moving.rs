@@ -33,12 +33,17 @@ const LANE: u64 = 971;
 const WAITLIST: u64 = 972;
 /// A show nobody buys, for the rebalance to move.
 const QUIET: u64 = 973;
-/// The seats of the sale.
+/// The seats of the sale: more than the on-sale's budget lets it hold (see `OPERATIONS_DURING`).
 const SALE_SEATS: u32 = 60;
 /// How many buyer sessions take turns.
 const BUYERS: usize = 8;
 /// How many operations the on-sale runs between two moves (and before the first).
 const OPERATIONS_BETWEEN: usize = 6;
+/// How many more it may run while a move is under way before it waits for the next one. The
+/// on-sale is faster than a move: unpaced, it once sold all its seats during the fifth move
+/// and ended before the sixth. Paced, it makes at most 6 x 22 + 6 operations (and the round
+/// under way), 3 or 4 a round with one hold each: at most 47 holds.
+const OPERATIONS_DURING: usize = 16;
 
 /// What the on-sale had acknowledged.
 #[derive(Clone, Debug)]
@@ -88,17 +93,19 @@ async fn shows_moved_back_and_forth_during_an_on_sale_lose_and_duplicate_nothing
     let acked: Arc<std::sync::Mutex<Vec<Acked>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicUsize::new(0));
+    let budget = Arc::new(AtomicUsize::new(0));
     let mut driver = tokio::spawn(on_sale(
         api.cluster.new_client().map_err(other)?,
         tokens,
         Arc::clone(&acked),
-        Arc::clone(&stop),
+        Pace { stop: Arc::clone(&stop), budget: Arc::clone(&budget) },
         Arc::clone(&done),
     ));
     let moves = [(SALE, 2), (LANE, 3), (WAITLIST, 2), (SALE, 3), (LANE, 1), (SALE, 1)];
     let mut from = std::collections::BTreeMap::from([(SALE, 1), (LANE, 1), (WAITLIST, 1)]);
     for (show, to) in moves {
         let before = done.load(Ordering::SeqCst);
+        budget.store(before + OPERATIONS_BETWEEN + OPERATIONS_DURING, Ordering::SeqCst);
         wait_until(|| done.load(Ordering::SeqCst) >= before + OPERATIONS_BETWEEN, &mut driver)
             .await?;
         let started = Instant::now();
@@ -119,6 +126,7 @@ async fn shows_moved_back_and_forth_during_an_on_sale_lose_and_duplicate_nothing
         from.insert(show, to);
     }
     let before = done.load(Ordering::SeqCst);
+    budget.store(before + OPERATIONS_BETWEEN, Ordering::SeqCst);
     wait_until(|| done.load(Ordering::SeqCst) >= before + OPERATIONS_BETWEEN, &mut driver).await?;
     stop.store(true, Ordering::SeqCst);
     driver.await.map_err(other)??;
@@ -240,6 +248,13 @@ async fn shows_moved_back_and_forth_during_an_on_sale_lose_and_duplicate_nothing
     Ok(())
 }
 
+/// When the on-sale stops, and how many operations it may have made so far (it waits at a
+/// round's start while `done` has reached that).
+struct Pace {
+    stop: Arc<AtomicBool>,
+    budget: Arc<AtomicUsize>,
+}
+
 /// The on-sale: round after round, a buyer holds the next seat of the sale and checks out every
 /// other hold (paysim pays, the hold becomes a booking), and a new session joins the lane and
 /// the waitlist. Any failed call fails the test.
@@ -247,9 +262,10 @@ async fn on_sale(
     client: Client,
     tokens: Vec<String>,
     acked: Arc<std::sync::Mutex<Vec<Acked>>>,
-    stop: Arc<AtomicBool>,
+    pace: Pace,
     done: Arc<AtomicUsize>,
 ) -> io::Result<()> {
+    let Pace { stop, budget } = pace;
     let record = |what: Acked| {
         acked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(what);
         done.fetch_add(1, Ordering::SeqCst);
@@ -257,6 +273,10 @@ async fn on_sale(
     let mut seat = 0;
     let mut round = 0;
     while !stop.load(Ordering::SeqCst) && seat < SALE_SEATS {
+        if done.load(Ordering::SeqCst) >= budget.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        }
         let token = tokens[round % tokens.len()].clone();
         let hold = client.hold(&token, SALE, &[seat], 1, None).await.map_err(other)?;
         record(Acked::Hold { token: token.clone(), hold: hold.hold_id, seat });

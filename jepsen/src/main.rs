@@ -99,6 +99,10 @@ struct TestArgs {
     /// `--snapshot-logs`; their default if not given), so that a run sees many.
     #[arg(long)]
     snapshot_logs: Option<u64>,
+    /// Sweep for expiries every this many milliseconds (the nodes' `--tick-ms`; by default the
+    /// nodes' own, or 10 s for the deadlines workload).
+    #[arg(long)]
+    tick_ms: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -253,10 +257,11 @@ async fn test(args: TestArgs) -> ExitCode {
         check_time: Duration::from_secs(args.check_time),
         provider_faults: args.provider_faults,
         soak: args.soak,
+        tick_ms: args.tick_ms,
     };
     let reproduce = format!(
         "cargo run -p jepsen --release -- test --nodes {} --workload {} --nemesis {} \
-         --time-limit {} --rate {} --concurrency {} --seed {}{}{}{}{}",
+         --time-limit {} --rate {} --concurrency {} --seed {}{}{}{}{}{}",
         args.nodes,
         args.workload,
         args.nemesis,
@@ -267,7 +272,8 @@ async fn test(args: TestArgs) -> ExitCode {
         if args.provider_faults { " --provider-faults" } else { "" },
         args.inject.map(|bug| format!(" --inject {bug}")).unwrap_or_default(),
         if args.soak { " --soak" } else { "" },
-        args.snapshot_logs.map(|entries| format!(" --snapshot-logs {entries}")).unwrap_or_default()
+        args.snapshot_logs.map(|entries| format!(" --snapshot-logs {entries}")).unwrap_or_default(),
+        args.tick_ms.map(|ms| format!(" --tick-ms {ms}")).unwrap_or_default()
     );
     // On Ctrl-C (or the matrix script's timeout) the test's future is dropped, and with it the
     // cluster, which kills the processes it started.

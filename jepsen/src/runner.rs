@@ -67,6 +67,9 @@ pub struct TestOptions {
     /// Judge the nodes' resources as a soak: memory, data folder and snapshots must stop
     /// growing ([`crate::resources::judge`]). They are sampled in every run.
     pub soak: bool,
+    /// The nodes' tick period, when not their default (nor, for the deadlines workload,
+    /// [`DEADLINES_TICK_MS`]).
+    pub tick_ms: Option<u64>,
 }
 
 /// How a test ended.
@@ -112,6 +115,9 @@ pub async fn run(options: &TestOptions) -> Result<TestResult, HarnessError> {
         // The expiry sweep lags deadlines by up to 10 s, as it would behind a busy or new
         // leader: a command must judge a deadline itself, never trust that the sweep ran.
         cluster_options.tick_ms = Some(DEADLINES_TICK_MS);
+    }
+    if options.tick_ms.is_some() {
+        cluster_options.tick_ms = options.tick_ms;
     }
     let payments = options.workload == Workload::Payments;
     if options.provider_faults && !payments {

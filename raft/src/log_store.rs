@@ -63,6 +63,11 @@ impl LogStore {
         self.group
     }
 
+    /// The id of the last entry purged from the log, if any was.
+    pub(crate) fn last_purged(&self) -> Result<Option<LogId>, StoreError> {
+        self.read_meta(MetaKey::LastPurged)
+    }
+
     fn read_meta<T: DeserializeOwned>(&self, record: MetaKey) -> Result<Option<T>, StoreError> {
         match self.storage.engine().get(ColumnFamily::Meta, &meta_key(self.group, record))? {
             None => Ok(None),

@@ -36,6 +36,7 @@ use futures_util::{Stream, TryStreamExt};
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::type_config::TypeConfigExt;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
+use statemachine::inject::{self, Bug};
 use statemachine::{Command, Group, OperatorCommand};
 
 use crate::codec::{self, ColumnFamily, snapshot_key};
@@ -144,7 +145,9 @@ impl StateMachineStore {
         // Replays are idempotent through the applied index: an entry at or below it was applied
         // before, changes nothing, and must not move the applied position back. openraft does
         // not replay; this keeps a replay harmless if it ever did.
-        if applied.last_applied.is_some_and(|last| index <= last.index()) {
+        if applied.last_applied.is_some_and(|last| index <= last.index())
+            && !inject::on(Bug::ApplyTwice)
+        {
             tracing::warn!(group = self.group_id, %log_id, "ignored an entry applied before");
             return Ok(Vec::new());
         }
@@ -156,6 +159,14 @@ impl StateMachineStore {
         let group = Arc::make_mut(&mut applied.group);
         if let Some(started) = started {
             self.costs.copied(started.elapsed());
+        }
+        if inject::on(Bug::ApplyTwice) && group.applied_index() >= index {
+            let what = match &entry.payload {
+                EntryPayload::Normal(proposal) => format!("{:?}", proposal.commands),
+                other => format!("{other:?}"),
+            };
+            let what: String = what.chars().take(300).collect();
+            tracing::warn!(group = self.group_id, index, what, "planted bug apply-twice: again");
         }
         let response = match entry.payload {
             EntryPayload::Normal(Proposal { time_ms, commands }) => {
@@ -439,17 +450,29 @@ fn read_snapshot(
     storage: &Storage,
     group_id: GroupId,
 ) -> Result<Option<(SnapshotMeta, SnapshotData)>, StoreError> {
-    match storage.engine().get(ColumnFamily::Snapshots, &snapshot_key(group_id))? {
-        None => Ok(None),
-        Some(bytes) => codec::decode_snapshot_record(&bytes).map(Some),
+    let Some(bytes) = storage.engine().get(ColumnFamily::Snapshots, &snapshot_key(group_id))?
+    else {
+        return Ok(None);
+    };
+    let (mut meta, data) = codec::decode_snapshot_record(&bytes)?;
+    // The planted bug: the snapshot claims to end where the log was purged, though its state
+    // holds the entries after that, which openraft then applies again (after a restart, and on
+    // a follower that installs it).
+    if inject::on(Bug::ApplyTwice)
+        && let Some(purged) = storage.log_store(group_id).last_purged()?
+        && meta.last_log_id.is_some_and(|last| purged < last)
+    {
+        tracing::warn!(group = group_id, %purged, "planted bug apply-twice: a stale snapshot");
+        meta.last_log_id = Some(purged);
     }
+    Ok(Some((meta, data)))
 }
 
 /// Decodes snapshot bytes and checks that they hold the state `meta` describes.
 fn restore(group_id: GroupId, meta: &SnapshotMeta, data: &[u8]) -> Result<Group, StoreError> {
     let group = Group::decode_snapshot(data)?;
     let expected = meta.last_log_id.as_ref().map_or(0, |log_id| log_id.index());
-    if group.applied_index() != expected {
+    if group.applied_index() != expected && !inject::on(Bug::ApplyTwice) {
         return Err(StoreError::Corrupt(format!(
             "group {group_id}: snapshot state is at index {}, its metadata says {expected}",
             group.applied_index()

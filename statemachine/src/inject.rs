@@ -34,11 +34,15 @@ pub enum Bug {
     /// A successful payment confirms its hold though the payment deadline passed, as long as no
     /// tick swept the hold yet (the check of the deadline forgotten, the hold's state trusted).
     ConfirmLate,
+    /// A restarted replica takes up its log where the log was purged, not where its snapshot
+    /// ends, and the applied-index guards that would skip what the snapshot already holds are
+    /// gone: the entries between the two are applied a second time on top of the snapshot.
+    ApplyTwice,
 }
 
 impl Bug {
     /// Every bug, in the order `--list-injections` prints them.
-    pub const ALL: [Bug; 7] = [
+    pub const ALL: [Bug; 8] = [
         Bug::AckBeforeSync,
         Bug::AckBeforeCommit,
         Bug::StaleRead,
@@ -46,6 +50,7 @@ impl Bug {
         Bug::TwoOffers,
         Bug::IgnoreFailedSync,
         Bug::ConfirmLate,
+        Bug::ApplyTwice,
     ];
 
     /// Its command-line name.
@@ -58,6 +63,7 @@ impl Bug {
             Bug::TwoOffers => "two-offers",
             Bug::IgnoreFailedSync => "ignore-failed-sync",
             Bug::ConfirmLate => "confirm-late",
+            Bug::ApplyTwice => "apply-twice",
         }
     }
 

@@ -123,7 +123,8 @@ impl Group {
     ///
     /// Only on a broken invariant (a bug), never on client input.
     pub fn apply(&mut self, entry: &Entry) -> Vec<Outcome> {
-        if entry.index <= self.applied_index {
+        let again = entry.index <= self.applied_index;
+        if again && !inject::on(inject::Bug::ApplyTwice) {
             return Vec::new();
         }
         let (previous_index, previous_time_ms) = (self.applied_index, self.log_time_ms);
@@ -139,7 +140,7 @@ impl Group {
         // Cheap postconditions of every entry: one outcome per command, the position moved
         // forward, and no command moved it.
         assert_eq!(outcomes.len(), entry.commands.len(), "one outcome per command");
-        assert!(self.applied_index == entry.index && entry.index > previous_index);
+        assert!(self.applied_index == entry.index && (entry.index > previous_index || again));
         assert!(
             previous_time_ms <= self.log_time_ms && self.log_time_ms <= limits::LOG_TIME_MS_MAX
         );
@@ -161,7 +162,7 @@ impl Group {
     /// Applies an entry that carries no commands (a leader's blank or a membership entry):
     /// only the applied index and log time advance.
     pub fn apply_empty(&mut self, index: u64, time_ms: u64) {
-        if index > self.applied_index {
+        if index > self.applied_index || inject::on(inject::Bug::ApplyTwice) {
             self.applied_index = index;
             self.log_time_ms = self.log_time_ms.max(time_ms.min(limits::LOG_TIME_MS_MAX));
         }

@@ -136,16 +136,18 @@ pub fn ticket_clock(reply: &TicketReply) -> Clock {
     }
 }
 
-/// How far past the largest id an answer named [`audit_trails`] looks for tickets: a join
-/// whose answer was lost to a fault still made one (its retry with the same key finds it, but
-/// the ids after it may have gone to joins nobody heard back from).
-const TICKET_PROBE_AHEAD: u64 = 16;
+/// How far past the largest id an answer named [`audit_trails`] looks for holds and tickets: a
+/// hold or a join whose answer was lost to a fault still made one (its retry with the same key
+/// finds it, but the ids after it may have gone to writes nobody heard back from).
+const PROBE_AHEAD: u64 = 16;
 
 /// The audit trails of `show` that the deadline checks (`statemachine::check::deadlines`)
 /// judge the answers in `history` against, read through `operator` (a client with the
-/// operator token) until `deadline`: every hold a write was answered with, and, when the
-/// history joined the show's admission lane, every ticket: each id up to a little past the
-/// largest any answer named is tried, since the grant checks must see the whole line.
+/// operator token) until `deadline`: every hold, and, when the history joined the show's
+/// admission lane, every ticket. Each id up to a little past the largest any answer named is
+/// tried, not only the ids answers named: a hold whose answer was lost still holds its seats
+/// (the seat-map check must know it; simulator seed 9189), and the grant checks must see the
+/// whole line.
 ///
 /// # Errors
 ///
@@ -163,12 +165,6 @@ pub async fn audit_trails(
             .filter(|event| event.call.show() == Some(ShowId(show)))
             .filter_map(|event| event.value.as_ref().map(|value| (&event.call, value)))
     };
-    let holds: BTreeSet<HoldId> = answers()
-        .filter_map(|(call, value)| match (call, value) {
-            (Call::Write(_), Observed::Held { hold, .. }) => Some(*hold),
-            _ => None,
-        })
-        .collect();
     let joined = answers().any(|(_, value)| matches!(value, Observed::Queued { .. }));
     let largest = answers()
         .filter_map(|(_, value)| match value {
@@ -183,22 +179,18 @@ pub async fn audit_trails(
     // Each read is linearizable on its own, and the sweeps go on: up to the earliest read's
     // position, every trail is whole.
     let mut complete_to = u64::MAX;
-    for hold in holds {
-        if let Some((steps, as_of)) = audit_trail(operator, show, "hold", hold.0, deadline).await? {
-            trails.holds.insert(hold, steps);
+    for id in 1..=largest + PROBE_AHEAD {
+        if let Some((steps, as_of)) = audit_trail(operator, show, "hold", id, deadline).await? {
+            trails.holds.insert(HoldId(id), steps);
             complete_to = complete_to.min(as_of);
+            continue;
         }
-    }
-    if joined {
-        for id in 1..=largest + TICKET_PROBE_AHEAD {
-            if trails.holds.contains_key(&HoldId(id)) {
-                continue;
-            }
-            let read = audit_trail(operator, show, "ticket", id, deadline).await?;
-            if let Some((steps, as_of)) = read {
-                trails.tickets.insert(TicketId(id), steps);
-                complete_to = complete_to.min(as_of);
-            }
+        if !joined {
+            continue;
+        }
+        if let Some((steps, as_of)) = audit_trail(operator, show, "ticket", id, deadline).await? {
+            trails.tickets.insert(TicketId(id), steps);
+            complete_to = complete_to.min(as_of);
         }
     }
     trails.complete_to = (complete_to != u64::MAX).then_some(complete_to);

@@ -34,9 +34,10 @@ pub enum Bug {
     /// A successful payment confirms its hold though the payment deadline passed, as long as no
     /// tick swept the hold yet (the check of the deadline forgotten, the hold's state trusted).
     ConfirmLate,
-    /// A restarted replica takes up its log where the log was purged, not where its snapshot
-    /// ends, and the applied-index guards that would skip what the snapshot already holds are
-    /// gone: the entries between the two are applied a second time on top of the snapshot.
+    /// A snapshot reads back as ending where the log was purged, though its state holds the
+    /// entries after that, and the guards that would refuse it (the restore's check of the
+    /// snapshot's position, the store's and the group's applied index) are gone: a restarted
+    /// replica, or a follower that installs the snapshot, applies those entries a second time.
     ApplyTwice,
 }
 

@@ -305,7 +305,7 @@ fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
             1,
         ),
     ];
-    // Every bug real processes can have is among the runs, but `apply-twice`: 16 runs of it
+    // Every bug real processes can have is among the runs, but `apply-twice`: 28 runs of it
     // (deadlines, admission, holds, register and waitlist under kills, partitions and pauses,
     // with snapshots every 20 or 40 entries and sweeps every 0.1-10 s) all stayed valid, the
     // entries applied twice changing nothing (see the README's planted-bug table). The

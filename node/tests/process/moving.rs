@@ -93,19 +93,19 @@ async fn shows_moved_back_and_forth_during_an_on_sale_lose_and_duplicate_nothing
     let acked: Arc<std::sync::Mutex<Vec<Acked>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicUsize::new(0));
-    let budget = Arc::new(AtomicUsize::new(0));
+    let (budget, budget_seen) = tokio::sync::watch::channel(0_usize);
     let mut driver = tokio::spawn(on_sale(
         api.cluster.new_client().map_err(other)?,
         tokens,
         Arc::clone(&acked),
-        Pace { stop: Arc::clone(&stop), budget: Arc::clone(&budget) },
+        Pace { stop: Arc::clone(&stop), budget: budget_seen },
         Arc::clone(&done),
     ));
     let moves = [(SALE, 2), (LANE, 3), (WAITLIST, 2), (SALE, 3), (LANE, 1), (SALE, 1)];
     let mut from = std::collections::BTreeMap::from([(SALE, 1), (LANE, 1), (WAITLIST, 1)]);
     for (show, to) in moves {
         let before = done.load(Ordering::SeqCst);
-        budget.store(before + OPERATIONS_BETWEEN + OPERATIONS_DURING, Ordering::SeqCst);
+        budget.send_replace(before + OPERATIONS_BETWEEN + OPERATIONS_DURING);
         wait_until(|| done.load(Ordering::SeqCst) >= before + OPERATIONS_BETWEEN, &mut driver)
             .await?;
         let started = Instant::now();
@@ -126,9 +126,10 @@ async fn shows_moved_back_and_forth_during_an_on_sale_lose_and_duplicate_nothing
         from.insert(show, to);
     }
     let before = done.load(Ordering::SeqCst);
-    budget.store(before + OPERATIONS_BETWEEN, Ordering::SeqCst);
+    budget.send_replace(before + OPERATIONS_BETWEEN);
     wait_until(|| done.load(Ordering::SeqCst) >= before + OPERATIONS_BETWEEN, &mut driver).await?;
     stop.store(true, Ordering::SeqCst);
+    budget.send_replace(usize::MAX);
     driver.await.map_err(other)??;
     let acked = acked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     println!("the on-sale had {} operations acknowledged, none failed", acked.len());
@@ -252,7 +253,7 @@ async fn shows_moved_back_and_forth_during_an_on_sale_lose_and_duplicate_nothing
 /// round's start while `done` has reached that).
 struct Pace {
     stop: Arc<AtomicBool>,
-    budget: Arc<AtomicUsize>,
+    budget: tokio::sync::watch::Receiver<usize>,
 }
 
 /// The on-sale: round after round, a buyer holds the next seat of the sale and checks out every
@@ -265,7 +266,7 @@ async fn on_sale(
     pace: Pace,
     done: Arc<AtomicUsize>,
 ) -> io::Result<()> {
-    let Pace { stop, budget } = pace;
+    let Pace { stop, mut budget } = pace;
     let record = |what: Acked| {
         acked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(what);
         done.fetch_add(1, Ordering::SeqCst);
@@ -273,8 +274,9 @@ async fn on_sale(
     let mut seat = 0;
     let mut round = 0;
     while !stop.load(Ordering::SeqCst) && seat < SALE_SEATS {
-        if done.load(Ordering::SeqCst) >= budget.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        if done.load(Ordering::SeqCst) >= *budget.borrow_and_update() {
+            // Until the test raises the budget (or stops the on-sale, raising it to the end).
+            budget.changed().await.map_err(other)?;
             continue;
         }
         let token = tokens[round % tokens.len()].clone();

@@ -264,8 +264,8 @@ async fn run_on(
     };
     let history = recorder.history();
 
-    // The deadlines: each show's holds' and tickets' audit trails, which the deadline checks
-    // judge the answers by.
+    // The deadlines: each show's holds', tickets', waitlist entries' and offers' audit trails,
+    // which the deadline checks judge the answers by.
     let trails = if options.workload == Workload::Deadlines {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         let mut read = Ok(BTreeMap::new());
@@ -486,7 +486,8 @@ pub fn parse_trails(text: &str, first_show: u64) -> Result<BTreeMap<u64, ShowTra
 
 /// Runs the linearizability checker (for at most `check_time`) and the booking checks on the
 /// history of a test of `workload` with `seed`; for the `deadlines` workload, the deadline
-/// checks of each show with its audit `trails` (its holds' and tickets') instead (the model has
+/// checks of each show with its audit `trails` (its holds', tickets', entries' and offers')
+/// instead (the model has
 /// no clock, and the booking checks assume no deadline passes).
 pub fn check(
     history: &History,
@@ -497,8 +498,8 @@ pub fn check(
 ) -> Checked {
     let shows = workload::shows_of(workload, first_show(seed));
     if workload == Workload::Deadlines {
-        let reason = "the shows' holds, payments and grants expire within seconds and the model \
-                      has no clock; the deadline checks judge them";
+        let reason = "the shows' holds, payments, grants and offers expire within seconds and the \
+                      model has no clock; the deadline checks judge them";
         let (booking, bookings) = match trails {
             Some(Ok(trails)) => {
                 let mut verdicts = Vec::new();

@@ -11,9 +11,10 @@
 //! the refund worker refunds; judged against the provider's ledger, see `payments.rs`) and
 //! `deadlines` (holds, checkouts, payment webhooks, cancels and reads of two shows whose holds
 //! expire in 1.5 s and payments in 1 s, so that expiry races them, the second with its admission
-//! lane on, its grants expiring in 1.5 s and its tickets after 4 s of waiting; judged by the
-//! deadline checks over the answers' log times and the holds' and tickets' audit trails, not by
-//! the model): which
+//! lane on, its grants expiring in 1.5 s and its tickets after 4 s of waiting, and a third whose
+//! waitlist is on, its offers expiring in 2 s while waiters accept, decline and read them;
+//! judged by the deadline checks over the answers' log times and the holds', tickets', entries'
+//! and offers' audit trails, not by the model): which
 //! operation each client process draws from the seed, its deliberate idempotent retries, and
 //! how the payment provider's webhook reaches a node (plain HTTP to a random one, once). The
 //! SDK calls themselves, what a process knows, and how an answer becomes a history completion
@@ -117,9 +118,11 @@ pub fn shows_of(workload: Workload, first_show: u64) -> Vec<TestShow> {
         Workload::Waitlist => vec![show(0, 4, None, true)],
         Workload::Register => vec![show(0, 3, None, false)],
         Workload::Payments => vec![show(0, 16, None, false), show(1, 16, None, false)],
-        Workload::Deadlines => {
-            vec![show(0, 4, None, false), show(1, 4, Some(SHORT_ADMISSION_WINDOW), false)]
-        }
+        Workload::Deadlines => vec![
+            show(0, 4, None, false),
+            show(1, 4, Some(SHORT_ADMISSION_WINDOW), false),
+            show(2, 3, None, true),
+        ],
     }
 }
 
@@ -279,8 +282,11 @@ async fn step(context: &Context, process: &mut Process) {
             process.buyer.payments_step(show, seats, roll, &mut process.rng).await;
         }
         Workload::Deadlines => {
-            let lane = context.shows.iter().any(|s| s.show == show && s.admission_window.is_some());
-            let pay_now = if lane {
+            let spec = context.shows.iter().find(|s| s.show == show);
+            let pay_now = if spec.is_some_and(|spec| spec.waitlist) {
+                process.buyer.offers_step(show, seats, roll, &mut process.rng).await;
+                false
+            } else if spec.is_some_and(|spec| spec.admission_window.is_some()) {
                 process.buyer.grants_step(show, seats, roll, &mut process.rng).await
             } else {
                 process.buyer.deadlines_step(show, seats, roll, &mut process.rng).await

@@ -68,7 +68,7 @@ fn last_lines(text: &str) -> String {
 #[test]
 fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
     let reports = tempfile::tempdir().expect("a temporary folder");
-    let runs: [(&str, &[&str], i32); 14] = [
+    let runs: [(&str, &[&str], i32); 15] = [
         (
             "holds under kill-leader",
             &[
@@ -247,6 +247,24 @@ fn the_cluster_as_built_passes_a_few_nemeses_and_the_unsafe_node_is_caught() {
                 "8060",
                 "--inject",
                 "confirm-late",
+            ],
+            1,
+        ),
+        (
+            "deadlines on bookingd-unsafe --inject accept-late",
+            &[
+                "--workload",
+                "deadlines",
+                "--nemesis",
+                "none",
+                "--time-limit",
+                "15",
+                "--seed",
+                "25",
+                "--port-base",
+                "8080",
+                "--inject",
+                "accept-late",
             ],
             1,
         ),

@@ -39,11 +39,14 @@ pub enum Bug {
     /// snapshot's position, the store's and the group's applied index) are gone: a restarted
     /// replica, or a follower that installs the snapshot, applies those entries a second time.
     ApplyTwice,
+    /// A waitlist offer is accepted though its deadline passed, as long as no sweep expired it
+    /// yet (the check of the deadline forgotten, the offer's state trusted).
+    AcceptLate,
 }
 
 impl Bug {
     /// Every bug, in the order `--list-injections` prints them.
-    pub const ALL: [Bug; 8] = [
+    pub const ALL: [Bug; 9] = [
         Bug::AckBeforeSync,
         Bug::AckBeforeCommit,
         Bug::StaleRead,
@@ -52,6 +55,7 @@ impl Bug {
         Bug::IgnoreFailedSync,
         Bug::ConfirmLate,
         Bug::ApplyTwice,
+        Bug::AcceptLate,
     ];
 
     /// Its command-line name.
@@ -65,6 +69,7 @@ impl Bug {
             Bug::IgnoreFailedSync => "ignore-failed-sync",
             Bug::ConfirmLate => "confirm-late",
             Bug::ApplyTwice => "apply-twice",
+            Bug::AcceptLate => "accept-late",
         }
     }
 

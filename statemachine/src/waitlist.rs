@@ -118,7 +118,9 @@ impl Show {
     ) -> Outcome {
         let found = self.owned_offer(session, offer)?;
         match found.state {
-            OfferState::Open if found.is_overdue(ctx.now) => return Err(Rejection::OfferExpired),
+            OfferState::Open if found.is_overdue(ctx.now) && !inject::on(Bug::AcceptLate) => {
+                return Err(Rejection::OfferExpired);
+            }
             OfferState::Open => {}
             OfferState::Accepted { hold } => {
                 let hold = &self.holds[&hold];

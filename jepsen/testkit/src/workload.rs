@@ -32,8 +32,9 @@ use statemachine::check::workload::{
     CURRENCY, Mutation, PRICE_MINOR, is_refusal, short_deadline_policy, show_setup, test_policy,
 };
 use statemachine::{
-    BookingId, Command, Currency, EntryId, HoldId, OfferId, PaymentId, PaymentOutcome,
-    PaymentResult, ProviderEventId, SeatStatus, SessionId, ShowId, ShowPolicy, StateName, TicketId,
+    BookingId, ClientRequest, Command, Currency, EntryId, HoldId, OfferId, PaymentId,
+    PaymentOutcome, PaymentResult, ProviderEventId, SeatStatus, SessionId, ShowId, ShowPolicy,
+    StateName, TicketId,
 };
 
 /// How many rounds of retries [`Buyer::read_back`] gives the unknown outcomes before it reads
@@ -136,6 +137,19 @@ pub fn ticket_clock(reply: &TicketReply) -> Clock {
     }
 }
 
+/// What an entry or offer read says of time (`as_of`: its log index and log time): its state,
+/// and the offer's deadline while the entry is offered or the offer open.
+fn waitlist_clock(state: &str, offer_deadline_ms: Option<u64>, as_of: (u64, u64)) -> Clock {
+    let state = StateName::from_wire(state);
+    let live = matches!(state, Some(StateName::Offered | StateName::Open));
+    Clock {
+        log_index: as_of.0,
+        log_time_ms: as_of.1,
+        deadline_ms: offer_deadline_ms.filter(|_| live),
+        state,
+    }
+}
+
 /// How far past the largest id an answer named [`audit_trails`] looks for holds and tickets: a
 /// hold or a join whose answer was lost to a fault still made one (its retry with the same key
 /// finds it, but the ids after it may have gone to writes nobody heard back from).
@@ -143,11 +157,12 @@ const PROBE_AHEAD: u64 = 16;
 
 /// The audit trails of `show` that the deadline checks (`statemachine::check::deadlines`)
 /// judge the answers in `history` against, read through `operator` (a client with the
-/// operator token) until `deadline`: every hold, and, when the history joined the show's
-/// admission lane, every ticket. Each id up to a little past the largest any answer named is
+/// operator token) until `deadline`: every hold; when the history joined the show's admission
+/// lane, every ticket; and when it asked to join the show's waitlist, every entry and offer.
+/// Each id up to a little past the largest any answer named is
 /// tried, not only the ids answers named: a hold whose answer was lost still holds its seats
-/// (the seat-map check must know it; simulator seed 9189), and the grant checks must see the
-/// whole line.
+/// (the seat-map check must know it; simulator seed 9189), and the grant and offer checks must
+/// see the whole line.
 ///
 /// # Errors
 ///
@@ -166,11 +181,21 @@ pub async fn audit_trails(
             .filter_map(|event| event.value.as_ref().map(|value| (&event.call, value)))
     };
     let joined = answers().any(|(_, value)| matches!(value, Observed::Queued { .. }));
+    // Asked, not answered: a join whose answer was lost still puts its waiter in line.
+    let waitlisted = history.events.iter().any(|event| match &event.call {
+        Call::Write(Command::Client(client)) => {
+            client.show == ShowId(show)
+                && matches!(client.request, ClientRequest::JoinWaitlist { .. })
+        }
+        _ => false,
+    });
     let largest = answers()
         .filter_map(|(_, value)| match value {
             Observed::Held { hold, .. } => Some(hold.0),
             Observed::Queued { ticket } => Some(ticket.0),
             Observed::CheckoutStarted { payment, .. } => Some(payment.0),
+            Observed::WaitlistJoined { entry } => Some(entry.0),
+            Observed::Entity { offer: Some(offer), .. } => Some(offer.0),
             _ => None,
         })
         .max()
@@ -180,16 +205,28 @@ pub async fn audit_trails(
     // position, every trail is whole.
     let mut complete_to = u64::MAX;
     for id in 1..=largest + PROBE_AHEAD {
-        if let Some((steps, as_of)) = audit_trail(operator, show, "hold", id, deadline).await? {
+        if let Some((steps, as_of)) = audit_trail(operator, show, HOLD, id, deadline).await? {
             trails.holds.insert(HoldId(id), steps);
             complete_to = complete_to.min(as_of);
             continue;
         }
-        if !joined {
+        if joined
+            && let Some((steps, as_of)) = audit_trail(operator, show, TICKET, id, deadline).await?
+        {
+            trails.tickets.insert(TicketId(id), steps);
+            complete_to = complete_to.min(as_of);
             continue;
         }
-        if let Some((steps, as_of)) = audit_trail(operator, show, "ticket", id, deadline).await? {
-            trails.tickets.insert(TicketId(id), steps);
+        if !waitlisted {
+            continue;
+        }
+        if let Some((steps, as_of)) = audit_trail(operator, show, ENTRY, id, deadline).await? {
+            trails.entries.insert(EntryId(id), steps);
+            complete_to = complete_to.min(as_of);
+        } else if let Some((steps, as_of)) =
+            audit_trail(operator, show, OFFER, id, deadline).await?
+        {
+            trails.offers.insert(OfferId(id), steps);
             complete_to = complete_to.min(as_of);
         }
     }
@@ -197,20 +234,28 @@ pub async fn audit_trails(
     Ok(trails)
 }
 
+/// An audited kind: its name in an audit request, and the code of the rejection that says the
+/// show has no such entity.
+type Audited = (&'static str, &'static str);
+const HOLD: Audited = ("hold", "hold_not_found");
+const TICKET: Audited = ("ticket", "ticket_not_found");
+const ENTRY: Audited = ("waitlist_entry", "entry_not_found");
+const OFFER: Audited = ("offer", "offer_not_found");
+
 /// One entity's audit trail, retried until `deadline`, with the log index it was read at; `None`
 /// when the show has no such entity (`ticket_not_found`, ...: the id is another kind's, or no
 /// one's).
 async fn audit_trail(
     operator: &Client,
     show: u64,
-    kind: &str,
+    (kind, missing): Audited,
     id: u64,
     deadline: tokio::time::Instant,
 ) -> Result<Option<(Vec<Step>, u64)>, String> {
     let reply = loop {
         match operator.get_audit(show, kind, id).await {
             Ok(reply) => break reply,
-            Err(Error::Rejected { code_name, .. }) if code_name == format!("{kind}_not_found") => {
+            Err(Error::Rejected { code_name, .. }) if code_name == missing => {
                 return Ok(None);
             }
             Err(error) if tokio::time::Instant::now() > deadline => {
@@ -282,6 +327,9 @@ pub struct Known {
     pub past_tickets: BTreeSet<(u64, u64)>,
     /// Waitlist entries, and their offer once seen.
     pub entries: BTreeMap<(u64, u64), Option<u64>>,
+    /// Entries read as ended (their offer expired, or it ended otherwise) or whose offer was
+    /// refused as no longer open: only read at the end.
+    pub past_entries: BTreeSet<(u64, u64)>,
     /// Offers accepted or declined.
     pub offers: BTreeSet<(u64, u64)>,
 }
@@ -331,6 +379,37 @@ impl Known {
     /// The newest waitlist entry of `show`, and its offer once seen.
     pub fn last_entry(&self, show: u64) -> Option<(u64, Option<u64>)> {
         self.entries.iter().rev().find(|(key, _)| key.0 == show).map(|(key, o)| (key.1, *o))
+    }
+
+    /// What an answer to accepting or declining `offer` of `show` (an `error`, or none) teaches:
+    /// answered, the offer is to be read back at the end and its entry's turn is over; refused
+    /// as expired or no longer open, the entry's turn is over too (read back at the end).
+    fn offer_answered(&mut self, show: u64, offer: u64, error: Option<&Error>) {
+        let over = match error {
+            None => true,
+            Some(Error::Rejected { code_name, .. }) => {
+                matches!(code_name.as_str(), "offer_expired" | "offer_not_active")
+            }
+            Some(_) => false,
+        };
+        if !over {
+            return;
+        }
+        if error.is_none() {
+            self.offers.insert((show, offer));
+        }
+        let ended: Vec<(u64, u64)> = self
+            .entries
+            .iter()
+            .filter(|(key, seen)| key.0 == show && **seen == Some(offer))
+            .map(|(key, _)| *key)
+            .collect();
+        for key in ended {
+            self.entries.remove(&key);
+            if error.is_some() {
+                self.past_entries.insert(key);
+            }
+        }
     }
 }
 
@@ -498,6 +577,47 @@ impl Buyer {
             self.mutate_fresh(Mutation::JoinWaitlist { show }).await;
         } else {
             self.read(Read::SeatMap { show: ShowId(show) }).await;
+        }
+    }
+
+    /// One operation on `show` (of `seats` seats), a show with short deadlines whose waitlist
+    /// is on, drawn from `roll` (0..100) and `rng` as both suites draw it: with an offer seen,
+    /// accept it (60%) or decline it (15%); with an entry, read it (to 80%: it learns of its
+    /// offer, or that its turn is over); without one, join the waitlist (40%); else hold a seat
+    /// (to 85%), cancel a live hold (to 95%) or read an offer it answered. Holds and offers
+    /// expire within seconds, so a freed seat goes to the next waiter while the waiters before
+    /// it race their offers' deadlines.
+    pub async fn offers_step(&mut self, show: u64, seats: u32, roll: u32, rng: &mut impl Rng) {
+        match self.known.last_entry(show) {
+            Some((_, Some(offer))) if roll < 75 => {
+                let mutation = if roll < 60 {
+                    Mutation::AcceptOffer { show, offer }
+                } else {
+                    Mutation::DeclineOffer { show, offer }
+                };
+                return self.mutate_fresh(mutation).await;
+            }
+            Some((entry, _)) if roll < 80 => {
+                let (show, session, entry) = (ShowId(show), self.session, EntryId(entry));
+                return self.read(Read::Entry { show, session, entry }).await;
+            }
+            None if roll < 40 => return self.mutate_fresh(Mutation::JoinWaitlist { show }).await,
+            _ => {}
+        }
+        if roll < 85 {
+            let seat = rng.gen_range(0..seats);
+            self.mutate_fresh(Mutation::Hold { show, seats: vec![seat], grant: None }).await;
+        } else if roll < 95 {
+            if let Some(hold) = self.known.live_hold(show, rng) {
+                self.mutate_fresh(Mutation::CancelHold { show, hold }).await;
+            }
+        } else {
+            let answered: Vec<u64> =
+                self.known.offers.iter().filter(|key| key.0 == show).map(|key| key.1).collect();
+            if let Some(&offer) = answered.choose(rng) {
+                let (show, session, offer) = (ShowId(show), self.session, OfferId(offer));
+                self.read(Read::Offer { show, session, offer }).await;
+            }
         }
     }
 
@@ -718,20 +838,18 @@ impl Buyer {
                 })
             }
             Mutation::AcceptOffer { show, offer } => {
-                client.accept_offer(token, show, offer, key_ref).await.map(|reply| {
+                let answer = client.accept_offer(token, show, offer, key_ref).await;
+                known.offer_answered(show, offer, answer.as_ref().err());
+                answer.map(|reply| {
                     clock = Some(hold_clock(&reply));
                     known.holds.insert((show, reply.hold_id), true);
-                    known.offers.insert((show, offer));
-                    known.entries.retain(|k, o| !(k.0 == show && *o == Some(offer)));
                     Observed::Held { hold: HoldId(reply.hold_id), seats: reply.seats }
                 })
             }
             Mutation::DeclineOffer { show, offer } => {
-                client.decline_offer(token, show, offer, key_ref).await.map(|_| {
-                    known.offers.insert((show, offer));
-                    known.entries.retain(|k, o| !(k.0 == show && *o == Some(offer)));
-                    Observed::Done
-                })
+                let answer = client.decline_offer(token, show, offer, key_ref).await;
+                known.offer_answered(show, offer, answer.as_ref().err());
+                answer.map(|_| Observed::Done)
             }
         };
         let unknown = match answer {
@@ -798,20 +916,31 @@ impl Buyer {
             }
             Read::Entry { show, entry, .. } => {
                 client.get_waitlist_entry(token, show.0, entry.0).await.map(|reply| {
-                    let offer =
-                        reply.offer.as_ref().map(|offer| offer.offer_id).filter(|id| *id != 0);
+                    let offered = reply.offer.as_ref().filter(|offer| offer.offer_id != 0);
+                    let offer = offered.map(|offer| offer.offer_id);
+                    let key = (show.0, entry.0);
                     if reply.state == "offered"
-                        && let Some(known) = known.entries.get_mut(&(show.0, entry.0))
+                        && let Some(known) = known.entries.get_mut(&key)
                     {
                         *known = offer;
+                    } else if reply.state != "waiting" && known.entries.remove(&key).is_some() {
+                        // Its turn is over (its offer expired, or ended otherwise): the next
+                        // step joins again.
+                        known.past_entries.insert(key);
                     }
+                    let deadline_ms = offered.map(|offer| offer.deadline_ms);
+                    let as_of = (reply.as_of_log_index, reply.as_of_log_time_ms);
+                    clock = Some(waitlist_clock(&reply.state, deadline_ms, as_of));
                     entity(&reply.state, Vec::new(), offer.map(OfferId))
                 })
             }
-            Read::Offer { show, offer, .. } => client
-                .get_offer(token, show.0, offer.0)
-                .await
-                .map(|reply| entity(&reply.state, reply.seats, None)),
+            Read::Offer { show, offer, .. } => {
+                client.get_offer(token, show.0, offer.0).await.map(|reply| {
+                    let as_of = (reply.as_of_log_index, reply.as_of_log_time_ms);
+                    clock = Some(waitlist_clock(&reply.state, Some(reply.deadline_ms), as_of));
+                    entity(&reply.state, reply.seats, None)
+                })
+            }
         };
         match answer {
             Ok(value) => self.recorder.ok_at(pending, value, clock),
@@ -875,7 +1004,7 @@ impl Buyer {
         for &(show, ticket) in known.tickets.keys().chain(&known.past_tickets) {
             reads.push(Read::Ticket { show: ShowId(show), session, ticket: TicketId(ticket) });
         }
-        for &(show, entry) in known.entries.keys() {
+        for &(show, entry) in known.entries.keys().chain(&known.past_entries) {
             reads.push(Read::Entry { show: ShowId(show), session, entry: EntryId(entry) });
         }
         for &(show, offer) in &known.offers {

@@ -15,14 +15,14 @@ use std::time::Duration;
 use openraft::async_runtime::WatchReceiver;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use statemachine::ShowId;
 use statemachine::check::Verdict;
 use statemachine::check::booking::check_bookings;
-use statemachine::check::deadlines::{Trails, check_deadlines};
+use statemachine::check::deadlines::{Step, Trails, check_deadlines};
 use statemachine::check::history::History;
 use statemachine::check::linearizable::{Budget, check_history};
 use statemachine::check::recorder::Recorder;
 use statemachine::check::workload::short_deadline_policy;
+use statemachine::{ShowId, StateName};
 use testkit::ledger;
 use testkit::workload::audit_trails;
 use tokio::sync::watch;
@@ -221,7 +221,10 @@ pub fn run(options: Options) -> Outcome {
                 }
                 for show in workload::shows(provider).iter().filter(|show| show.is_dated()) {
                     match audit_trails(&admin, show.show, &recorder.history(), deadline).await {
-                        Ok(trails) => drop(lock(&facts).trails.insert(show.show, trails)),
+                        Ok(trails) => {
+                            world.trace.push(trails_read(show.show, &trails));
+                            lock(&facts).trails.insert(show.show, trails);
+                        }
                         Err(problem) => lock(&facts).problems.push(problem),
                     }
                 }
@@ -416,6 +419,26 @@ fn judge(
         }
     }
     Verdict::combine(verdicts)
+}
+
+/// What the audit trails read of `show` hold: how many of each kind, and how many offers ended
+/// each way (so a trace shows whether offers raced their deadlines).
+fn trails_read(show: u64, trails: &Trails) -> String {
+    let ended = |to: StateName| {
+        let last = |steps: &&Vec<Step>| steps.last().is_some_and(|step| step.to == to);
+        trails.offers.values().filter(last).count()
+    };
+    format!(
+        "show {show}: trails of {} holds, {} tickets, {} entries, {} offers ({} accepted, {} \
+         declined, {} expired)",
+        trails.holds.len(),
+        trails.tickets.len(),
+        trails.entries.len(),
+        trails.offers.len(),
+        ended(StateName::Accepted),
+        ended(StateName::Declined),
+        ended(StateName::Expired),
+    )
 }
 
 /// Creates every show (retrying under one key each), waits until each is readable

@@ -2,9 +2,9 @@
 //! network, and record every operation in a history the shared checkers judge.
 //!
 //! Owns the shows of a run (one per kind of traffic: racing multi-seat holds with checkouts and
-//! payments, the admission lane, the waitlist of a sold-out show, single-seat holds against
-//! linearizable seat maps, and, with the provider host, checkouts that the leaders' payment
-//! workers charge), each process's choices drawn from the seed, its SDK client over the
+//! payments, the admission lane, the waitlist of a sold-out show and of one whose offers expire
+//! within seconds, single-seat holds against linearizable seat maps, and, with the provider
+//! host, checkouts that the leaders' payment workers charge), each process's choices drawn from the seed, its SDK client over the
 //! simulated network, and how a buyer-made payment webhook reaches a node (over simulated
 //! TCP, redelivered until a node answers for certain). The SDK calls themselves, what a process
 //! knows, the retries of unknown outcomes with the same key, and how an answer becomes a history
@@ -12,10 +12,10 @@
 //! judges: the checks do.
 //!
 //! Every deadline of a show is an hour, beyond any run, because the model has no clock, but
-//! those of the dated shows ([`Kind::Deadlines`], [`Kind::Grants`]): their holds expire in 1.5 s
-//! and their payments in 1 s, the grants show's grants in 1.5 s and its tickets after 4 s of
-//! waiting, and the deadline checks judge them by the log times their answers and audit trails
-//! carry.
+//! those of the dated shows ([`Kind::Deadlines`], [`Kind::Grants`], [`Kind::Offers`]): their
+//! holds expire in 1.5 s and their payments in 1 s, the grants show's grants in 1.5 s and its
+//! tickets after 4 s of waiting, the offers show's offers in 1.5 s, and the deadline checks
+//! judge them by the log times their answers and audit trails carry.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,6 +55,10 @@ pub enum Kind {
     /// grants and waiting limits as short: joins, holds with grants, leaves, ticket reads race
     /// the lane's deadlines, judged by the deadline checks' grant rules.
     Grants,
+    /// Holds and cancels of a tiny show whose waitlist is on, with hold and offer deadlines
+    /// as short: the seats of expired holds go to waiters, whose accepts, declines and reads race
+    /// their offers' deadlines, judged by the deadline checks' offer rules.
+    Offers,
     /// Holds, checkouts the cluster's payment workers charge through the provider host,
     /// cancelled bookings its refund workers refund, reads: judged against the provider's
     /// ledger, not by the model (which sees no payment outcome in the history).
@@ -79,7 +83,7 @@ impl SimShow {
             show: self.show,
             seats: self.seats,
             admission_window: self.admission_window(),
-            waitlist: self.kind == Kind::Waitlist,
+            waitlist: matches!(self.kind, Kind::Waitlist | Kind::Offers),
             short_deadlines: self.is_dated(),
         }
     }
@@ -95,7 +99,7 @@ impl SimShow {
 
     /// Whether its deadlines are short: judged by the deadline checks, not the model.
     pub fn is_dated(&self) -> bool {
-        matches!(self.kind, Kind::Deadlines | Kind::Grants)
+        matches!(self.kind, Kind::Deadlines | Kind::Grants | Kind::Offers)
     }
 
     /// The SDK request creating the show, on sale at once.
@@ -115,6 +119,8 @@ pub const PAYMENTS_SHOW: u64 = 1;
 pub const DEADLINES_SHOW: u64 = 5;
 /// The show whose lane's deadlines race its buyers too.
 pub const GRANTS_SHOW: u64 = 6;
+/// The show whose waitlist's offers race their deadlines.
+pub const OFFERS_SHOW: u64 = 7;
 /// With a provider: the shows whose checkouts the leaders' payment workers charge, judged by
 /// the ledger checker (the dated shows' buyers then send no webhooks either).
 pub const LEDGER_SHOWS: [u64; 3] = [PAYMENTS_SHOW, DEADLINES_SHOW, GRANTS_SHOW];
@@ -131,6 +137,7 @@ pub fn shows(provider: bool) -> Vec<SimShow> {
         SimShow { show: 4, kind: Kind::Register, seats: 3 },
         SimShow { show: DEADLINES_SHOW, kind: Kind::Deadlines, seats: 4 },
         SimShow { show: GRANTS_SHOW, kind: Kind::Grants, seats: 4 },
+        SimShow { show: OFFERS_SHOW, kind: Kind::Offers, seats: 3 },
     ]
 }
 
@@ -277,6 +284,7 @@ impl Process {
             Kind::Payments => self.buyer.payments_step(id, seats, roll, &mut self.rng).await,
             Kind::Admission => self.buyer.admission_step(id, seats, roll, &mut self.rng).await,
             Kind::Waitlist => self.buyer.waitlist_step(id, seats, roll, &mut self.rng).await,
+            Kind::Offers => self.buyer.offers_step(id, seats, roll, &mut self.rng).await,
         }
     }
 

@@ -33,13 +33,30 @@
 //!   order (no ticket granted while an older one still waits); and no grant or waiting ticket
 //!   is still live past its deadline (an entry that touches the lane first expires everything
 //!   overdue in it: "checked in the claim, not by a sweeper").
+//! - `offers_kept` (a show with a waitlist): no offer accepted or declined, and no waitlist
+//!   entry's offer ended by its waiter, at or past the offer's deadline, none expired before
+//!   it; an accepted offer became its hold in the very entry that accepted it.
+//! - `offers_advance` (a show with a waitlist): after every entry that changed the waitlist,
+//!   each offer made went to one waiter and each offer ended ended its waiter's turn; offers go
+//!   in line order (no entry offered while an older one still waits); and the seats of an offer
+//!   that ended go on to the next waiter in the same entry (while anyone still waits after an
+//!   entry, it made at least as many offers as it ended).
 //!
-//! Sound under these assumptions: the show has no waitlist (nothing but holds, payments and the
-//! lane decides its seats), no booking of it is cancelled, its lane is never reconfigured during
+//! On a show with a waitlist, `seat_maps_follow_holds` is not run: seats wait in the waitlist's
+//! pool and on offers no trail names the seats of, and a held seat stays held past its deadline
+//! until the sweep while anyone waits. Entry and offer answers and reads are judged by
+//! `reads_follow_deadlines` as hold and ticket answers are: an entry whose offer is overdue, and
+//! an overdue open offer, read expired.
+//!
+//! Sound under these assumptions: on a show without a waitlist, nothing but holds, payments and
+//! the lane decides its seats; on a show with one, every entry wants one seat, the waitlist is
+//! first in, first out (its default policy) and is never reconfigured, and the show is never
+//! cancelled; no booking of it is cancelled, its lane is never reconfigured during
 //! the run, the expiry sweeps are never cut short by their budget (a test show is small), and
 //! every hold made of it is known, its seats from an answer and its trail from the audit (a
 //! process that could not settle an unknown outcome fails the run's liveness anyway), and so is
-//! every ticket (the caller reads the trail of every id the show may have given one). Trusts the
+//! every ticket, entry and offer (the caller reads the trail of every id the show may have given
+//! one). Trusts the
 //! audit's log times no more than any answer's: the trails and the answers are checked against
 //! each other and against the policy.
 
@@ -49,7 +66,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::StateName;
 use crate::command::{ClientRequest, Command, ShowPolicy};
-use crate::ids::{HoldId, SeatNo, ShowId, TicketId};
+use crate::ids::{EntryId, HoldId, OfferId, SeatNo, ShowId, TicketId};
 use crate::read::SeatStatus;
 
 use super::booking::CheckReport;
@@ -81,6 +98,12 @@ pub struct Trails {
     /// Each admission ticket's transitions, oldest first (none on a show without a lane).
     #[serde(default)]
     pub tickets: BTreeMap<TicketId, Vec<Step>>,
+    /// Each waitlist entry's transitions, oldest first (none on a show without a waitlist).
+    #[serde(default)]
+    pub entries: BTreeMap<EntryId, Vec<Step>>,
+    /// Each waitlist offer's transitions, oldest first.
+    #[serde(default)]
+    pub offers: BTreeMap<OfferId, Vec<Step>>,
     /// The log index every trail was read at or after (the earliest read's `as_of`): up to it,
     /// the trails hold every transition of the show, so the checks that replay the lane as a
     /// whole stop there. `None`: complete whatever the index.
@@ -115,9 +138,19 @@ impl Life {
     }
 }
 
+/// Every hold's, ticket's, entry's and offer's life by its trail.
+#[derive(Default)]
+struct Lives {
+    holds: BTreeMap<HoldId, Life>,
+    tickets: BTreeMap<TicketId, Life>,
+    entries: BTreeMap<EntryId, Life>,
+    offers: BTreeMap<OfferId, Life>,
+}
+
 /// Runs the deadline checks on the operations of `show` in `history`, with the show's `policy`,
 /// its admission window if its lane is on (the grant checks run only then), and the audit
-/// trails of its holds and tickets (`trails`, read after the run).
+/// trails of its holds, tickets, waitlist entries and offers (`trails`, read after the run; the
+/// offer checks run when there are entries or offers).
 ///
 /// # Errors
 ///
@@ -134,80 +167,142 @@ pub fn check_deadlines(
         .into_iter()
         .filter(|operation| operation.call.show() == Some(show))
         .collect();
-    let mut kept = Vec::new();
-    let holds: BTreeMap<HoldId, Life> = trails
-        .holds
-        .iter()
-        .map(|(&hold, steps)| (hold, replay(hold, steps, policy, &mut kept)))
-        .collect();
-    let mut grants_kept = Vec::new();
-    let tickets: BTreeMap<TicketId, Life> = trails
-        .tickets
-        .iter()
-        .map(|(&ticket, steps)| (ticket, replay_ticket(ticket, steps, policy, &mut grants_kept)))
-        .collect();
+    let (mut kept, mut grants_kept, mut offers_kept) = (Vec::new(), Vec::new(), Vec::new());
+    let lives = Lives {
+        holds: replay_all(&trails.holds, "hold", &mut kept, |steps, problems| {
+            replay(steps, policy, problems)
+        }),
+        tickets: replay_all(&trails.tickets, "ticket", &mut grants_kept, |steps, problems| {
+            replay_ticket(steps, policy, problems)
+        }),
+        entries: replay_all(&trails.entries, "entry", &mut offers_kept, |steps, problems| {
+            replay_entry(steps, policy, problems)
+        }),
+        offers: replay_all(&trails.offers, "offer", &mut offers_kept, |steps, problems| {
+            replay_offer(steps, policy, problems)
+        }),
+    };
+    let waitlist = !trails.entries.is_empty() || !trails.offers.is_empty();
     let examined_steps = trails.holds.values().map(Vec::len).sum::<usize>() as u64;
     let mut reports = vec![
         CheckReport::new("deadlines_kept", examined_steps, kept),
         log_time_monotonic(&operations, trails),
-        reads_follow_deadlines(&operations, &holds, &tickets),
-        seat_maps_follow_holds(&operations, &holds),
+        reads_follow_deadlines(&operations, &lives),
     ];
+    if !waitlist {
+        reports.push(seat_maps_follow_holds(&operations, &lives.holds));
+    }
     if let Some(window) = admission_window {
         grants_kept.extend(grants_used_by_their_holds(&operations, trails));
         let examined_steps = trails.tickets.values().map(Vec::len).sum::<usize>() as u64;
         reports.push(CheckReport::new("grants_kept", examined_steps, grants_kept));
         reports.push(grants_advance(trails, policy, window));
     }
+    if waitlist {
+        offers_kept.extend(offers_became_their_holds(&operations, trails));
+        let steps: usize =
+            trails.entries.values().chain(trails.offers.values()).map(Vec::len).sum();
+        reports.push(CheckReport::new("offers_kept", steps as u64, offers_kept));
+        reports.push(offers_advance(trails));
+    }
     Ok(reports)
+}
+
+/// Replays every trail of one kind (`kind`, as problems name it) with `replay_one`, which
+/// reports what it finds wrong in a trail: the lives, and the problems named by id.
+fn replay_all<Id: Copy + Ord + std::fmt::Display>(
+    trails: &BTreeMap<Id, Vec<Step>>,
+    kind: &str,
+    problems: &mut Vec<String>,
+    mut replay_one: impl FnMut(&[Step], &mut Vec<String>) -> Life,
+) -> BTreeMap<Id, Life> {
+    let mut lives = BTreeMap::new();
+    for (&id, steps) in trails {
+        let mut found = Vec::new();
+        lives.insert(id, replay_one(steps, &mut found));
+        problems.extend(found.into_iter().map(|problem| format!("{kind} {id}: {problem}")));
+    }
+    lives
+}
+
+/// A trail's stages, replayed step by step: `transition` judges each step against the stage
+/// before it (`None` for the first) and gives the deadline the new stage runs to, if any, and
+/// what is wrong with the step, if anything. Steps go forward along the log: strictly, unless
+/// `same_entry` (a join and its grant or offer are two steps of one entry).
+fn replay_steps(
+    steps: &[Step],
+    same_entry: bool,
+    problems: &mut Vec<String>,
+    mut transition: impl FnMut(&Step, Option<Stage>) -> (Option<u64>, Option<String>),
+) -> Life {
+    let mut stages: Vec<Stage> = Vec::new();
+    for step in steps {
+        let mut wrong = Vec::new();
+        let current = stages.last().copied();
+        if let Some(current) = current {
+            let back = if same_entry {
+                step.log_index < current.log_index
+            } else {
+                step.log_index <= current.log_index
+            };
+            if back {
+                wrong.push(format!("not after the previous step's index {}", current.log_index));
+            }
+            if step.from != Some(current.state) {
+                wrong.push(format!("it was {:?}", current.state));
+            }
+        }
+        let (deadline_ms, problem) = transition(step, current);
+        wrong.extend(problem);
+        for what in wrong {
+            problems.push(format!(
+                "{:?} -> {:?} ({}) at log index {} and log time {}: {what}",
+                step.from, step.to, step.reason, step.log_index, step.log_time_ms
+            ));
+        }
+        stages.push(Stage { log_index: step.log_index, state: step.to, deadline_ms });
+    }
+    Life { stages }
+}
+
+/// What is wrong with a step made at log time `t` that must come before the deadline `due` of
+/// the stage it leaves (`what` it did), if anything.
+fn late(due: Option<u64>, t: u64, what: &str) -> Option<String> {
+    due.filter(|&deadline_ms| deadline_ms <= t)
+        .map(|deadline_ms| format!("{what} at or past its deadline {deadline_ms}"))
+}
+
+/// What is wrong with an expiry at log time `t` of a stage whose deadline is `due`, if anything.
+fn early(due: Option<u64>, t: u64) -> Option<String> {
+    due.filter(|&deadline_ms| t < deadline_ms)
+        .map(|deadline_ms| format!("expired before its deadline {deadline_ms}"))
 }
 
 /// Replays one hold's trail by the policy: its stages, and in `problems` every transition made
 /// at the wrong log time or not allowed at all.
-fn replay(hold: HoldId, steps: &[Step], policy: &ShowPolicy, problems: &mut Vec<String>) -> Life {
-    let mut stages: Vec<Stage> = Vec::new();
+fn replay(steps: &[Step], policy: &ShowPolicy, problems: &mut Vec<String>) -> Life {
     let mut hold_deadline_ms = 0;
-    let mut problem = |step: &Step, what: String| {
-        problems.push(format!(
-            "hold {}: {:?} -> {:?} ({}) at log index {} and log time {}: {what}",
-            hold.0, step.from, step.to, step.reason, step.log_index, step.log_time_ms
-        ));
-    };
-    for step in steps {
-        let current = stages.last().copied();
-        if let Some(current) = current {
-            if step.log_index <= current.log_index {
-                problem(step, format!("not after the previous step's index {}", current.log_index));
-            }
-            if step.from != Some(current.state) {
-                problem(step, format!("the hold was {:?}", current.state));
-            }
-        }
+    replay_steps(steps, false, problems, |step, current| {
         let t = step.log_time_ms;
         let due = current.and_then(|current| current.deadline_ms);
-        let late = |what: &str| {
-            due.filter(|&deadline_ms| deadline_ms <= t)
-                .map(|deadline_ms| format!("{what} at or past its deadline {deadline_ms}"))
-        };
-        let (deadline_ms, wrong) = match (current.map(|stage| stage.state), step.to) {
+        match (current.map(|stage| stage.state), step.to) {
             (None, StateName::Held) => {
                 hold_deadline_ms = t + policy.hold_ttl_ms;
                 (Some(hold_deadline_ms), None)
             }
             (Some(StateName::Held), StateName::Processing) => {
-                (Some(t + policy.payment_grace_ms), late("checked out"))
+                (Some(t + policy.payment_grace_ms), late(due, t, "checked out"))
             }
-            (Some(StateName::Processing), StateName::Confirmed) => (None, late("confirmed")),
+            (Some(StateName::Processing), StateName::Confirmed) => {
+                (None, late(due, t, "confirmed"))
+            }
             // A declined payment gives the hold back only while both deadlines are ahead.
             (Some(StateName::Processing), StateName::Held) => (
                 Some(hold_deadline_ms),
-                late("held again").or_else(|| {
-                    (hold_deadline_ms <= t).then(|| {
-                        format!("held again at or past its hold deadline {hold_deadline_ms}")
-                    })
-                }),
+                late(due, t, "held again")
+                    .or_else(|| late(Some(hold_deadline_ms), t, "held again")),
             ),
-            (Some(StateName::Held), StateName::Cancelled) => (None, late("cancelled")),
+            (Some(StateName::Held), StateName::Cancelled) => (None, late(due, t, "cancelled")),
             // A payment declined after the hold deadline (the payment deadline still ahead)
             // ends the hold as expired: it may not be held again.
             (Some(StateName::Processing), StateName::Expired)
@@ -218,76 +313,83 @@ fn replay(hold: HoldId, steps: &[Step], policy: &ShowPolicy, problems: &mut Vec<
                 });
                 (None, early)
             }
-            (Some(StateName::Held | StateName::Processing), StateName::Expired) => (
-                None,
-                due.filter(|&deadline_ms| t < deadline_ms)
-                    .map(|deadline_ms| format!("expired before its deadline {deadline_ms}")),
-            ),
+            (Some(StateName::Held | StateName::Processing), StateName::Expired) => {
+                (None, early(due, t))
+            }
             (from, to) => (None, Some(format!("no such transition ({from:?} -> {to:?})"))),
-        };
-        if let Some(wrong) = wrong {
-            problem(step, wrong);
         }
-        stages.push(Stage { log_index: step.log_index, state: step.to, deadline_ms });
-    }
-    Life { stages }
+    })
 }
 
 /// Replays one admission ticket's trail by the policy: its stages (a waiting ticket's deadline
 /// is its waiting limit, a granted one's its grant deadline), and in `problems` every
 /// transition made at the wrong log time or not allowed at all.
-fn replay_ticket(
-    ticket: TicketId,
-    steps: &[Step],
-    policy: &ShowPolicy,
-    problems: &mut Vec<String>,
-) -> Life {
-    let mut stages: Vec<Stage> = Vec::new();
-    for step in steps {
-        let mut wrong = Vec::new();
-        let current = stages.last().copied();
-        if let Some(current) = current {
-            // Joined and granted at once: two steps of one entry.
-            if step.log_index < current.log_index {
-                wrong.push(format!("before the previous step's index {}", current.log_index));
-            }
-            if step.from != Some(current.state) {
-                wrong.push(format!("the ticket was {:?}", current.state));
-            }
-        }
+fn replay_ticket(steps: &[Step], policy: &ShowPolicy, problems: &mut Vec<String>) -> Life {
+    replay_steps(steps, true, problems, |step, current| {
         let t = step.log_time_ms;
         let due = current.and_then(|current| current.deadline_ms);
-        let late = |what: &str| {
-            due.filter(|&deadline_ms| deadline_ms <= t)
-                .map(|deadline_ms| format!("{what} at or past its deadline {deadline_ms}"))
-        };
-        let (deadline_ms, problem) = match (current.map(|stage| stage.state), step.to) {
+        match (current.map(|stage| stage.state), step.to) {
             (None, StateName::Waiting) => (Some(t + policy.ticket_wait_ms), None),
             (Some(StateName::Waiting), StateName::Granted) => {
-                (Some(t + policy.grant_ttl_ms), late("granted"))
+                (Some(t + policy.grant_ttl_ms), late(due, t, "granted"))
             }
-            (Some(StateName::Granted), StateName::Consumed) => (None, late("used by a hold")),
+            (Some(StateName::Granted), StateName::Consumed) => {
+                (None, late(due, t, "used by a hold"))
+            }
             (Some(StateName::Waiting | StateName::Granted), StateName::Left) => {
-                (None, late("left"))
+                (None, late(due, t, "left"))
             }
             // Turning the lane off ends every ticket, whatever its deadline.
-            (Some(StateName::Waiting | StateName::Granted), StateName::Expired) => (
-                None,
-                due.filter(|&deadline_ms| t < deadline_ms && step.reason != "lane_disabled")
-                    .map(|deadline_ms| format!("expired before its deadline {deadline_ms}")),
-            ),
+            (Some(StateName::Waiting | StateName::Granted), StateName::Expired) => {
+                (None, early(due, t).filter(|_| step.reason != "lane_disabled"))
+            }
             (from, to) => (None, Some(format!("no such transition ({from:?} -> {to:?})"))),
-        };
-        wrong.extend(problem);
-        for what in wrong {
-            problems.push(format!(
-                "ticket {}: {:?} -> {:?} ({}) at log index {} and log time {t}: {what}",
-                ticket.0, step.from, step.to, step.reason, step.log_index
-            ));
         }
-        stages.push(Stage { log_index: step.log_index, state: step.to, deadline_ms });
-    }
-    Life { stages }
+    })
+}
+
+/// Replays one waitlist entry's trail by the policy: its stages (an offered entry's deadline is
+/// its offer's; a waiting one has none), and in `problems` every transition made at the wrong
+/// log time or not allowed at all.
+fn replay_entry(steps: &[Step], policy: &ShowPolicy, problems: &mut Vec<String>) -> Life {
+    replay_steps(steps, true, problems, |step, current| {
+        let t = step.log_time_ms;
+        let due = current.and_then(|current| current.deadline_ms);
+        match (current.map(|stage| stage.state), step.to) {
+            (None, StateName::Waiting) | (Some(StateName::Waiting), StateName::Left) => {
+                (None, None)
+            }
+            (Some(StateName::Waiting), StateName::Offered) => (Some(t + policy.offer_ttl_ms), None),
+            (Some(StateName::Offered), StateName::Accepted) => {
+                (None, late(due, t, "its offer accepted"))
+            }
+            (Some(StateName::Offered), StateName::Declined) => {
+                (None, late(due, t, "its offer declined"))
+            }
+            (Some(StateName::Offered), StateName::Left) => (None, late(due, t, "left")),
+            (Some(StateName::Offered), StateName::Expired) => (None, early(due, t)),
+            (from, to) => (None, Some(format!("no such transition ({from:?} -> {to:?})"))),
+        }
+    })
+}
+
+/// Replays one waitlist offer's trail by the policy: its stages (an open offer's deadline is
+/// the offer deadline from the entry that made it), and in `problems` every transition made at
+/// the wrong log time or not allowed at all. A withdrawal (the show cancelled) has no deadline
+/// to keep.
+fn replay_offer(steps: &[Step], policy: &ShowPolicy, problems: &mut Vec<String>) -> Life {
+    replay_steps(steps, false, problems, |step, current| {
+        let t = step.log_time_ms;
+        let due = current.and_then(|current| current.deadline_ms);
+        match (current.map(|stage| stage.state), step.to) {
+            (None, StateName::Open) => (Some(t + policy.offer_ttl_ms), None),
+            (Some(StateName::Open), StateName::Accepted) => (None, late(due, t, "accepted")),
+            (Some(StateName::Open), StateName::Declined) => (None, late(due, t, "declined")),
+            (Some(StateName::Open), StateName::Withdrawn) => (None, None),
+            (Some(StateName::Open), StateName::Expired) => (None, early(due, t)),
+            (from, to) => (None, Some(format!("no such transition ({from:?} -> {to:?})"))),
+        }
+    })
 }
 
 /// Every hold answered as made with a grant used that grant in the entry that made it: the
@@ -313,6 +415,104 @@ fn grants_used_by_their_holds(operations: &[Operation], trails: &Trails) -> Vec<
         }
     }
     problems
+}
+
+/// Every offer answered as accepted became its hold in the entry that accepted it: the offer's
+/// trail has it accepted at the log index the hold's trail has it made.
+fn offers_became_their_holds(operations: &[Operation], trails: &Trails) -> Vec<String> {
+    let mut problems = Vec::new();
+    for operation in operations {
+        let Call::Write(Command::Client(client)) = &operation.call else { continue };
+        let ClientRequest::AcceptOffer { offer } = client.request else { continue };
+        let Some(Observed::Held { hold, .. }) = operation.value() else { continue };
+        let index_of = |steps: Option<&Vec<Step>>, to: StateName| {
+            steps?.iter().find(|step| step.to == to).map(|step| step.log_index)
+        };
+        let made_at = index_of(trails.holds.get(hold), StateName::Held);
+        let accepted_at = index_of(trails.offers.get(&offer), StateName::Accepted);
+        if made_at.is_none() || accepted_at != made_at {
+            problems.push(format!(
+                "op {}: offer {offer} was accepted as hold {hold}, made at log index {made_at:?}; \
+                 the offer's trail has it accepted at {accepted_at:?}",
+                operation.op
+            ));
+        }
+    }
+    problems
+}
+
+/// The waitlist after every entry that changed it, up to the index the trails are complete to,
+/// replayed from the entries' and offers' trails: each offer made to one waiter, in line order,
+/// and passed on (see the module docs).
+fn offers_advance(trails: &Trails) -> CheckReport {
+    /// The entry and offer steps of one log index.
+    type AtIndex<'a> = (Vec<(EntryId, &'a Step)>, Vec<&'a Step>);
+    let mut at: BTreeMap<u64, AtIndex<'_>> = BTreeMap::new();
+    let complete = |step: &&Step| trails.complete_to.is_none_or(|to| step.log_index <= to);
+    for (&entry, steps) in &trails.entries {
+        for step in steps.iter().filter(complete) {
+            at.entry(step.log_index).or_default().0.push((entry, step));
+        }
+    }
+    for steps in trails.offers.values() {
+        for step in steps.iter().filter(complete) {
+            at.entry(step.log_index).or_default().1.push(step);
+        }
+    }
+    let count = |steps: &[&Step], from: Option<StateName>, to: &[StateName]| {
+        steps.iter().filter(|step| step.from == from && to.contains(&step.to)).count()
+    };
+    // The waiting entries, oldest (lowest id: ids are handed out in log order) first.
+    let mut waiting: BTreeSet<EntryId> = BTreeSet::new();
+    let mut problems = Vec::new();
+    for (&index, (entries, offers)) in &at {
+        let mut offered_here = Vec::new();
+        for &(entry, step) in entries {
+            match step.to {
+                StateName::Waiting => drop(waiting.insert(entry)),
+                StateName::Offered => {
+                    waiting.remove(&entry);
+                    offered_here.push(entry);
+                }
+                _ => drop(waiting.remove(&entry)),
+            }
+        }
+        let entry_steps: Vec<&Step> = entries.iter().map(|(_, step)| *step).collect();
+        let opened = count(offers, None, &[StateName::Open]);
+        let open = Some(StateName::Open);
+        let ended = [StateName::Declined, StateName::Expired, StateName::Withdrawn];
+        let (accepted, closed) =
+            (count(offers, open, &[StateName::Accepted]), count(offers, open, &ended));
+        let offered = Some(StateName::Offered);
+        let entry_ended = [StateName::Declined, StateName::Expired, StateName::Left];
+        let entries_accepted = count(&entry_steps, offered, &[StateName::Accepted]);
+        let entries_closed = count(&entry_steps, offered, &entry_ended);
+        if (opened, accepted, closed) != (offered_here.len(), entries_accepted, entries_closed) {
+            problems.push(format!(
+                "log index {index}: {opened} offers made, {accepted} accepted and {closed} \
+                 ended, but {} entries offered, {entries_accepted} accepted and \
+                 {entries_closed} ended",
+                offered_here.len()
+            ));
+        }
+        for entry in &offered_here {
+            if let Some(older) = waiting.iter().find(|waiter| *waiter < entry) {
+                problems.push(format!(
+                    "entry {entry} offered at log index {index} while the older entry {older} \
+                     still waited"
+                ));
+            }
+        }
+        if let Some(first) = waiting.first()
+            && opened < closed
+        {
+            problems.push(format!(
+                "log index {index} ended {closed} offers but made {opened} while entry {first} \
+                 waited"
+            ));
+        }
+    }
+    CheckReport::new("offers_advance", at.len() as u64, problems)
 }
 
 /// The lane after every entry that changed it, up to the index the trails are complete to,
@@ -399,18 +599,15 @@ fn log_time_monotonic(operations: &[Operation], trails: &Trails) -> CheckReport 
             positions.push((clock.log_index, clock.log_time_ms, format!("op {}", operation.op)));
         }
     }
-    for (hold, steps) in &trails.holds {
+    let mut audited = |kind: &str, id: u64, steps: &[Step]| {
         for step in steps {
-            let who = format!("hold {}'s audit", hold.0);
-            positions.push((step.log_index, step.log_time_ms, who));
+            positions.push((step.log_index, step.log_time_ms, format!("{kind} {id}'s audit")));
         }
-    }
-    for (ticket, steps) in &trails.tickets {
-        for step in steps {
-            let who = format!("ticket {}'s audit", ticket.0);
-            positions.push((step.log_index, step.log_time_ms, who));
-        }
-    }
+    };
+    trails.holds.iter().for_each(|(id, steps)| audited("hold", id.0, steps));
+    trails.tickets.iter().for_each(|(id, steps)| audited("ticket", id.0, steps));
+    trails.entries.iter().for_each(|(id, steps)| audited("entry", id.0, steps));
+    trails.offers.iter().for_each(|(id, steps)| audited("offer", id.0, steps));
     positions.sort();
     for pair in positions.windows(2) {
         let ((index_a, time_a, who_a), (index_b, time_b, who_b)) = (&pair[0], &pair[1]);
@@ -484,22 +681,37 @@ fn ticket_of(operation: &Operation) -> Option<TicketId> {
     }
 }
 
-/// Hold and ticket answers and reads say what the trails make the hold or ticket at their
-/// position and log time.
-fn reads_follow_deadlines(
-    operations: &[Operation],
-    holds: &BTreeMap<HoldId, Life>,
-    tickets: &BTreeMap<TicketId, Life>,
-) -> CheckReport {
+/// The waitlist entry or offer a read is about, with its life if its trail was read, and the
+/// states in which it has a deadline (an entry's is its offer's).
+fn waitlist_subject<'a>(
+    operation: &Operation,
+    lives: &'a Lives,
+) -> Option<(String, Option<&'a Life>, &'static [StateName])> {
+    match (&operation.call, operation.value()?) {
+        (Call::Read(Read::Entry { entry, .. }), Observed::Entity { .. }) => {
+            Some((format!("entry {entry}"), lives.entries.get(entry), &[StateName::Offered]))
+        }
+        (Call::Read(Read::Offer { offer, .. }), Observed::Entity { .. }) => {
+            Some((format!("offer {offer}"), lives.offers.get(offer), &[StateName::Open]))
+        }
+        _ => None,
+    }
+}
+
+/// Hold, ticket, entry and offer answers and reads say what the trails make the hold, ticket,
+/// entry or offer at their position and log time.
+fn reads_follow_deadlines(operations: &[Operation], lives: &Lives) -> CheckReport {
     let mut problems = Vec::new();
     let mut examined = 0;
     for operation in operations {
         let Some(clock) = operation.clock() else { continue };
         let (what, life, live) = if let Some(hold) = hold_of(operation) {
             let live: &[StateName] = &[StateName::Held, StateName::Processing];
-            (format!("hold {}", hold.0), holds.get(&hold), live)
+            (format!("hold {}", hold.0), lives.holds.get(&hold), live)
         } else if let Some(ticket) = ticket_of(operation) {
-            (format!("ticket {}", ticket.0), tickets.get(&ticket), &[StateName::Granted][..])
+            (format!("ticket {}", ticket.0), lives.tickets.get(&ticket), &[StateName::Granted][..])
+        } else if let Some(subject) = waitlist_subject(operation, lives) {
+            subject
         } else {
             continue;
         };
@@ -1031,6 +1243,167 @@ mod tests {
         stuck.tickets.get_mut(&TicketId(2)).unwrap().pop();
         assert_eq!(invalid(&history, &stuck), ["grants_advance"]);
         stuck.complete_to = Some(39);
+        assert_eq!(invalid(&history, &stuck), Vec::<String>::new());
+    }
+
+    const OFFER: u64 = crate::check::workload::SHORT_OFFER_TTL_MS;
+
+    use StateName::{Accepted, Offered, Open};
+
+    /// A waitlist: entry 2 joins at index 20 (log time 2,000) and is offered seat 0 at 21
+    /// (2,100: offer 4); entry 3 joins at 22 (2,200) and waits; offer 4 expires at 30 (log time
+    /// `expired`) and passes to entry 3 (offer 5); at index 31 (log time `accepted`) entry 3
+    /// accepts it as hold 6.
+    fn waitlist(expired: u64, accepted: u64) -> Trails {
+        let mut trails = Trails::default();
+        trails.entries.insert(
+            EntryId(2),
+            vec![
+                ticket_step(None, Waiting, "requested", (20, 2_000)),
+                ticket_step(Some(Waiting), Offered, "next_in_line", (21, 2_100)),
+                ticket_step(Some(Offered), StateName::Expired, "deadline_passed", (30, expired)),
+            ],
+        );
+        trails.entries.insert(
+            EntryId(3),
+            vec![
+                ticket_step(None, Waiting, "requested", (22, 2_200)),
+                ticket_step(Some(Waiting), Offered, "next_in_line", (30, expired)),
+                ticket_step(Some(Offered), Accepted, "offer_accepted", (31, accepted)),
+            ],
+        );
+        trails.offers.insert(
+            OfferId(4),
+            vec![
+                ticket_step(None, Open, "next_in_line", (21, 2_100)),
+                ticket_step(Some(Open), StateName::Expired, "deadline_passed", (30, expired)),
+            ],
+        );
+        trails.offers.insert(
+            OfferId(5),
+            vec![
+                ticket_step(None, Open, "next_in_line", (30, expired)),
+                ticket_step(Some(Open), Accepted, "offer_accepted", (31, accepted)),
+            ],
+        );
+        trails.holds.insert(HoldId(6), vec![step(None, StateName::Held, 31, accepted)]);
+        trails
+    }
+
+    impl Story {
+        /// Entry 3's acceptance of offer 5, answered as hold 6 of seat 0 made at `index` and
+        /// log time `time`.
+        fn accept(&mut self, span: (u64, u64), (index, time): (u64, u64)) -> &mut Self {
+            let mutation = Mutation::AcceptOffer { show: SHOW.0, offer: 5 };
+            let call = Call::Write(mutation.command(SessionId(1), 3, 1));
+            let value = Observed::Held { hold: HoldId(6), seats: vec![0] };
+            self.op(call, span, value, clock(index, time, Some(time + TTL), StateName::Held))
+        }
+
+        /// A read of `entry` (with its `offer`) or, without an entry, of `offer`, at `index`
+        /// and log time `time`, as `state` with `deadline`.
+        fn read_waitlist(
+            &mut self,
+            span: (u64, u64),
+            (entry, offer): (Option<u64>, u64),
+            (index, time): (u64, u64),
+            state: StateName,
+            deadline: Option<u64>,
+        ) -> &mut Self {
+            let session = SessionId(1);
+            let (read, offer) = match entry {
+                Some(entry) => {
+                    (Read::Entry { show: SHOW, session, entry: EntryId(entry) }, Some(offer))
+                }
+                None => (Read::Offer { show: SHOW, session, offer: OfferId(offer) }, None),
+            };
+            let value = Observed::Entity { state, seats: Vec::new(), offer: offer.map(OfferId) };
+            self.op(Call::Read(read), span, value, clock(index, time, deadline, state))
+        }
+    }
+
+    #[test]
+    fn offers_kept_in_time_and_passed_on_in_line_are_valid() {
+        let (expired, accepted) = (2_100 + OFFER + 50, 2_100 + OFFER + 100);
+        let mut story = Story::default();
+        story
+            .read_waitlist((0, 1), (Some(2), 4), (25, 2_500), Offered, Some(2_100 + OFFER))
+            // Overdue before the sweep: the entry and the offer read expired.
+            .read_waitlist((2, 3), (Some(2), 4), (26, 2_100 + OFFER), StateName::Expired, None)
+            .read_waitlist((4, 5), (None, 4), (26, 2_100 + OFFER), StateName::Expired, None)
+            .read_waitlist((6, 7), (None, 5), (30, expired), Open, Some(expired + OFFER))
+            .accept((8, 9), (31, accepted));
+        let trails = waitlist(expired, accepted);
+        assert_eq!(invalid(&story.history(), &trails), Vec::<String>::new());
+        let reports =
+            check_deadlines(&story.history(), SHOW, &short_deadline_policy(), None, &trails)
+                .unwrap();
+        for check in ["offers_kept", "offers_advance", "reads_follow_deadlines"] {
+            let examined = reports.iter().find(|report| report.check == check).unwrap().examined;
+            assert!(examined > 0, "{check}: {reports:?}");
+        }
+        // The seat-map rule knows nothing of the waitlist's seats: not run with one.
+        assert!(reports.iter().all(|report| report.check != "seat_maps_follow_holds"));
+    }
+
+    #[test]
+    fn an_offer_accepted_at_its_deadline_or_expired_early_is_caught() {
+        let expired = 2_100 + OFFER + 50;
+        let history = Story::default().history();
+        // Accepted at the deadline: both the offer's and the entry's trails say so.
+        let trails = waitlist(expired, expired + OFFER);
+        assert_eq!(invalid(&history, &trails), ["offers_kept"]);
+        // Offer 4 (and entry 2 with it) expired before the deadline.
+        let early = 2_100 + OFFER - 1;
+        let trails = waitlist(early, early + 100);
+        assert_eq!(invalid(&history, &trails), ["offers_kept"]);
+        // An acceptance answered with a hold its trail made in another entry.
+        let mut story = Story::default();
+        story.accept((0, 1), (32, expired + 200));
+        let mut trails = waitlist(expired, expired + 100);
+        trails.holds.insert(HoldId(6), vec![step(None, StateName::Held, 32, expired + 200)]);
+        assert_eq!(invalid(&story.history(), &trails), ["offers_kept"]);
+    }
+
+    #[test]
+    fn an_overdue_offer_read_as_open_is_caught() {
+        let expired = 2_100 + OFFER + 50;
+        let trails = waitlist(expired, expired + 100);
+        let deadline = Some(2_100 + OFFER);
+        let mut story = Story::default();
+        story.read_waitlist((0, 1), (Some(2), 4), (26, 2_100 + OFFER), Offered, deadline);
+        assert_eq!(invalid(&story.history(), &trails), ["reads_follow_deadlines"]);
+        let mut story = Story::default();
+        story.read_waitlist((0, 1), (None, 4), (26, 2_100 + OFFER), Open, deadline);
+        assert_eq!(invalid(&story.history(), &trails), ["reads_follow_deadlines"]);
+    }
+
+    #[test]
+    fn an_offer_out_of_line_or_not_passed_on_is_caught() {
+        let (expired, accepted) = (2_100 + OFFER + 50, 2_100 + OFFER + 100);
+        let history = Story::default().history();
+        // Entry 7 joins at index 23 and waits behind entry 3: offer 5 goes to 7 instead.
+        let mut skipped = waitlist(expired, accepted);
+        let entries = &mut skipped.entries;
+        let three = entries.get_mut(&EntryId(3)).unwrap();
+        three.truncate(1);
+        entries.insert(
+            EntryId(7),
+            vec![
+                ticket_step(None, Waiting, "requested", (23, 2_300)),
+                ticket_step(Some(Waiting), Offered, "next_in_line", (30, expired)),
+                ticket_step(Some(Offered), Accepted, "offer_accepted", (31, accepted)),
+            ],
+        );
+        assert_eq!(invalid(&history, &skipped), ["offers_advance"]);
+        // Offer 4 expires and nobody is offered its seat while entry 3 waits.
+        let mut stuck = waitlist(expired, accepted);
+        stuck.entries.get_mut(&EntryId(3)).unwrap().truncate(1);
+        stuck.offers.remove(&OfferId(5));
+        stuck.holds.clear();
+        assert_eq!(invalid(&history, &stuck), ["offers_advance"]);
+        // Judged only up to the earliest trail's read, the entry before the expiry is whole.
+        stuck.complete_to = Some(29);
         assert_eq!(invalid(&history, &stuck), Vec::<String>::new());
     }
 }

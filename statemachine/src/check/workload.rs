@@ -41,19 +41,23 @@ pub const SHORT_PAYMENT_GRACE_MS: u64 = 1_000;
 pub const SHORT_GRANT_TTL_MS: u64 = 1_500;
 /// A short-deadline show's waiting limit: a ticket waits a few grants' time at most.
 pub const SHORT_TICKET_WAIT_MS: u64 = 4_000;
+/// A short-deadline show's offer deadline: a waiter who dawdles loses the offer, which passes to
+/// the next in line.
+pub const SHORT_OFFER_TTL_MS: u64 = 2_000;
 /// The admission window of a short-deadline show with a lane: two grants out at once, so that
 /// grants end, by use, leave or expiry, while others wait.
 pub const SHORT_ADMISSION_WINDOW: u32 = 2;
 
 /// The policy of a show whose deadlines race its buyers (judged by the deadline checks, never by
-/// the model, which has no clock): the hold, payment, grant and waiting deadlines are short, the
-/// others as [`test_policy`]'s.
+/// the model, which has no clock): the hold, payment, grant, waiting and offer deadlines are
+/// short, the others as [`test_policy`]'s.
 pub fn short_deadline_policy() -> ShowPolicy {
     ShowPolicy {
         hold_ttl_ms: SHORT_HOLD_TTL_MS,
         payment_grace_ms: SHORT_PAYMENT_GRACE_MS,
         grant_ttl_ms: SHORT_GRANT_TTL_MS,
         ticket_wait_ms: SHORT_TICKET_WAIT_MS,
+        offer_ttl_ms: SHORT_OFFER_TTL_MS,
         ..test_policy()
     }
 }

@@ -158,6 +158,9 @@ pub struct ClusterOptions {
     /// node's per-address limits still see each client. Off by default (tests that do not cut
     /// clients need no relay).
     pub client_doors: bool,
+    /// More environment variables for one node's process, by node (a fault library to preload,
+    /// say: an `LD_PRELOAD` here takes the place of libfaketime's, so the two do not mix).
+    pub node_env: BTreeMap<NodeId, Vec<(String, String)>>,
 }
 
 /// How far above its client port a node's peer port is under [`Addressing::Fixed`] (above the
@@ -272,6 +275,7 @@ impl ClusterOptions {
             bootstrap: true,
             raise_feature_level: true,
             client_doors: false,
+            node_env: BTreeMap::new(),
         }
     }
 

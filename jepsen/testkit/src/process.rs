@@ -279,6 +279,9 @@ impl Cluster {
         if let Some(library) = &self.faketime {
             skew::run_under_faketime(&mut command, library, &node.skew_file);
         }
+        for (name, value) in options.node_env.get(&id).into_iter().flatten() {
+            command.env(name, value);
+        }
         state.starts += 1;
         let banner = format!("===== start {} of node {id}: {command:?}\n", state.starts);
         let mut stdout = append(&node.stdout)?;

@@ -39,6 +39,7 @@ mod client_tls;
 mod convergence;
 mod disk_full;
 mod failover;
+mod fsync_failure;
 mod fuzz;
 mod membership;
 mod moving;

@@ -58,7 +58,8 @@ pub enum Workload {
     Payments,
     /// Holds, checkouts, payment webhooks, cancels and reads of two shows whose holds and
     /// payments expire within seconds, the second with an admission lane whose grants and
-    /// waiting tickets do too (joins, holds with grants, leaves, ticket reads), judged by the
+    /// waiting tickets do too (joins, holds with grants, leaves, ticket reads), and a third
+    /// whose waitlist's offers do too (joins, entry reads, accepts, declines), judged by the
     /// deadline checks.
     Deadlines,
 }

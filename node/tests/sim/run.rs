@@ -69,8 +69,8 @@ struct Facts {
     bookings: Vec<statemachine::check::ledger::ClusterBooking>,
     /// With a provider: the ledger checker's verdict.
     ledger: Option<ledger::Judged>,
-    /// The audit trails of each dated show (its holds' and tickets'), read after the processes
-    /// read back.
+    /// The audit trails of each dated show (its holds', tickets', entries' and offers'), read
+    /// after the processes read back.
     trails: BTreeMap<u64, Trails>,
 }
 
@@ -331,8 +331,9 @@ pub fn run(options: Options) -> Outcome {
 /// refunds are proposed by the cluster's own workers, so they are not in the history, and the
 /// model would keep its checked-out holds `processing` for ever (the ledger judges them; the
 /// model-free booking checks still read the whole history). The dated shows are judged by the
-/// deadline checks alone, with their audit `trails` (by show): their holds and grants expire,
-/// which neither the model nor the booking checks (both assume no deadline passes) can follow.
+/// deadline checks alone, with their audit `trails` (by show): their holds, grants and offers
+/// expire, which neither the model nor the booking checks (both assume no deadline passes) can
+/// follow.
 fn judge(
     history: &History,
     provider: bool,

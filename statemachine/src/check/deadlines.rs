@@ -51,12 +51,11 @@
 //! Sound under these assumptions: on a show without a waitlist, nothing but holds, payments and
 //! the lane decides its seats; on a show with one, every entry wants one seat, the waitlist is
 //! first in, first out (its default policy) and is never reconfigured, and the show is never
-//! cancelled; no booking of it is cancelled, its lane is never reconfigured during
-//! the run, the expiry sweeps are never cut short by their budget (a test show is small), and
-//! every hold made of it is known, its seats from an answer and its trail from the audit (a
-//! process that could not settle an unknown outcome fails the run's liveness anyway), and so is
-//! every ticket, entry and offer (the caller reads the trail of every id the show may have given
-//! one). Trusts the
+//! cancelled; no booking of it is cancelled, its lane is never reconfigured during the run, the
+//! expiry sweeps are never cut short by their budget (a test show is small), and every hold made
+//! of it is known, its seats from an answer and its trail from the audit (a process that could
+//! not settle an unknown outcome fails the run's liveness anyway), and so is every ticket, entry
+//! and offer (the caller reads the trail of every id the show may have given one). Trusts the
 //! audit's log times no more than any answer's: the trails and the answers are checked against
 //! each other and against the policy.
 
@@ -139,7 +138,6 @@ impl Life {
 }
 
 /// Every hold's, ticket's, entry's and offer's life by its trail.
-#[derive(Default)]
 struct Lives {
     holds: BTreeMap<HoldId, Life>,
     tickets: BTreeMap<TicketId, Life>,
@@ -240,13 +238,11 @@ fn replay_steps(
         let mut wrong = Vec::new();
         let current = stages.last().copied();
         if let Some(current) = current {
-            let back = if same_entry {
-                step.log_index < current.log_index
-            } else {
-                step.log_index <= current.log_index
-            };
-            if back {
-                wrong.push(format!("not after the previous step's index {}", current.log_index));
+            let (previous, index) = (current.log_index, step.log_index);
+            if same_entry && index < previous {
+                wrong.push(format!("before the previous step's index {previous}"));
+            } else if !same_entry && index <= previous {
+                wrong.push(format!("not after the previous step's index {previous}"));
             }
             if step.from != Some(current.state) {
                 wrong.push(format!("it was {:?}", current.state));

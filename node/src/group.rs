@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, LinearizableReadError, RaftError};
+use openraft::raft::linearizable_read::Linearizer;
 use openraft::{ReadPolicy, ServerState, WatchChangeHandle};
 use raft::{Clock, GroupId, GroupReader, GrpcTransport, NodeId, ProposeError, Proposer, Raft};
 use statemachine::{Answer, ClientCommand, Command, Group, Rejection};
@@ -164,12 +165,9 @@ impl HostedGroup {
 
     /// The `seat_unavailable` rejection a hold would get, answered without a log entry, on the
     /// group's leader (the caller checked; on a node that lost the lead since, the lease read
-    /// is refused as `NotLeader`): this replica's applied state is asked first (most holds that will
-    /// succeed stop there and are proposed at no extra cost); a hold that looks rejected is
-    /// judged again after a lease read (ReadIndex when the lease has lapsed), so the answer is
-    /// a linearizable read
+    /// is refused as `NotLeader`), as a linearizable read
     /// (`statemachine::Group::reject_without_log`; shared/DESIGN.md, "Throughput"). `None`:
-    /// propose it.
+    /// propose it. See [`HostedGroup::reject_many_without_log`] for how each hold is judged once.
     ///
     /// # Errors
     ///
@@ -184,6 +182,14 @@ impl HostedGroup {
     /// [`HostedGroup::reject_without_log`] for many commands, with one linearizable read for all
     /// of them.
     ///
+    /// Each hold is judged once, on this replica's applied state: most holds that will succeed
+    /// stop there and are proposed at no extra cost. If some look rejected, this node takes its
+    /// read index on its lease (ReadIndex when the lease has lapsed); when the state judged had
+    /// already applied up to that index, it held every write acknowledged before the call, so
+    /// the judgements stand as a linearizable read. Only when the read index is ahead of it
+    /// (entries committed but not applied yet) are the suspects judged again, once this replica
+    /// has applied up to the index.
+    ///
     /// # Errors
     ///
     /// As [`HostedGroup::read_linearizable`].
@@ -193,44 +199,53 @@ impl HostedGroup {
     ) -> Result<Vec<Option<Rejection>>, ApiError> {
         let clock = self.proposer.clock();
         let now = clock.now_ms();
-        let suspects = self.read_local(|state| {
-            commands
+        let (judged, judged_at) = self.read_local(|state| {
+            let judged = commands
                 .iter()
-                .map(|command| state.reject_without_log(command, now).is_some())
-                .collect::<Vec<_>>()
+                .map(|command| state.reject_without_log(command, now))
+                .collect::<Vec<_>>();
+            (judged, state.applied_index())
         })?;
-        if !suspects.contains(&true) {
-            return Ok(vec![None; commands.len()]);
+        if judged.iter().all(Option::is_none) {
+            return Ok(judged);
         }
-        self.read_leased(|state| {
+        let linearizer = self.leased_linearizer().await?;
+        if judged_at >= linearizer.read_log_id().index() {
+            return Ok(judged);
+        }
+        self.await_read_index(linearizer).await?;
+        Ok(self.reader.read(|state| {
             // The clock is read again once the read was confirmed: an entry proposed now would
             // be stamped no earlier.
             let now = clock.now_ms();
             commands
                 .iter()
-                .zip(&suspects)
+                .zip(&judged)
                 .map(|(command, suspect)| {
-                    suspect.then(|| state.reject_without_log(command, now)).flatten()
+                    suspect.as_ref().and_then(|_| state.reject_without_log(command, now))
                 })
                 .collect()
-        })
-        .await
+        })?)
     }
 
-    /// Reads the group's state linearizably: this node confirms it still leads with a quorum
-    /// (ReadIndex) and waits until it applied up to the read index, then runs `read`.
-    ///
-    /// # Errors
-    ///
-    /// `NotLeader` on a node that does not lead; `Unavailable` when leadership cannot be
-    /// confirmed in time.
-    pub async fn read_linearizable<T>(
-        &self,
-        read: impl FnOnce(&Group) -> T,
-    ) -> Result<T, ApiError> {
+    /// This node's read index, on its lease when it holds one: a quorum acknowledged this leader
+    /// within the lease, so no other leader can have been elected since (openraft's
+    /// `LeaseRead`, which assumes the nodes' clocks run at about the same rate; it reads the
+    /// monotonic clock, which clock skew does not move). Without a valid lease, a ReadIndex
+    /// round within `READ_TIMEOUT`. For the cheap rejection of conflicting holds, which must not
+    /// cost a quorum round each under load.
+    async fn leased_linearizer(&self) -> Result<Linearizer<raft::TypeConfig>, ApiError> {
+        match self.raft.get_read_linearizer(ReadPolicy::LeaseRead).await {
+            Ok(linearizer) => Ok(linearizer),
+            Err(_lapsed) => self.confirmed_linearizer().await,
+        }
+    }
+
+    /// This node's read index, confirmed by a quorum (ReadIndex) within `READ_TIMEOUT`.
+    async fn confirmed_linearizer(&self) -> Result<Linearizer<raft::TypeConfig>, ApiError> {
         let confirmed = tokio::time::timeout(
             READ_TIMEOUT,
-            self.raft.ensure_linearizable(ReadPolicy::ReadIndex),
+            self.raft.get_read_linearizer(ReadPolicy::ReadIndex),
         )
         .await;
         match confirmed {
@@ -238,7 +253,7 @@ impl HostedGroup {
                 "group {}: leadership not confirmed within {READ_TIMEOUT:?}",
                 self.id
             ))),
-            Ok(Ok(_read_log_id)) => Ok(self.reader.read(read)?),
+            Ok(Ok(linearizer)) => Ok(linearizer),
             Ok(Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(_)))) => {
                 Err(self.not_leader())
             }
@@ -246,21 +261,37 @@ impl HostedGroup {
         }
     }
 
-    /// As [`HostedGroup::read_linearizable`], on the leader's lease when it holds one: a quorum
-    /// acknowledged this leader within the lease, so no other leader can have been elected
-    /// since (openraft's `LeaseRead`, which assumes the nodes' clocks run at about the same
-    /// rate; it reads the monotonic clock, which clock skew does not move). Without a valid
-    /// lease, a ReadIndex round. For the cheap rejection of conflicting holds, which must not
-    /// cost a quorum round each under load.
+    /// Waits until this replica has applied up to `linearizer`'s read index, within
+    /// `READ_TIMEOUT`.
+    async fn await_read_index(
+        &self,
+        linearizer: Linearizer<raft::TypeConfig>,
+    ) -> Result<(), ApiError> {
+        match linearizer.try_await_ready(&self.raft, Some(READ_TIMEOUT)).await {
+            Ok(Ok(_state)) => Ok(()),
+            Ok(Err(_timeout)) => Err(ApiError::Unavailable(format!(
+                "group {}: not applied up to the read index within {READ_TIMEOUT:?}",
+                self.id
+            ))),
+            Err(fatal) => Err(ApiError::Unavailable(format!("group {}: {fatal}", self.id))),
+        }
+    }
+
+    /// Reads the group's state linearizably: this node confirms it still leads with a quorum
+    /// (ReadIndex) and waits until it applied up to the read index (each within `READ_TIMEOUT`),
+    /// then runs `read`.
     ///
     /// # Errors
     ///
-    /// As [`HostedGroup::read_linearizable`].
-    pub async fn read_leased<T>(&self, read: impl FnOnce(&Group) -> T) -> Result<T, ApiError> {
-        match self.raft.ensure_linearizable(ReadPolicy::LeaseRead).await {
-            Ok(_read_log_id) => Ok(self.reader.read(read)?),
-            Err(_lapsed) => self.read_linearizable(read).await,
-        }
+    /// `NotLeader` on a node that does not lead; `Unavailable` when leadership cannot be
+    /// confirmed, or the read index is not applied, in time.
+    pub async fn read_linearizable<T>(
+        &self,
+        read: impl FnOnce(&Group) -> T,
+    ) -> Result<T, ApiError> {
+        let linearizer = self.confirmed_linearizer().await?;
+        self.await_read_index(linearizer).await?;
+        Ok(self.reader.read(read)?)
     }
 
     /// Waits until this replica has applied every write of the group acknowledged before the

@@ -4,12 +4,14 @@
 //! Owns when the checks run and what they conclude. Every replica keeps a checkpoint of its
 //! group's state after each entry whose index is a multiple of `--audit-checkpoint-entries`
 //! (`raft::GroupReader::keep_checkpoints`); the auditor takes it, checks `check_invariants` and
-//! computes the state's digest on a blocking thread (applies go on meanwhile), and keeps its last
-//! digests. On the group's leader it also proposes its digest (`Command::AuditDigest`), so the
-//! leader's digest reaches every replica through the log; each replica compares its own digest
-//! at that index with the leader's. A broken invariant or a digest that differs is logged at
-//! error level, loudly, and exported as a gauge (`crate::metrics`), for the alert rules. Never
-//! repairs anything and never changes state but by that one proposal.
+//! computes the state's digest on a blocking thread (applies go on meanwhile; a show unchanged
+//! since the last audit is neither checked nor encoded again, `Group::audit_reusing`), and
+//! keeps its last digests. On the group's leader it also proposes its digest
+//! (`Command::AuditDigest`), so the leader's digest reaches every replica through the log; each
+//! replica compares its own digest at that index with the leader's. A broken invariant or a
+//! digest that differs is logged at error level, loudly, and exported as a gauge
+//! (`crate::metrics`), for the alert rules. Never repairs anything and never changes state but
+//! by that one proposal.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,7 +19,7 @@ use std::time::Duration;
 
 use raft::GroupId;
 use statemachine::limits::AUDIT_DIGESTS_KEPT;
-use statemachine::{Command, Digest};
+use statemachine::{Command, Digest, ShowEncodings};
 
 use crate::group::HostedGroup;
 
@@ -40,6 +42,9 @@ pub struct GroupAudit {
 #[derive(Clone, Debug, Default)]
 pub struct Audits {
     groups: Arc<Mutex<BTreeMap<GroupId, GroupAudit>>>,
+    /// What the last audit of each group found of its shows: the next one checks and encodes
+    /// again only the shows written to since (`statemachine::ShowEncodings`).
+    encodings: Arc<Mutex<BTreeMap<GroupId, ShowEncodings>>>,
 }
 
 impl Audits {
@@ -104,8 +109,12 @@ pub(crate) async fn audit(hosted: &Arc<HostedGroup>, audits: &Audits) {
         }
     };
     if let Some((index, state)) = checkpoint {
-        let checked =
-            tokio::task::spawn_blocking(move || (state.check_invariants(), state.digest())).await;
+        let encodings = Arc::clone(&audits.encodings);
+        let checked = tokio::task::spawn_blocking(move || {
+            let mut all = encodings.lock().unwrap_or_else(PoisonError::into_inner);
+            state.audit_reusing(all.entry(group).or_default())
+        })
+        .await;
         let Ok((invariants, digest)) = checked else { return };
         record(audits, group, index, invariants, digest);
         if hosted.is_leader() {

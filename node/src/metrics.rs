@@ -53,7 +53,9 @@
 //!   proposer's
 //!   `booking_proposals_total` and `booking_proposed_commands_total` (their ratio is the mean
 //!   batch size); what keeping the state costs (`raft::StateCostCounts`):
-//!   `booking_snapshots_built_total`, `booking_snapshots_installed_total`,
+//!   `booking_snapshots_built_total`, `booking_snapshots_installed_total`, the shows builds
+//!   reused and encoded afresh (`booking_snapshot_shows_reused_total`,
+//!   `booking_snapshot_shows_encoded_total`),
 //!   `booking_snapshot_last_build_seconds`, `booking_snapshot_last_install_seconds`,
 //!   `booking_snapshot_last_bytes`, and the copies an apply made of state a snapshot, backup or
 //!   checkpoint still shared, `booking_state_copies_total`, `booking_state_copy_max_seconds`
@@ -515,6 +517,7 @@ fn scrape_groups<'a>(
     let counter = Family::<GroupLabels, Counter>::default;
     let (proposals, proposed_commands) = (counter(), counter());
     let (snapshots_built, snapshots_installed, state_copies) = (counter(), counter(), counter());
+    let (shows_reused, shows_encoded) = (counter(), counter());
     let seconds = Family::<GroupLabels, Gauge<f64, AtomicU64>>::default;
     let (last_build, last_install, copy_max) = (seconds(), seconds(), seconds());
     let copy_total = Family::<GroupLabels, Counter<f64, AtomicU64>>::default();
@@ -544,6 +547,8 @@ fn scrape_groups<'a>(
         let costs = hosted.reader.costs();
         snapshots_built.get_or_create(&labels).inc_by(costs.snapshots_built);
         snapshots_installed.get_or_create(&labels).inc_by(costs.snapshots_installed);
+        shows_reused.get_or_create(&labels).inc_by(costs.snapshot_shows_reused);
+        shows_encoded.get_or_create(&labels).inc_by(costs.snapshot_shows_encoded);
         state_copies.get_or_create(&labels).inc_by(costs.state_copies);
         last_build.get_or_create(&labels).set(costs.last_build.as_secs_f64());
         last_install.get_or_create(&labels).set(costs.last_install.as_secs_f64());
@@ -653,6 +658,16 @@ fn scrape_groups<'a>(
         "booking_snapshots_installed",
         "Snapshots this node installed from the group's leader since it started",
         snapshots_installed,
+    );
+    registry.register(
+        "booking_snapshot_shows_reused",
+        "Shows whose encoding and check snapshot builds here reused (unchanged since the last)",
+        shows_reused,
+    );
+    registry.register(
+        "booking_snapshot_shows_encoded",
+        "Shows snapshot builds here encoded and checked afresh (written to since the last)",
+        shows_encoded,
     );
     registry.register(
         "booking_snapshot_last_build_seconds",

@@ -16,6 +16,8 @@ pub(crate) struct StateCosts {
     built: AtomicU64,
     build_micros_last: AtomicU64,
     bytes_last: AtomicU64,
+    shows_reused: AtomicU64,
+    shows_encoded: AtomicU64,
     installed: AtomicU64,
     install_micros_last: AtomicU64,
     copies: AtomicU64,
@@ -32,6 +34,11 @@ pub struct StateCostCounts {
     pub last_build: Duration,
     /// The size of the last snapshot built or installed.
     pub last_snapshot_bytes: u64,
+    /// Shows whose bytes and checks builds reused, unchanged since the build before
+    /// (`statemachine::ShowEncodings`).
+    pub snapshot_shows_reused: u64,
+    /// Shows builds encoded and checked afresh.
+    pub snapshot_shows_encoded: u64,
     /// Snapshots this node installed from a leader.
     pub snapshots_installed: u64,
     /// How long the last install took: decoding, checking, writing and syncing it.
@@ -49,10 +56,13 @@ fn micros(took: Duration) -> u64 {
 }
 
 impl StateCosts {
-    pub(crate) fn built(&self, took: Duration, bytes: usize) {
+    pub(crate) fn built(&self, took: Duration, bytes: usize, shows: (usize, usize)) {
         self.built.fetch_add(1, Ordering::Relaxed);
         self.build_micros_last.store(micros(took), Ordering::Relaxed);
         self.bytes_last.store(bytes as u64, Ordering::Relaxed);
+        let (reused, encoded) = shows;
+        self.shows_reused.fetch_add(reused as u64, Ordering::Relaxed);
+        self.shows_encoded.fetch_add(encoded as u64, Ordering::Relaxed);
     }
 
     pub(crate) fn installed(&self, took: Duration, bytes: usize) {
@@ -73,6 +83,8 @@ impl StateCosts {
             snapshots_built: self.built.load(Ordering::Relaxed),
             last_build: duration(&self.build_micros_last),
             last_snapshot_bytes: self.bytes_last.load(Ordering::Relaxed),
+            snapshot_shows_reused: self.shows_reused.load(Ordering::Relaxed),
+            snapshot_shows_encoded: self.shows_encoded.load(Ordering::Relaxed),
             snapshots_installed: self.installed.load(Ordering::Relaxed),
             last_install: duration(&self.install_micros_last),
             state_copies: self.copies.load(Ordering::Relaxed),

@@ -37,7 +37,7 @@ use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::type_config::TypeConfigExt;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use statemachine::inject::{self, Bug};
-use statemachine::{Command, Group, OperatorCommand};
+use statemachine::{Command, Group, OperatorCommand, ShowEncodings};
 
 use crate::codec::{self, ColumnFamily, snapshot_key};
 use crate::error::StoreError;
@@ -54,6 +54,8 @@ pub struct StateMachineStore {
     group_id: GroupId,
     state: Arc<RwLock<Applied>>,
     persisted: Arc<Mutex<PersistedSnapshot>>,
+    /// What the last snapshot built here found of each show, for the next build to reuse.
+    encodings: Arc<Mutex<ShowEncodings>>,
     costs: Arc<StateCosts>,
 }
 
@@ -121,6 +123,7 @@ impl StateMachineStore {
             group_id,
             state: Arc::new(RwLock::new(applied)),
             persisted: Arc::new(Mutex::new(persisted)),
+            encodings: Arc::default(),
             costs: Arc::default(),
         })
     }
@@ -277,6 +280,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             group_id: self.group_id,
             view,
             persisted: Arc::clone(&self.persisted),
+            encodings: Arc::clone(&self.encodings),
             costs: Arc::clone(&self.costs),
         }
     }
@@ -313,6 +317,7 @@ pub struct SnapshotBuilder {
     /// The group and its position, or `None` if the state was poisoned.
     view: Option<(Arc<Group>, SnapshotMeta)>,
     persisted: Arc<Mutex<PersistedSnapshot>>,
+    encodings: Arc<Mutex<ShowEncodings>>,
     costs: Arc<StateCosts>,
 }
 
@@ -324,11 +329,18 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             return Err(StoreError::Poisoned.into());
         };
         let started = Instant::now();
-        // Encoding a large group takes a while: keep it off the async workers.
-        let data = TypeConfig::spawn_blocking(move || group.encode_snapshot()).await?;
+        // Encoding a large group takes a while: keep it off the async workers. Only the shows
+        // written to since the last build are encoded and checked again.
+        let encodings = Arc::clone(&self.encodings);
+        let (data, shows) = TypeConfig::spawn_blocking(move || {
+            let mut encodings = encodings.lock().unwrap_or_else(PoisonError::into_inner);
+            let data = group.encode_snapshot_reusing(&mut encodings);
+            (data, (encodings.reused, encodings.encoded))
+        })
+        .await?;
         persist(&self.storage, self.group_id, &self.persisted, &meta, &data, Persist::IfNewer)
             .await?;
-        self.costs.built(started.elapsed(), data.len());
+        self.costs.built(started.elapsed(), data.len(), shows);
         Ok(Snapshot { meta, snapshot: data })
     }
 }

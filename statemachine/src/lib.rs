@@ -87,7 +87,9 @@ pub use read::{
     AsOf, BookingView, EntryWithOffer, HoldView, OfferView, PaymentView, SeatMap, SeatStatus,
     TicketView, WaitlistEntryView, WaitlistSkip,
 };
-pub use snapshot::{Digest, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_FORMAT_VERSION_MIN, SnapshotError};
+pub use snapshot::{
+    Digest, SNAPSHOT_FORMAT_VERSION, SNAPSHOT_FORMAT_VERSION_MIN, ShowEncodings, SnapshotError,
+};
 pub use state::{
     Booking, BookingState, Grant, Group, Hold, HoldPayments, HoldState, HoldStatus, Lane,
     LotteryDraw, Offer, OfferState, OfferStatus, PaymentAttempt, PaymentState, PaymentStatus,

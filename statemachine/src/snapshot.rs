@@ -16,11 +16,13 @@ mod v7;
 mod v8;
 mod v9;
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
 
 use sha2::{Digest as _, Sha256};
 
-use crate::state::Group;
+use crate::ids::ShowId;
+use crate::state::{Group, Show};
 
 /// The current snapshot format version.
 ///
@@ -134,6 +136,151 @@ impl Group {
     pub fn digest(&self) -> Digest {
         Sha256::digest(self.encode_unchecked()).into()
     }
+}
+
+/// What the last snapshot built from a group found of each show, for the next build to reuse.
+///
+/// Each show is kept as a weak reference to the `Arc` the build encoded: it keeps that
+/// allocation (so its address names that version of the show and no other) but not the show,
+/// so the first write after the build moves the show to a new allocation (`Arc::make_mut`
+/// copies the struct, not its seats or chunks) and nothing else is copied for it. A show still
+/// at the same address has not changed since: its invariant check stands and, once it was
+/// found unchanged across two builds (not on sale any more, or quiet), its bytes are kept and
+/// reused. So a build encodes and checks only the shows written to since the last one; on a
+/// group with many shows most are over or not on sale. Keeping it costs the quiet shows' bytes.
+#[derive(Default)]
+pub struct ShowEncodings {
+    /// Each show as the last build found it, and its bytes if it was unchanged then too.
+    shows: BTreeMap<ShowId, (Weak<Show>, Option<Vec<u8>>)>,
+    /// The length of the last encoding: the next one's first allocation.
+    last_len: usize,
+    /// Shows whose bytes the last build reused.
+    pub reused: usize,
+    /// Shows the last build encoded.
+    pub encoded: usize,
+}
+
+impl Group {
+    /// Exactly [`Group::encode_snapshot`]'s bytes, reusing what `encodings` kept of the shows
+    /// that have not changed since the build that filled it (their invariants were checked
+    /// then), and keeping what this build found in it for the next.
+    ///
+    /// # Panics
+    ///
+    /// If the group breaks an invariant, as [`Group::encode_snapshot`].
+    pub fn encode_snapshot_reusing(&self, encodings: &mut ShowEncodings) -> Vec<u8> {
+        if self.feature_level < crate::FEATURE_LEVEL_MOVES {
+            // Format 9, written for the previous release: encoded whole, as it always was.
+            *encodings = ShowEncodings::default();
+            return self.encode_snapshot();
+        }
+        if let Err(violation) = self.check_invariants_reusing(encodings) {
+            panic!("refusing to snapshot an inconsistent group: {violation}");
+        }
+        self.encode_reusing(encodings)
+    }
+
+    /// What an auditor concludes of the group: [`Group::check_invariants`] and
+    /// [`Group::digest`], reusing what `encodings` kept of the shows unchanged since it was
+    /// filled, as [`Group::encode_snapshot_reusing`] does. After a violation nothing is kept,
+    /// so the next audit checks every show again.
+    pub fn audit_reusing(&self, encodings: &mut ShowEncodings) -> (Result<(), String>, Digest) {
+        if self.feature_level < crate::FEATURE_LEVEL_MOVES {
+            *encodings = ShowEncodings::default();
+            return (self.check_invariants(), self.digest());
+        }
+        let invariants = self.check_invariants_reusing(encodings);
+        let digest = Sha256::digest(self.encode_reusing(encodings)).into();
+        if invariants.is_err() {
+            *encodings = ShowEncodings::default();
+        }
+        (invariants, digest)
+    }
+
+    /// [`Group::check_invariants`] but for the shows unchanged since `encodings` was filled:
+    /// they were checked then.
+    fn check_invariants_reusing(&self, encodings: &ShowEncodings) -> Result<(), String> {
+        self.check_invariants_besides(&|id, show| encodings.unchanged(id, show))
+    }
+
+    /// The current format's bytes, each show's reused from `encodings` when it is still the
+    /// `Arc` encoded there; keeps this encoding's shows in `encodings`.
+    fn encode_reusing(&self, encodings: &mut ShowEncodings) -> Vec<u8> {
+        // The fields in the order the derived encoding writes them (postcard: one after the
+        // other, nothing between): a field added to `Group` does not compile here until it is
+        // written in its place. The golden and fuzz tests compare the bytes with the derived.
+        let Group {
+            applied_index,
+            log_time_ms,
+            shows,
+            outbox,
+            audit,
+            placement,
+            delivery,
+            digests,
+            catalog,
+            archived,
+            moves,
+            feature_level,
+        } = self;
+        let mut bytes =
+            Vec::with_capacity(HEADER_LEN + encodings.last_len + encodings.last_len / 8);
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(&SNAPSHOT_FORMAT_VERSION.to_le_bytes());
+        bytes = extend(&(applied_index, log_time_ms), bytes);
+        // A map: its length, then each key and value.
+        bytes = extend(&shows.len(), bytes);
+        let (mut reused, mut encoded) = (0, 0);
+        let mut kept = BTreeMap::new();
+        for (id, show) in shows {
+            bytes = extend(id, bytes);
+            let unchanged = encodings.unchanged(id, show);
+            let show_bytes = match encodings.shows.remove(id) {
+                Some((_, Some(show_bytes))) if unchanged => {
+                    reused += 1;
+                    bytes.extend_from_slice(&show_bytes);
+                    Some(show_bytes)
+                }
+                _ => {
+                    encoded += 1;
+                    let start = bytes.len();
+                    bytes = extend(&**show, bytes);
+                    // Unchanged across two builds: quiet, worth keeping.
+                    unchanged.then(|| bytes[start..].to_vec())
+                }
+            };
+            kept.insert(*id, (Arc::downgrade(show), show_bytes));
+        }
+        bytes = extend(
+            &(outbox, audit, placement, delivery, digests, catalog, archived, moves, feature_level),
+            bytes,
+        );
+        *encodings = ShowEncodings { shows: kept, last_len: bytes.len(), reused, encoded };
+        bytes
+    }
+}
+
+impl ShowEncodings {
+    /// Whether `show` is still the version of show `id` the last build found.
+    fn unchanged(&self, id: &ShowId, show: &Arc<Show>) -> bool {
+        self.shows.get(id).is_some_and(|(seen, _)| std::ptr::eq(seen.as_ptr(), Arc::as_ptr(show)))
+    }
+}
+
+impl std::fmt::Debug for ShowEncodings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShowEncodings")
+            .field("shows", &self.shows.len())
+            .field("last_len", &self.last_len)
+            .field("reused", &self.reused)
+            .field("encoded", &self.encoded)
+            .finish()
+    }
+}
+
+/// Appends `value`'s encoding to `bytes`.
+fn extend<T: serde::Serialize + ?Sized>(value: &T, bytes: Vec<u8>) -> Vec<u8> {
+    postcard::to_extend(value, bytes).expect("encoding to a vector cannot fail")
 }
 
 /// Dates the pooled seats of a group decoded from a version before 6, which kept no times: at

@@ -286,6 +286,44 @@ fn a_group_at_feature_level_0_is_written_in_format_9() {
     assert_eq!(u16::from_le_bytes([encoded[4], encoded[5]]), SNAPSHOT_FORMAT_VERSION);
 }
 
+/// A snapshot build that reuses what the build before it encoded of each unchanged show
+/// (`ShowEncodings`, as the raft crate's builder keeps it) writes exactly the bytes a whole
+/// encoding writes: with nothing to reuse, once shows were found unchanged (kept, then reused),
+/// and after a kept show was written to (which it encodes again). In format 9 it encodes whole. An audit's digest
+/// reuses the same way.
+#[test]
+fn reusing_unchanged_shows_writes_the_same_bytes() {
+    let pinned = std::fs::read(fixture(SNAPSHOT_FORMAT_VERSION)).expect("the fixture exists");
+    let mut h = scenario::build();
+    let shows = h.group.shows().count();
+    let mut encodings = ShowEncodings::default();
+    let mut build = |group: &Group, expected: &[u8], counts: (usize, usize), what: &str| {
+        assert!(group.encode_snapshot_reusing(&mut encodings) == expected, "{what}");
+        assert_eq!((encodings.reused, encodings.encoded), counts, "{what}");
+    };
+    build(&h.group, &pinned, (0, shows), "nothing to reuse");
+    build(&h.group, &pinned, (0, shows), "unchanged once: encoded, now kept");
+    build(&h.group, &pinned, (shows, 0), "every show reused");
+    let added = h.on_sale_show(900, 4);
+    build(&h.group, &h.group.encode_snapshot(), (shows, 1), "a new show");
+    build(&h.group, &h.group.encode_snapshot(), (shows, 1), "the new show unchanged once");
+    build(&h.group, &h.group.encode_snapshot(), (shows + 1, 0), "every show reused");
+    h.held(added, 1, 1, &[0, 1]);
+    build(&h.group, &h.group.encode_snapshot(), (shows, 1), "a show written to is encoded again");
+    // The auditor's check and digest, the same way.
+    let mut audited = ShowEncodings::default();
+    for reused in [0, 0, shows + 1] {
+        let (invariants, digest) = h.group.audit_reusing(&mut audited);
+        assert_eq!((invariants, digest), (Ok(()), h.group.digest()));
+        assert_eq!(audited.reused, reused);
+    }
+
+    let old = scenario::build_version_9().group;
+    let pinned = std::fs::read(fixture(9)).expect("the version 9 fixture exists");
+    assert!(old.encode_snapshot_reusing(&mut encodings) == pinned, "format 9, whole");
+    assert_eq!((encodings.reused, encodings.encoded), (0, 0));
+}
+
 /// The hold of `session` (numbered as in the scenario) on exactly `seats`.
 fn hold_of<'a>(show: &'a Show, session: u64, seats: &[SeatNo]) -> &'a Hold {
     let session = common::session(session);

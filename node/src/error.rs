@@ -328,16 +328,33 @@ impl From<raft::StoreError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// The metadata a gRPC status of this error carries, key and value: its code's name, and
+    /// for `not_leader` the leader's id and address when known (the address only when it is a
+    /// valid metadata value). A `HoldMany` item's failure carries the same.
+    pub fn grpc_metadata(&self) -> Vec<(&'static str, String)> {
+        let mut entries = vec![(metadata::CODE, self.code().name().to_owned())];
+        if let ApiError::NotLeader { leader: Some(leader), .. } = self {
+            entries.push((metadata::LEADER_ID, leader.id.to_string()));
+            if let Some(address) = leader
+                .address
+                .as_deref()
+                .filter(|address| address.parse::<MetadataValue<tonic::metadata::Ascii>>().is_ok())
+            {
+                entries.push((metadata::LEADER_ADDR, address.to_owned()));
+            }
+        }
+        entries
+    }
+}
+
 impl From<ApiError> for Status {
     fn from(error: ApiError) -> Status {
         let mut status = Status::new(error.grpc_code(), error.to_string());
         let metadata = status.metadata_mut();
-        metadata.insert(metadata::CODE, MetadataValue::from_static(error.code().name()));
-        if let ApiError::NotLeader { leader: Some(leader), .. } = &error {
-            metadata.insert(metadata::LEADER_ID, MetadataValue::from(leader.id));
-            if let Some(value) = leader.address.as_deref().and_then(|address| address.parse().ok())
-            {
-                metadata.insert(metadata::LEADER_ADDR, value);
+        for (key, value) in error.grpc_metadata() {
+            if let Ok(value) = value.parse() {
+                metadata.insert(key, value);
             }
         }
         status

@@ -211,21 +211,32 @@ impl Limits {
         }
     }
 
-    /// Takes one token from the bucket of the session whose bare token is `token`: the bucket
-    /// a call carrying `Authorization: Bearer <token>` pays. Each item of a `HoldMany` call pays
-    /// its session's bucket this way (the call itself pays its address's bucket once).
+    /// Charges one `HoldMany` item to its session, whose bare token is `token`: one token from
+    /// the session's bucket (the one a call carrying `Authorization: Bearer <token>` pays),
+    /// then, when [`RouteClass::Holds`] has a rate, one from the session's holds bucket. The
+    /// token is hashed once for both. The call itself paid its address's bucket.
     ///
     /// # Errors
     ///
-    /// `RateLimited` when the bucket is empty.
-    pub fn check_session(&self, token: &str) -> Result<(), ApiError> {
+    /// `RateLimited` when either bucket is empty (the holds bucket is not charged when the
+    /// session's was).
+    pub fn check_hold_item(&self, token: &str) -> Result<(), ApiError> {
         let Some(key) = token_key(token.as_bytes()) else { return Ok(()) };
         if self.operator == Some(key) {
             return Ok(());
         }
         let inner = &self.inner;
-        inner.sessions.check_key(&key).map_err(|not_until| {
-            limited("this session", not_until.wait_time_from(inner.clock.now()))
+        let now = || inner.clock.now();
+        inner
+            .sessions
+            .check_key(&key)
+            .map_err(|not_until| limited("this session", not_until.wait_time_from(now())))?;
+        let Some(bucket) = inner.routes.get(&RouteClass::Holds) else { return Ok(()) };
+        bucket.check_key(&RouteKey::Session(key)).map_err(|not_until| {
+            limited(
+                &format!("{} of this session", RouteClass::Holds),
+                not_until.wait_time_from(now()),
+            )
         })
     }
 
@@ -281,26 +292,6 @@ impl Limits {
         bucket.check_key(&key).map_err(|not_until| {
             limited(
                 &format!("{class} of this caller"),
-                not_until.wait_time_from(self.inner.clock.now()),
-            )
-        })
-    }
-
-    /// Charges one `HoldMany` item to its session's bucket of [`RouteClass::Holds`], when that
-    /// class has a rate.
-    ///
-    /// # Errors
-    ///
-    /// `RateLimited` when the bucket is empty.
-    pub fn check_route_session(&self, class: RouteClass, token: &str) -> Result<(), ApiError> {
-        let Some(bucket) = self.inner.routes.get(&class) else { return Ok(()) };
-        let Some(key) = token_key(token.as_bytes()) else { return Ok(()) };
-        if self.operator == Some(key) {
-            return Ok(());
-        }
-        bucket.check_key(&RouteKey::Session(key)).map_err(|not_until| {
-            limited(
-                &format!("{class} of this session"),
                 not_until.wait_time_from(self.inner.clock.now()),
             )
         })

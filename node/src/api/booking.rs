@@ -30,12 +30,11 @@ use statemachine::{
     BookingId, ClientCommand, EntryId, Group, HoldId, IdempotencyKey, OfferId, OperatorCommand,
     PaymentId, SessionId, ShowId, TicketId,
 };
-use tonic::metadata::{KeyAndValueRef, MetadataMap};
+use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
 use crate::api::convert;
 use crate::error::ApiError;
-use crate::limits::RouteClass;
 use crate::operations::{self, Freshness};
 use crate::seat_maps::{SeatMaps, Source};
 use crate::service::Service;
@@ -104,8 +103,7 @@ impl BookingApi {
     fn hold_item(&self, item: HoldItem) -> Result<ClientCommand, ApiError> {
         let shared = self.service.shared();
         let session = shared.sessions.session_of_token(&item.session_token)?;
-        shared.limits.check_session(&item.session_token)?;
-        shared.limits.check_route_session(RouteClass::Holds, &item.session_token)?;
+        shared.limits.check_hold_item(&item.session_token)?;
         let key = sessions::idempotency_key(Some(&item.idempotency_key))?;
         let hold = item.hold.ok_or_else(|| ApiError::InvalidArgument("hold: required".into()))?;
         let (show, request) = convert::hold_request(&hold)?;
@@ -116,20 +114,12 @@ impl BookingApi {
 /// The most items of one `HoldMany` call.
 pub const HOLD_MANY_ITEMS_MAX: usize = 1_024;
 
-/// A failure as a `HoldMany` item carries it: the status a `Hold` call would have failed with.
+/// A failure as a `HoldMany` item carries it: the code, message and metadata of the status a
+/// `Hold` call would have failed with, written directly (no `Status` is built and copied).
 fn item_status(error: ApiError) -> ItemStatus {
-    let status = Status::from(error);
-    let metadata = status
-        .metadata()
-        .iter()
-        .filter_map(|entry| match entry {
-            KeyAndValueRef::Ascii(key, value) => {
-                Some((key.as_str().to_owned(), value.to_str().ok()?.to_owned()))
-            }
-            KeyAndValueRef::Binary(..) => None,
-        })
-        .collect();
-    ItemStatus { code: status.code() as i32, message: status.message().to_owned(), metadata }
+    let metadata =
+        error.grpc_metadata().into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
+    ItemStatus { code: error.grpc_code() as i32, message: error.to_string(), metadata }
 }
 
 fn metadata_str<'a>(metadata: &'a MetadataMap, key: &str) -> Option<&'a str> {
@@ -737,4 +727,50 @@ impl BookingService for BookingApi {
 /// A show's packed map as the gRPC skin sends it (before `linearizable` and `fresh` are set).
 fn packed_map(source: &Source<'_>) -> SeatMapReply {
     convert::packed_seat_map_reply(source)
+}
+
+#[cfg(test)]
+mod tests {
+    use statemachine::{Rejection, SeatSet};
+    use tonic::metadata::KeyAndValueRef;
+
+    use super::*;
+    use crate::error::LeaderHint;
+
+    /// An item's failure says what a `Hold` call's status would: code, message and every
+    /// metadata entry, though it is written without building one.
+    #[test]
+    fn an_item_fails_with_the_status_a_hold_call_would() {
+        let leader = |address: Option<&str>| ApiError::NotLeader {
+            group: 3,
+            leader: Some(LeaderHint { id: 2, address: address.map(str::to_owned) }),
+        };
+        let errors = [
+            ApiError::from(Rejection::SeatUnavailable { seats: SeatSet::one(7) }),
+            ApiError::InvalidArgument("hold: required".into()),
+            ApiError::NotLeader { group: 1, leader: None },
+            leader(Some("127.0.0.1:7102")),
+            leader(Some("bad\naddress")),
+            leader(None),
+        ];
+        for error in errors {
+            let text = error.to_string();
+            let item = item_status(error.clone());
+            let status = Status::from(error);
+            assert_eq!(item.code, status.code() as i32, "{text}");
+            assert_eq!(item.message, status.message(), "{text}");
+            let expected: std::collections::HashMap<String, String> = status
+                .metadata()
+                .iter()
+                .filter_map(|entry| match entry {
+                    KeyAndValueRef::Ascii(key, value) => {
+                        Some((key.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+                    }
+                    KeyAndValueRef::Binary(..) => None,
+                })
+                .collect();
+            assert_eq!(item.metadata, expected, "{text}");
+            assert!(item.metadata.contains_key(keys::CODE), "{text}");
+        }
+    }
 }

@@ -88,17 +88,17 @@ mod tests {
         let limits = Limits::with_quotas(per_minute(2), per_minute(1000), BTreeSet::new())
             .with_operator(Some("op"));
         let app = app(limits.clone());
-        limits.check_session("tok").unwrap();
+        limits.check_hold_item("tok").unwrap();
         let (code, _) = status(&app, request(Some("Bearer tok"), None, false)).await;
         assert_eq!(code, StatusCode::OK);
         // Two tokens taken, one by an item and one by a call: both ways are now refused.
-        assert_eq!(limits.check_session(" tok ").unwrap_err().code().name(), "rate_limited");
+        assert_eq!(limits.check_hold_item(" tok ").unwrap_err().code().name(), "rate_limited");
         let (code, _) = status(&app, request(Some("Bearer tok"), None, false)).await;
         assert_eq!(code, StatusCode::TOO_MANY_REQUESTS);
         // Another session has its own bucket, and the operator credential none.
-        limits.check_session("other").unwrap();
+        limits.check_hold_item("other").unwrap();
         for _ in 0..5 {
-            limits.check_session("op").unwrap();
+            limits.check_hold_item("op").unwrap();
         }
     }
 
@@ -150,16 +150,16 @@ mod tests {
             );
         }
         // A HoldMany item pays the holds bucket only when that class has a rate.
-        limits.check_route_session(RouteClass::Holds, "a").unwrap();
+        limits.check_hold_item("a").unwrap();
         let holds = [(RouteClass::Holds, 1)].into_iter().collect();
         let limits = Limits::with_quotas(per_minute(1000), per_minute(1000), BTreeSet::new())
             .with_route_rates(&holds);
         for _ in 0..2 {
-            limits.check_route_session(RouteClass::Holds, " a ").unwrap();
+            limits.check_hold_item(" a ").unwrap();
         }
-        let refused = limits.check_route_session(RouteClass::Holds, "a").unwrap_err();
+        let refused = limits.check_hold_item("a").unwrap_err();
         assert_eq!(refused.code().name(), "rate_limited");
-        limits.check_route_session(RouteClass::Holds, "b").unwrap();
+        limits.check_hold_item("b").unwrap();
     }
 
     #[test]

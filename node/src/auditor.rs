@@ -110,7 +110,8 @@ pub(crate) async fn audit(hosted: &Arc<HostedGroup>, audits: &Audits) {
     };
     if let Some((index, state)) = checkpoint {
         let encodings = Arc::clone(&audits.encodings);
-        let checked = tokio::task::spawn_blocking(move || {
+        // A long check no buyer waits on: at a lower priority than serving.
+        let checked = raft::BookingRuntime::spawn_background(move || {
             let mut all = encodings.lock().unwrap_or_else(PoisonError::into_inner);
             state.audit_reusing(all.entry(group).or_default())
         })

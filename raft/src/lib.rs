@@ -35,6 +35,7 @@
 //! ```
 
 mod archive;
+mod background;
 mod clock;
 mod codec;
 mod engine;

@@ -69,6 +69,22 @@ impl BookingRuntime {
     pub fn scope<F: Future>(seed: u64, future: F) -> TaskLocalFuture<Cell<u64>, F> {
         SEED.scope(Cell::new(seed), future)
     }
+
+    /// Runs `f` on a background thread at a lower CPU priority than serving (`background.rs`):
+    /// for long work no buyer waits on, encoding a snapshot or auditing a checkpoint. Inside a
+    /// seed scope, runs it inline instead, as [`AsyncRuntime::spawn_blocking`] does.
+    ///
+    /// # Errors
+    ///
+    /// An error if `f` panicked or no background thread could be started.
+    pub fn spawn_background<F, T>(f: F) -> impl Future<Output = Result<T, io::Error>> + Send
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let inline = SEED.try_with(|_| ()).is_ok();
+        async move { if inline { Ok(f()) } else { crate::background::run(f).await } }
+    }
 }
 
 impl AsyncRuntime for BookingRuntime {
@@ -182,7 +198,6 @@ impl AsyncRuntime for BookingRuntime {
 
     /// Runs `f` on tokio's blocking pool; inside a seed scope, runs it inline instead (on a
     /// simulator's single thread a pool thread would run at a time the seed does not decide).
-    /// openraft uses it to encode snapshots.
     fn spawn_blocking<F, T>(f: F) -> impl Future<Output = Result<T, io::Error>> + Send
     where
         F: FnOnce() -> T + Send + 'static,

@@ -34,13 +34,13 @@ use std::time::Instant;
 
 use futures_util::{Stream, TryStreamExt};
 use openraft::storage::{EntryResponder, RaftStateMachine};
-use openraft::type_config::TypeConfigExt;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use statemachine::inject::{self, Bug};
 use statemachine::{Command, Group, OperatorCommand, ShowEncodings};
 
 use crate::codec::{self, ColumnFamily, snapshot_key};
 use crate::error::StoreError;
+use crate::runtime::BookingRuntime;
 use crate::state_costs::{StateCostCounts, StateCosts};
 use crate::storage::Storage;
 use crate::types::{
@@ -329,10 +329,11 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             return Err(StoreError::Poisoned.into());
         };
         let started = Instant::now();
-        // Encoding a large group takes a while: keep it off the async workers. Only the shows
-        // written to since the last build are encoded and checked again.
+        // Encoding a large group takes a while: keep it off the async workers, at a lower
+        // priority than serving. Only the shows written to since the last build are encoded
+        // and checked again.
         let encodings = Arc::clone(&self.encodings);
-        let (data, shows) = TypeConfig::spawn_blocking(move || {
+        let (data, shows) = BookingRuntime::spawn_background(move || {
             let mut encodings = encodings.lock().unwrap_or_else(PoisonError::into_inner);
             let data = group.encode_snapshot_reusing(&mut encodings);
             (data, (encodings.reused, encodings.encoded))

@@ -246,8 +246,14 @@ async fn builds(api: &Api, node: u64) -> io::Result<u64> {
 /// node builds it about once per refresh, not once per reader.
 async fn a_stampede_costs_one_rebuild_at_a_time(api: &Api) -> io::Result<()> {
     let node = api.follower(1).await?;
-    // One write, so that the next read must rebuild.
+    // One write, so that the next read must rebuild, once the follower applied it: it learns
+    // of the commit only with the leader's next message (a heartbeat every 50 ms), and before
+    // that its unchanged map is served from the cache without a build.
     hold(api, &[9]).await?;
+    api.cluster
+        .wait_converged(1, WAIT)
+        .await
+        .map_err(|error| io::Error::other(error.to_string()))?;
     let before = builds(api, node).await?;
     let started = tokio::time::Instant::now();
     let readers = (0..200).map(|reader| {

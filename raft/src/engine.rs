@@ -33,6 +33,11 @@ use crate::types::TypeConfig;
 ///   started after the call (so everything written before the call is durable), with an error
 ///   if that cannot happen; never drop one (openraft would wait forever). Many callbacks may
 ///   share one sync (group commit), and they may complete in any order.
+/// - Make a [`Engine::put_durable`] durable before it returns, outside the write order of
+///   batches: a crash after it keeps the value whatever it does to batches written before, and
+///   makes every earlier write of the same column family durable with it (RocksDB's memtable
+///   flush does). Keep such a family out of batches: the snapshots, which must not wait behind
+///   the log's syncs, nor make them wait.
 /// - Read what was written, synced or not: `get`, and the bounded scans `scan` (forward) and
 ///   `last` (the greatest key), over keys `start <= key < end`.
 /// - Count its syncs and completed callbacks, for tests and metrics.
@@ -107,6 +112,27 @@ impl Engine {
         match self {
             Engine::Rocks(engine) => engine.last(family, start, end, read),
             Engine::Sim(engine) => engine.last(family, start, end, read),
+        }
+    }
+
+    /// Stores `value` under `key` and waits until it is durable, without going through the
+    /// write-ahead log every batch's sync goes through: a large value (a snapshot) then neither
+    /// waits for the log's syncs nor makes them write its bytes. The blocking work runs off the
+    /// async workers.
+    ///
+    /// # Errors
+    ///
+    /// The backend's write or sync error; after it the storage has failed (`failure.rs`), and
+    /// whether the value survives a restart is unknown.
+    pub(crate) async fn put_durable(
+        &self,
+        family: ColumnFamily,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        match self {
+            Engine::Rocks(engine) => engine.put_durable(family, key, value).await,
+            Engine::Sim(engine) => engine.put_durable(family, key, value).await,
         }
     }
 

@@ -5,9 +5,10 @@
 //! Owns the queue of flush callbacks of every group on the node and the thread that drains it.
 //! Writers write first (unsynced: readable at once, durable later), then submit their callback.
 //! The thread takes everything queued, calls `flush_wal(true)` once, and completes it all: one
-//! sync serves every append, vote, truncation, purge and snapshot written before it, from every
-//! group. While a sync runs, new callbacks queue up for the next one, so batches grow with load
-//! without any added delay when idle. openraft 0.10 accepts flush completions out of order.
+//! sync serves every append, vote, truncation and purge written before it, from every group
+//! (snapshots are made durable apart: `Engine::put_durable`). While a sync runs, new callbacks
+//! queue up for the next one, so batches grow with load without any added delay when idle.
+//! openraft 0.10 accepts flush completions out of order.
 //!
 //! Must never complete a callback before a sync that started after its write, and never drop a
 //! callback without completing it (openraft would wait forever): on shutdown it drains the queue

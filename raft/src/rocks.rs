@@ -3,21 +3,24 @@
 //!
 //! Owns the database handle, the options it is opened with, and the translation of the seam's
 //! operations (`engine.rs`) into RocksDB calls. Never interprets keys or values, and never syncs
-//! on the write path: durability is the flusher's job, once for everything queued.
+//! on the write path: durability is the flusher's job, once for everything queued (but for a
+//! durable put, which flushes its own family and waits).
 
 use std::path::Path;
 use std::sync::Arc;
 
+use openraft::AsyncRuntime;
 use openraft::storage::IOFlushed;
 use rocksdb::{
-    ColumnFamilyDescriptor, DB, DBCompressionType, DBPinnableSlice, DBRecoveryMode, Options,
-    ReadOptions, WriteBatch,
+    ColumnFamilyDescriptor, DB, DBCompressionType, DBPinnableSlice, DBRecoveryMode, FlushOptions,
+    Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
 use crate::codec::ColumnFamily;
 use crate::error::StoreError;
 use crate::failure::Failure;
 use crate::flusher::Flusher;
+use crate::runtime::BookingRuntime;
 use crate::types::TypeConfig;
 
 /// A RocksDB database and its flusher.
@@ -132,6 +135,37 @@ impl RocksEngine {
                 Ok(None)
             }
         }
+    }
+
+    /// See [`Engine::put_durable`](crate::engine::Engine::put_durable): a write without the WAL,
+    /// then a flush of the family's memtable to a synced table file, waited for, on tokio's
+    /// blocking pool (not on the background threads: RocksDB's writers queue behind this
+    /// write's copy into the memtable, which must not run at a lower priority than they do).
+    /// RocksDB records the flushed family's progress in its synced manifest, so recovery
+    /// neither needs the WAL for the value nor replays an older write of the family over it.
+    pub(crate) async fn put_durable(
+        &self,
+        family: ColumnFamily,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        self.failure.check()?;
+        let (db, failure) = (Arc::clone(&self.db), self.failure.clone());
+        let name = family.name();
+        <BookingRuntime as AsyncRuntime>::spawn_blocking(move || {
+            let handle = db.cf_handle(name).ok_or(StoreError::MissingColumnFamily(name))?;
+            let mut write = WriteOptions::default();
+            write.disable_wal(true);
+            let mut flush = FlushOptions::default();
+            flush.set_wait(true);
+            db.put_cf_opt(handle, &key, &value, &write)
+                .and_then(|()| db.flush_cf_opt(handle, &flush))
+                .map_err(|error| {
+                    failure.record(format_args!("durable write failed: {error}"));
+                    StoreError::Rocks(error)
+                })
+        })
+        .await?
     }
 
     /// Queues `callback` on the flusher thread for its next WAL sync.

@@ -19,6 +19,10 @@
 //!   back; `PointInTime` recovery replays records up to the first one that is missing or fails
 //!   its checksum, so what survives is always a prefix. Memtable flushes do not change that: a
 //!   flush persists a prefix of the sequence too.
+//! - A durable put (a snapshot: `Engine::put_durable`) skips the WAL, and RocksDB flushes its
+//!   column family to a synced table file: it is durable once it returns (after the disk's
+//!   sync latency), whatever a crash does to the batches around it, and the flush takes every
+//!   earlier unsynced write of its family with it. A crash before it returns loses it.
 //! - No torn batches. A RocksDB write batch is one WAL record (checksummed per fragment), and
 //!   recovery drops a record it cannot read whole; it never applies part of a batch. A torn
 //!   write is therefore a lost batch, which the prefix already covers, and the disk offers no
@@ -116,6 +120,15 @@ enum Undo {
     Restore { family: ColumnFamily, key: Vec<u8>, previous: Option<Arc<Vec<u8>>> },
     /// Puts back the pairs a range deletion removed.
     Reinsert { family: ColumnFamily, pairs: Vec<(Vec<u8>, Arc<Vec<u8>>)> },
+}
+
+impl Undo {
+    /// The column family the change was made to.
+    fn family(&self) -> ColumnFamily {
+        match self {
+            Undo::Restore { family, .. } | Undo::Reinsert { family, .. } => *family,
+        }
+    }
 }
 
 impl SimDisk {
@@ -261,6 +274,21 @@ impl Disk {
 
     fn family_mut(&mut self, family: ColumnFamily) -> &mut Family {
         &mut self.families[family.position()]
+    }
+
+    /// Why a write of `incoming` bytes (and, with `syncs`, a sync with it) fails, if it does:
+    /// the disk's writes or syncs are broken, or it has no room.
+    fn refuses(&self, incoming: u64, syncs: bool) -> Option<StoreError> {
+        if self.fail_writes || (syncs && self.fail_syncs) {
+            let what = if self.fail_writes { "write" } else { "sync" };
+            return Some(StoreError::Io(io::Error::other(format!(
+                "simulated {what} failure (EIO)"
+            ))));
+        }
+        if self.capacity.is_some_and(|capacity| self.used + incoming > capacity) {
+            return Some(StoreError::NoSpace);
+        }
+        None
     }
 
     /// Applies one change and returns how to take it back.
@@ -455,6 +483,49 @@ impl SimEngine {
         }
     }
 
+    /// See [`Engine::put_durable`](crate::engine::Engine::put_durable): waits out the disk's sync
+    /// latency (on the runtime's clock, simulated under turmoil), as a real node waits for its
+    /// flush, then writes. A crash meanwhile fences this engine off, and the put never happens.
+    pub(crate) async fn put_durable(
+        &self,
+        family: ColumnFamily,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let latency = self.shared.disk.lock().sync_latency;
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        self.write_durable(family, &key, value)
+    }
+
+    /// Stores `value` under `key`, durable at once. Like RocksDB's flush of the family's
+    /// memtable, it also makes every earlier unsynced write of `family` durable: a crash no
+    /// longer takes those back. A broken disk (its writes or its syncs) or a full one refuses
+    /// it, changing nothing.
+    fn write_durable(
+        &self,
+        family: ColumnFamily,
+        key: &[u8],
+        value: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let failure = &self.shared.failure;
+        failure.check()?;
+        let mut disk = self.lock()?;
+        if let Some(error) = disk.refuses(size(key, &value), true) {
+            drop(disk);
+            failure.record(format_args!("durable write failed: {error}"));
+            return Err(error);
+        }
+        let key = key.to_vec();
+        // Durable at once: nothing to undo.
+        let _durable = disk.apply(Operation::Put { family, key, value });
+        for batch in &mut disk.unsynced {
+            batch.retain(|undo| undo.family() != family);
+        }
+        Ok(())
+    }
+
     /// Queues `callback` for the flush task, spawning one on the current runtime if none is
     /// pending. The sync happens when that task runs, not now: until then a crash can still
     /// discard the write, as on a real disk, and every callback queued meanwhile shares the
@@ -640,12 +711,6 @@ impl SimBatch<'_> {
         if self.operations.is_empty() {
             return Ok(());
         }
-        if disk.fail_writes {
-            drop(disk);
-            let error = StoreError::Io(io::Error::other("simulated write failure (EIO)"));
-            failure.record(format_args!("write failed: {error}"));
-            return Err(error);
-        }
         let incoming: u64 = self
             .operations
             .iter()
@@ -654,10 +719,10 @@ impl SimBatch<'_> {
                 Operation::Delete { .. } | Operation::DeleteRange { .. } => 0,
             })
             .sum();
-        if disk.capacity.is_some_and(|capacity| disk.used + incoming > capacity) {
+        if let Some(error) = disk.refuses(incoming, false) {
             drop(disk);
-            failure.record(StoreError::NoSpace);
-            return Err(StoreError::NoSpace);
+            failure.record(format_args!("write failed: {error}"));
+            return Err(error);
         }
         let undo = self.operations.into_iter().map(|operation| disk.apply(operation)).collect();
         disk.unsynced.push(undo);
@@ -862,6 +927,58 @@ mod tests {
         let restarted = SimEngine::open(disk.clone(), Failure::new());
         put(&restarted, "c", "3")?;
         assert_eq!(contents(&restarted), pairs(&[("a", "1"), ("b", "2"), ("c", "3")]));
+        Ok(())
+    }
+
+    #[test]
+    fn a_durable_put_outlives_a_crash_with_its_family_but_not_the_other_batches()
+    -> Result<(), StoreError> {
+        const SNAPSHOTS: ColumnFamily = ColumnFamily::Snapshots;
+        let (disk, engine) = disk_with_three_unsynced_batches()?;
+        let mut batch = engine.batch();
+        batch.put(SNAPSHOTS, b"old", b"batched".to_vec());
+        batch.put(LOGS, b"z", b"26".to_vec());
+        batch.write()?;
+        engine.write_durable(SNAPSHOTS, b"new", b"durable".to_vec())?;
+        assert_eq!(engine.get(SNAPSHOTS, b"new")?.as_deref(), Some(&b"durable".to_vec()));
+        assert_eq!(disk.unsynced_batches(), 4, "the batches are not synced by it");
+        assert_eq!(engine.sync_count(), 0);
+
+        assert_eq!(disk.crash(0), 4);
+        let recovered = SimEngine::open(disk.clone(), Failure::new());
+        assert_eq!(contents(&recovered), pairs(&[("a", "1"), ("b", "2"), ("c", "3")]));
+        // The earlier write of the same family became durable with it, as RocksDB's flush of
+        // the family's memtable makes it.
+        assert_eq!(recovered.get(SNAPSHOTS, b"new")?.as_deref(), Some(&b"durable".to_vec()));
+        assert_eq!(recovered.get(SNAPSHOTS, b"old")?.as_deref(), Some(&b"batched".to_vec()));
+        let logs: usize =
+            contents(&recovered).iter().map(|(key, value)| key.len() + value.len()).sum();
+        assert_eq!(disk.used_bytes(), (logs + "newdurable".len() + "oldbatched".len()) as u64);
+        Ok(())
+    }
+
+    #[test]
+    fn a_broken_or_full_disk_refuses_a_durable_put_and_stops_the_storage() -> Result<(), StoreError>
+    {
+        const SNAPSHOTS: ColumnFamily = ColumnFamily::Snapshots;
+        for break_disk in [
+            |disk: &SimDisk| disk.fail_syncs(true),
+            |disk: &SimDisk| disk.fail_writes(true),
+            |disk: &SimDisk| disk.set_capacity(Some(disk.used_bytes() + 1)),
+        ] {
+            let disk = SimDisk::new();
+            let failure = Failure::new();
+            let engine = SimEngine::open(disk.clone(), failure.clone());
+            engine.write_durable(SNAPSHOTS, b"a", b"1".to_vec())?;
+            break_disk(&disk);
+            assert!(engine.write_durable(SNAPSHOTS, b"b", b"2".to_vec()).is_err());
+            assert!(failure.get().is_some_and(|reason| reason.contains("durable write failed")));
+            assert_eq!(engine.get(SNAPSHOTS, b"b")?, None, "it changed nothing");
+            assert!(matches!(
+                engine.write_durable(SNAPSHOTS, b"c", b"3".to_vec()),
+                Err(StoreError::Failed(_))
+            ));
+        }
         Ok(())
     }
 

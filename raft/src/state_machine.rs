@@ -14,7 +14,8 @@
 //!   vector.
 //! - Record the last applied log id, and the membership of a membership entry.
 //! - Report through `applied_state()` only what survives a restart. The state lives in memory
-//!   and only snapshots are persisted (synced), so a store opened on a restarted node starts
+//!   and only snapshots are persisted (durably, beside the log's write-ahead log rather than
+//!   through it: `Engine::put_durable`), so a store opened on a restarted node starts
 //!   from its persisted snapshot and reports that snapshot's last log id. While the process
 //!   runs, the in-memory applied state is reported: openraft asks for it only at start-up
 //!   (`StorageHelper::get_initial_state`), and a fresh process always builds a fresh store. The
@@ -37,6 +38,7 @@ use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use statemachine::inject::{self, Bug};
 use statemachine::{Command, Group, OperatorCommand, ShowEncodings};
+use tokio::sync::Mutex as AsyncMutex;
 
 use crate::codec::{self, ColumnFamily, snapshot_key};
 use crate::error::StoreError;
@@ -53,7 +55,7 @@ pub struct StateMachineStore {
     storage: Storage,
     group_id: GroupId,
     state: Arc<RwLock<Applied>>,
-    persisted: Arc<Mutex<PersistedSnapshot>>,
+    persisted: Arc<AsyncMutex<PersistedSnapshot>>,
     /// What the last snapshot built here found of each show, for the next build to reuse.
     encodings: Arc<Mutex<ShowEncodings>>,
     costs: Arc<StateCosts>,
@@ -122,7 +124,7 @@ impl StateMachineStore {
             storage,
             group_id,
             state: Arc::new(RwLock::new(applied)),
-            persisted: Arc::new(Mutex::new(persisted)),
+            persisted: Arc::new(AsyncMutex::new(persisted)),
             encodings: Arc::default(),
             costs: Arc::default(),
         })
@@ -316,7 +318,7 @@ pub struct SnapshotBuilder {
     group_id: GroupId,
     /// The group and its position, or `None` if the state was poisoned.
     view: Option<(Arc<Group>, SnapshotMeta)>,
-    persisted: Arc<Mutex<PersistedSnapshot>>,
+    persisted: Arc<AsyncMutex<PersistedSnapshot>>,
     encodings: Arc<Mutex<ShowEncodings>>,
     costs: Arc<StateCosts>,
 }
@@ -430,31 +432,29 @@ enum Persist {
     IfNewer,
 }
 
-/// Persists a snapshot of `group_id` and waits until it is durable.
+/// Persists a snapshot of `group_id` and waits until it is durable. It is written beside the
+/// Raft log rather than through its write-ahead log (`Engine::put_durable`): tens of megabytes
+/// there would make every append synced meanwhile wait for them.
 async fn persist(
     storage: &Storage,
     group_id: GroupId,
-    persisted: &Mutex<PersistedSnapshot>,
+    persisted: &AsyncMutex<PersistedSnapshot>,
     meta: &SnapshotMeta,
     data: &[u8],
     mode: Persist,
 ) -> Result<(), StoreError> {
     let record = codec::encode_snapshot_record(meta, data)?;
+    // The check and the write are one step, so concurrent builds and installs leave the newest
+    // snapshot in place. A failed write leaves the guarded value as it was.
+    let mut last = persisted.lock().await;
+    if mode == Persist::IfNewer
+        && last.as_ref().is_some_and(|last_log_id| meta.last_log_id <= *last_log_id)
     {
-        // The check and the write are one step, so concurrent builds and installs leave the
-        // newest snapshot in place. A panic cannot leave the guarded value half-written.
-        let mut last = persisted.lock().unwrap_or_else(PoisonError::into_inner);
-        if mode == Persist::IfNewer
-            && last.as_ref().is_some_and(|last_log_id| meta.last_log_id <= *last_log_id)
-        {
-            return Ok(());
-        }
-        let mut batch = storage.engine().batch()?;
-        batch.put(ColumnFamily::Snapshots, &snapshot_key(group_id), record);
-        batch.write()?;
-        *last = Some(meta.last_log_id);
+        return Ok(());
     }
-    storage.sync().await?;
+    let key = snapshot_key(group_id).to_vec();
+    storage.engine().put_durable(ColumnFamily::Snapshots, key, record).await?;
+    *last = Some(meta.last_log_id);
     Ok(())
 }
 

@@ -97,7 +97,7 @@ impl Storage {
         self.engine.sync_count()
     }
 
-    /// Durability waits (appends, votes, truncations, purges, snapshots) completed so far.
+    /// Durability waits (appends, votes, truncations, purges) completed so far.
     pub fn flush_completed_count(&self) -> u64 {
         self.engine.completed_count()
     }

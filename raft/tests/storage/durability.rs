@@ -30,8 +30,9 @@ struct Written {
 }
 
 /// Writes the scenario every test here restarts from: the log, a vote, the committed log id, and
-/// a snapshot at `SNAPSHOT_AT` with entries applied up to `COMMITTED_AT`.
-async fn write_scenario(dir: &Path) -> io::Result<Written> {
+/// a snapshot at `SNAPSHOT_AT` with entries applied up to `COMMITTED_AT`. Returns the storage
+/// still open: dropping it closes the database cleanly, which a killed process never does.
+async fn write_scenario(dir: &Path) -> io::Result<(Written, Storage)> {
     let storage = Storage::open(dir)?;
     let mut log_store = storage.log_store(GROUP);
     let mut state_machine = storage.state_machine(GROUP)?;
@@ -51,7 +52,7 @@ async fn write_scenario(dir: &Path) -> io::Result<Written> {
     state_machine.apply(to_apply(slice(&log, SNAPSHOT_AT + 1..=COMMITTED_AT))).await?;
     let at_committed = reader.read(|group| group.digest())?;
     assert_ne!(at_snapshot, at_committed, "the tail changes the state");
-    Ok(Written { log, at_snapshot, at_committed })
+    Ok((Written { log, at_snapshot, at_committed }, storage))
 }
 
 /// Reopens the database and checks everything `write_scenario` wrote, then runs openraft's
@@ -89,8 +90,9 @@ async fn check_reopened(dir: &Path, written: &Written) -> io::Result<()> {
 #[tokio::test]
 async fn a_reopened_database_has_the_log_vote_committed_and_snapshot() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
-    let written = write_scenario(dir.path()).await?;
-    // Every handle was dropped: the database is closed and its lock released.
+    let (written, storage) = write_scenario(dir.path()).await?;
+    // The last handle: the database closes and releases its lock.
+    drop(storage);
     check_reopened(dir.path(), &written).await
 }
 
@@ -106,9 +108,10 @@ async fn killed_writer_child() -> io::Result<()> {
         return Ok(());
     };
     let dir = Path::new(&dir);
-    write_scenario(&dir.join("db")).await?;
+    let (_written, _open) = write_scenario(&dir.join("db")).await?;
     std::fs::write(dir.join("written"), b"")?;
-    // No destructor runs: no clean close, no last flush, as after `kill -9`.
+    // With the database still open, no destructor runs: no clean close, no last flush of the
+    // WAL or of a memtable, as after `kill -9`.
     std::process::abort();
 }
 
@@ -126,6 +129,6 @@ async fn a_killed_writer_loses_nothing_it_was_told_was_durable() -> io::Result<(
     // Whatever the child was told was durable must be there: compute what it computed (the
     // apply is deterministic) and compare.
     let reference = tempfile::tempdir()?;
-    let written = write_scenario(reference.path()).await?;
+    let (written, _reference) = write_scenario(reference.path()).await?;
     check_reopened(&dir.path().join("db"), &written).await
 }

@@ -12,7 +12,7 @@ use std::io;
 use openraft::storage::{IOFlushed, RaftLogStorage, RaftStateMachine};
 use openraft::type_config::TypeConfigExt;
 use openraft::{RaftLogReader, RaftSnapshotBuilder};
-use raft::{Entry, GroupId, LogStore, SimDisk, Storage, TypeConfig};
+use raft::{BookingRuntime, Entry, GroupId, LogStore, SimDisk, Storage, TypeConfig};
 
 use crate::common::{append, blank, booking_log, entries, indexes, log_id, slice, to_apply, vote};
 
@@ -153,6 +153,42 @@ async fn a_snapshot_persisted_before_a_purge_survives_a_crash() -> io::Result<()
     assert_eq!(state.last_log_id, Some(log_id(1, 12)));
     assert_eq!(entries(&mut log_store).await?, slice(&log, 11..=12));
     Ok(())
+}
+
+/// A snapshot is made durable beside the log rather than by the log's sync: persisting one
+/// neither syncs appends written before it (which would make them wait for its bytes) nor needs
+/// them, so a crash right after it keeps the snapshot and loses the unsynced appends.
+#[tokio::test]
+async fn a_snapshot_is_durable_without_syncing_the_log() -> io::Result<()> {
+    // In a seed scope the snapshot's work runs inline, as under the simulator, so the flush task
+    // of the unsynced append cannot run before the test crashes the disk.
+    BookingRuntime::scope(1, async {
+        let disk = SimDisk::new();
+        let storage = Storage::simulated(disk.clone());
+        let mut log_store = storage.log_store(GROUP);
+        let mut state_machine = storage.state_machine(GROUP)?;
+        let log = booking_log(1, 12);
+        append(&mut log_store, slice(&log, 0..=10)).await?;
+        state_machine.apply(to_apply(slice(&log, 0..=10))).await?;
+        let flushed = append_unflushed(&mut log_store, slice(&log, 11..=12)).await?;
+        let syncs = storage.wal_sync_count();
+        let built = state_machine.get_snapshot_builder().await.build_snapshot().await?;
+        assert_eq!(built.meta.last_log_id, Some(log_id(1, 10)));
+        assert_eq!(storage.wal_sync_count(), syncs, "the snapshot synced no log");
+        assert_eq!(disk.unsynced_batches(), 1, "the append is still unsynced");
+
+        assert_eq!(disk.crash(0), 1);
+        assert!(flushed.await.is_err(), "the lost append is never reported durable");
+        let storage = Storage::simulated(disk);
+        let mut log_store = storage.log_store(GROUP);
+        let mut state_machine = storage.state_machine(GROUP)?;
+        let current = state_machine.get_current_snapshot().await?.expect("the snapshot survived");
+        assert_eq!(current.meta, built.meta);
+        assert_eq!(current.snapshot, built.snapshot);
+        assert_eq!(entries(&mut log_store).await?, slice(&log, 0..=10));
+        Ok(())
+    })
+    .await
 }
 
 /// A process that exits without a power loss leaves its writes in the operating system's cache,

@@ -63,7 +63,7 @@ pub use command::{
     ClientCommand, ClientRequest, Command, Entry, OperatorCommand, PaymentOutcome, PaymentResult,
     SeatRange, ShowPolicy, ShowSpec,
 };
-pub use cow::{CowMap, CowSet};
+pub use cow::{CowMap, CowSet, CowVec};
 pub use delivery::{DeadLetter, Delivery, DeliveryCommand, Failure, Sink, SinkName};
 pub use digests::Digests;
 pub use features::{FEATURE_LEVEL, FEATURE_LEVEL_MOVES};

@@ -33,7 +33,7 @@ impl Show {
             price_version: 1,
             policy: spec.policy,
             seat_classes,
-            seats: vec![Seat::Free; seat_count as usize],
+            seats: vec![Seat::Free; seat_count as usize].into(),
             counts: SeatCounts { free: seat_count, ..SeatCounts::default() },
             next_id: 1,
             holds: CowMap::new(),

@@ -143,7 +143,7 @@ impl Group {
 /// Each show is kept as a weak reference to the `Arc` the build encoded: it keeps that
 /// allocation (so its address names that version of the show and no other) but not the show,
 /// so the first write after the build moves the show to a new allocation (`Arc::make_mut`
-/// copies the struct with its seat vector, not its chunks) and nothing else is copied for it. A show still
+/// copies the struct, not its seats' or maps' chunks) and nothing else is copied for it. A show still
 /// at the same address has not changed since: its invariant check stands and, once it was
 /// found unchanged across two builds (not on sale any more, or quiet), its bytes are kept and
 /// reused. So a build encodes and checks only the shows written to since the last one; on a

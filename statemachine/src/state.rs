@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::cow::{CowMap, CowSet};
+use crate::cow::{CowMap, CowSet, CowVec};
 
 use arrayvec::ArrayVec;
 use serde::{Deserialize, Serialize};
@@ -744,8 +744,9 @@ pub struct Show {
     pub policy: ShowPolicy,
     /// Each seat's class.
     pub seat_classes: Vec<u8>,
-    /// Each seat's allocation.
-    pub seats: Vec<Seat>,
+    /// Each seat's allocation, in shared chunks: the first write after a snapshot build copies
+    /// the chunk it lands in, not every seat.
+    pub seats: CowVec<Seat>,
     /// Seat counts per allocation state.
     pub counts: SeatCounts,
     /// The next id for any entity of this show.

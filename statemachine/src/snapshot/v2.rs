@@ -224,7 +224,7 @@ impl ShowV2 {
             price_version: self.price_version,
             policy: self.policy,
             seat_classes: self.seat_classes,
-            seats: self.seats,
+            seats: self.seats.into(),
             counts: self.counts,
             next_id: self.next_id,
             holds: holds.into(),

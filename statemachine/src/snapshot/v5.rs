@@ -110,7 +110,7 @@ impl<W: EarlierWaitlist> ShowV5<W> {
             price_version: self.price_version,
             policy: self.policy,
             seat_classes: self.seat_classes,
-            seats: self.seats,
+            seats: self.seats.into(),
             counts: self.counts,
             next_id: self.next_id,
             holds: self.holds.into(),

@@ -39,7 +39,10 @@ use crate::types::TypeConfig;
 ///   flush does). Keep such a family out of batches: the snapshots, which must not wait behind
 ///   the log's syncs, nor make them wait.
 /// - Read what was written, synced or not: `get`, and the bounded scans `scan` (forward) and
-///   `last` (the greatest key), over keys `start <= key < end`.
+///   `last` (the greatest key), over keys `start <= key < end`. A read that cannot return what
+///   was written (RocksDB's checksums reject it, or the disk cannot serve it) fails, and is the
+///   storage's failure: the node stops rather than serve, apply or vote from its disk. The
+///   simulated disk never alters what it holds.
 /// - Count its syncs and completed callbacks, for tests and metrics.
 pub(crate) enum Engine {
     /// A RocksDB database and its WAL flusher thread.

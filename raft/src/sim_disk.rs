@@ -15,10 +15,12 @@
 //!   does.
 //! - A crash keeps every batch a completed sync covered, and of the later ones a prefix in write
 //!   order, of a length the caller chooses ([`SimDisk::crash`]). RocksDB appends batches to its
-//!   WAL in write order and the operating system may have written any part of the unsynced tail
-//!   back; `PointInTime` recovery replays records up to the first one that is missing or fails
-//!   its checksum, so what survives is always a prefix. Memtable flushes do not change that: a
-//!   flush persists a prefix of the sequence too.
+//!   WAL in write order, and a crash cuts the part of the tail the file system had not written
+//!   back; recovery (`TolerateCorruptedTailRecords`, see `rocks.rs`) replays every record and
+//!   drops only a torn last one, so what survives is always a prefix. Memtable flushes do not
+//!   change that: a flush persists a prefix of the sequence too. (A bad record with others
+//!   after it, a flipped bit or a hole the file system left in the tail, makes RocksDB refuse
+//!   to open: the disk does not model it, and the node would stay down until readmitted.)
 //! - A durable put (a snapshot: `Engine::put_durable`) skips the WAL, and RocksDB flushes its
 //!   column family to a synced table file: it is durable once it returns (after the disk's
 //!   sync latency), whatever a crash does to the batches around it, and the flush takes every

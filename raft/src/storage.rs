@@ -43,8 +43,9 @@ impl Storage {
     ///
     /// # Errors
     ///
-    /// `Rocks` if RocksDB cannot open the directory (for instance another process holds it),
-    /// `Io` if the flusher thread cannot start.
+    /// `Corrupt` if RocksDB's checksums reject what the directory holds (a record before the
+    /// end of the WAL, a table file), `Rocks` if RocksDB cannot open the directory for another
+    /// reason (for instance another process holds it), `Io` if the flusher thread cannot start.
     pub fn open(path: impl AsRef<Path>) -> Result<Storage, StoreError> {
         let failure = Failure::new();
         let engine = RocksEngine::open(path.as_ref(), failure.clone())?;

@@ -37,6 +37,7 @@ mod browser;
 mod client;
 mod client_tls;
 mod convergence;
+mod corruption;
 mod disk_full;
 mod failover;
 mod fsync_failure;

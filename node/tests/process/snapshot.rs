@@ -115,7 +115,7 @@ async fn wiped_node_catches_up_by_snapshot() -> io::Result<()> {
 
 /// Readmits the wiped node `id` to every group: removed, added back as a learner that catches
 /// up (by snapshot where the log was purged, by log elsewhere), then promoted to voter again.
-async fn readmit(cluster: &Cluster, id: NodeId) -> io::Result<()> {
+pub(crate) async fn readmit(cluster: &Cluster, id: NodeId) -> io::Result<()> {
     for group in cluster.group_ids() {
         cluster.remove(group, id).await?;
         cluster.add_learner(group, id, true).await?;

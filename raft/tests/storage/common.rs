@@ -5,6 +5,8 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command as Process, Stdio};
 
 use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, IOFlushed, RaftLogStorage};
@@ -118,4 +120,35 @@ where
     check(Storage::simulated(SimDisk::new()))
         .await
         .map_err(|error| labelled("a simulated disk", error))
+}
+
+/// Runs the test `child` of this test binary in a child process, with the environment variable
+/// `variable` naming a fresh directory (the child's cue that it is one), and returns that
+/// directory once the child has aborted after leaving its marker (see [`abort_child`]).
+pub fn run_aborting_child(child: &str, variable: &str) -> io::Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    let status = Process::new(std::env::current_exe()?)
+        .args(["--exact", child, "--test-threads", "1", "--quiet"])
+        .env(variable, dir.path())
+        .stdout(Stdio::null())
+        .status()?;
+    assert!(!status.success(), "{child} aborts after writing: {status}");
+    assert!(dir.path().join("written").exists(), "{child} wrote what it should: {status}");
+    Ok(dir)
+}
+
+/// In a test run by [`run_aborting_child`], the directory to write into; `None` when the test
+/// runs on its own (it then does nothing).
+pub fn child_dir(variable: &str) -> Option<PathBuf> {
+    std::env::var_os(variable).map(PathBuf::from)
+}
+
+/// Ends a child: leaves the marker in `dir` and aborts. With its databases still open, no
+/// destructor runs: no clean close, no last flush of the WAL or of a memtable, as after
+/// `kill -9`.
+pub fn abort_child(dir: &Path) -> ! {
+    if let Err(error) = std::fs::write(dir.join("written"), b"") {
+        panic!("the child's marker: {error}");
+    }
+    std::process::abort();
 }

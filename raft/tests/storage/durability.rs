@@ -4,7 +4,6 @@
 
 use std::io;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use openraft::StorageHelper;
 use openraft::storage::{RaftLogStorage, RaftStateMachine};
@@ -12,18 +11,21 @@ use openraft::{RaftLogReader, RaftSnapshotBuilder};
 use raft::{Entry, GroupId, Storage};
 use statemachine::Digest;
 
-use crate::common::{append, booking_log, entries, log_id, slice, to_apply, vote};
+use crate::common::{
+    abort_child, append, booking_log, child_dir, entries, log_id, run_aborting_child, slice,
+    to_apply, vote,
+};
 
-const GROUP: GroupId = 3;
+pub const GROUP: GroupId = 3;
 /// The last index written.
-const LAST_INDEX: u64 = 20;
+pub const LAST_INDEX: u64 = 20;
 /// The snapshot covers entries up to here.
 const SNAPSHOT_AT: u64 = 12;
 /// Entries up to here are committed (and applied before the restart).
-const COMMITTED_AT: u64 = 15;
+pub const COMMITTED_AT: u64 = 15;
 
 /// The digests a writer saw: at the snapshot, and after applying every committed entry.
-struct Written {
+pub struct Written {
     log: Vec<Entry>,
     at_snapshot: Digest,
     at_committed: Digest,
@@ -32,7 +34,7 @@ struct Written {
 /// Writes the scenario every test here restarts from: the log, a vote, the committed log id, and
 /// a snapshot at `SNAPSHOT_AT` with entries applied up to `COMMITTED_AT`. Returns the storage
 /// still open: dropping it closes the database cleanly, which a killed process never does.
-async fn write_scenario(dir: &Path) -> io::Result<(Written, Storage)> {
+pub async fn write_scenario(dir: &Path) -> io::Result<(Written, Storage)> {
     let storage = Storage::open(dir)?;
     let mut log_store = storage.log_store(GROUP);
     let mut state_machine = storage.state_machine(GROUP)?;
@@ -100,31 +102,20 @@ async fn a_reopened_database_has_the_log_vote_committed_and_snapshot() -> io::Re
 const CHILD_DIR: &str = "RAFT_TEST_KILLED_WRITER_DIR";
 
 /// Run by `a_killed_writer_loses_nothing_it_was_told_was_durable` in a child process: writes
-/// the scenario into `$CHILD_DIR/db`, leaves a marker, and aborts without closing anything. On
-/// its own (without the variable) it does nothing.
+/// the scenario into `$CHILD_DIR/db` and aborts without closing anything. On its own (without
+/// the variable) it does nothing.
 #[tokio::test]
 async fn killed_writer_child() -> io::Result<()> {
-    let Some(dir) = std::env::var_os(CHILD_DIR) else {
+    let Some(dir) = child_dir(CHILD_DIR) else {
         return Ok(());
     };
-    let dir = Path::new(&dir);
     let (_written, _open) = write_scenario(&dir.join("db")).await?;
-    std::fs::write(dir.join("written"), b"")?;
-    // With the database still open, no destructor runs: no clean close, no last flush of the
-    // WAL or of a memtable, as after `kill -9`.
-    std::process::abort();
+    abort_child(&dir);
 }
 
 #[tokio::test]
 async fn a_killed_writer_loses_nothing_it_was_told_was_durable() -> io::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let status = Command::new(std::env::current_exe()?)
-        .args(["--exact", "durability::killed_writer_child", "--test-threads", "1", "--quiet"])
-        .env(CHILD_DIR, dir.path())
-        .stdout(Stdio::null())
-        .status()?;
-    assert!(!status.success(), "the child aborts after writing: {status}");
-    assert!(dir.path().join("written").exists(), "the child wrote the scenario: {status}");
+    let dir = run_aborting_child("durability::killed_writer_child", CHILD_DIR)?;
 
     // Whatever the child was told was durable must be there: compute what it computed (the
     // apply is deterministic) and compare.
